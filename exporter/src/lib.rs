@@ -1,0 +1,3 @@
+//! gpuscale-exporter: NVML metrics of every GPU, joined to the pods that hold them.
+
+pub mod metrics;
