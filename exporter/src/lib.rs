@@ -1,3 +1,12 @@
 //! gpuscale-exporter: NVML metrics of every GPU, joined to the pods that hold them.
 
+pub mod cli;
+pub mod collect;
+pub mod collectors;
+pub mod logging;
 pub mod metrics;
+pub mod nvml;
+pub mod pods;
+pub mod selfmetrics;
+pub mod server;
+pub mod snapshot;

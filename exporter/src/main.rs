@@ -1,1 +1,137 @@
-fn main() {}
+//! gpuscale-exporter: see `gpuscale_exporter` (lib) and docs/.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+use gpuscale_exporter::cli::Cli;
+use gpuscale_exporter::collect::{self, Config};
+use gpuscale_exporter::nvml::library::{self, LibSource};
+use gpuscale_exporter::server::Server;
+use gpuscale_exporter::server::webconfig::WebConfig;
+use gpuscale_exporter::snapshot::Store;
+use gpuscale_exporter::logging;
+use gpuscale_nvml_sim::scenario;
+use tracing::{error, info, warn};
+
+/// Exit code for bad flags or configuration, as clap uses.
+const USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.log_format, &cli.log_level) {
+        eprintln!("error: {e}");
+        return ExitCode::from(USAGE);
+    }
+    let lib = match choose_library(&cli) {
+        Ok(lib) => lib,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(USAGE);
+        }
+    };
+    let web = match &cli.web_config_file {
+        Some(path) => match WebConfig::load(path) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("error: --web-config-file {e}");
+                return ExitCode::from(USAGE);
+            }
+        },
+        None => WebConfig::none(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli, lib, web))
+}
+
+/// Picks the NVML library. Under `--simulate` the scenario is validated here,
+/// so a bad file is reported with its line and field before anything starts.
+fn choose_library(cli: &Cli) -> Result<LibSource, String> {
+    let Some(sim) = &cli.simulate else {
+        return Ok(cli.nvml_lib.clone().map(LibSource::Path).unwrap_or(LibSource::System));
+    };
+    if !sim.is_empty() {
+        let path = std::path::Path::new(sim);
+        scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
+        let absolute = std::fs::canonicalize(path).map_err(|e| format!("--simulate {sim}: {e}"))?;
+        // SAFETY: no other thread exists yet; the simulator reads this at nvmlInit.
+        unsafe { std::env::set_var("GPUSCALE_SIM_SCENARIO", absolute) };
+    } else {
+        // SAFETY: as above.
+        unsafe { std::env::remove_var("GPUSCALE_SIM_SCENARIO") };
+    }
+    let exe = std::env::current_exe().ok();
+    let found = cli.simulator_lib.clone().or_else(|| library::find_simulator(exe.as_deref()));
+    match found {
+        Some(p) if p.is_file() => Ok(LibSource::Path(p)),
+        Some(p) => Err(format!("--simulator-lib {}: no such file", p.display())),
+        None => Err(format!(
+            "--simulate: cannot find {} next to the executable; build it with `cargo build -p gpuscale-nvml-sim` or pass --simulator-lib",
+            library::SIMULATOR_FILE
+        )),
+    }
+}
+
+fn node_name(cli: &Cli) -> String {
+    if let Some(n) = &cli.node_name {
+        return n.clone();
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+async fn run(cli: Cli, lib: LibSource, web: WebConfig) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(cli.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            error!(address = %cli.listen, error = %e, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    let store = Store::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let config = Config {
+        lib,
+        interval: cli.collect_interval,
+        collectors: cli.enabled_collectors(),
+        node: node_name(&cli),
+    };
+    info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
+    let collector = collect::spawn(config, store.clone(), None, stop.clone());
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(Server { store, web }.run(listener, rx));
+    wait_for_signal().await;
+    info!("shutting down");
+    stop.store(true, Ordering::Relaxed);
+    let _ = tx.send(true);
+    let _ = server.await;
+    if tokio::task::spawn_blocking(move || collector.join()).await.is_err() {
+        warn!("collection thread did not stop cleanly");
+    }
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

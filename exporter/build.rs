@@ -1,0 +1,14 @@
+//! Compiles the kubelet pod-resources proto with protox (pure Rust), so the
+//! build needs no `protoc` binary.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto = "proto/podresources_v1.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let fds = protox::compile([proto], ["proto"])?;
+    // Client for the mapper, server for the simulated kubelet.
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Command-line flags; each also reads a `GPUSCALE_*` environment variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::collectors::NAMES;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "gpuscale-exporter", version, about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods")]
+pub struct Cli {
+    /// Address to serve /metrics on.
+    #[arg(long, env = "GPUSCALE_LISTEN", default_value = "0.0.0.0:9400")]
+    pub listen: SocketAddr,
+
+    /// Time between collections (100ms to 1h), e.g. 5s, 500ms, 1m.
+    #[arg(long, env = "GPUSCALE_COLLECT_INTERVAL", default_value = "5s", value_parser = parse_interval)]
+    pub collect_interval: Duration,
+
+    /// NVML library to load instead of the system's libnvidia-ml.so.1.
+    #[arg(long, env = "GPUSCALE_NVML_LIB", value_name = "PATH", conflicts_with = "simulate")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Run on a simulated GPU node: the NVML simulator driven by SCENARIO
+    /// (a YAML file), or the built-in 8-GPU node when no file is given.
+    #[arg(long, env = "GPUSCALE_SIMULATE", value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "")]
+    pub simulate: Option<String>,
+
+    /// Path of the NVML simulator library (default: found next to the executable).
+    #[arg(long, env = "GPUSCALE_SIMULATOR_LIB", value_name = "PATH")]
+    pub simulator_lib: Option<PathBuf>,
+
+    /// Collectors to run, comma-separated.
+    #[arg(long, env = "GPUSCALE_COLLECTORS", value_delimiter = ',', default_values_t = NAMES.iter().map(|s| s.to_string()).collect::<Vec<_>>(), value_parser = clap::builder::PossibleValuesParser::new(NAMES))]
+    pub collectors: Vec<String>,
+
+    /// Collectors to switch off, comma-separated (applied after --collectors).
+    #[arg(long, env = "GPUSCALE_DISABLE_COLLECTORS", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(NAMES))]
+    pub disable_collectors: Vec<String>,
+
+    /// Node name put in the `node` label (default: the host name).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// TLS and basic-auth settings, in the Prometheus exporter-toolkit web config format.
+    #[arg(long, env = "GPUSCALE_WEB_CONFIG_FILE", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
+
+    /// Log format.
+    #[arg(long, env = "GPUSCALE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter, e.g. info, debug, gpuscale_exporter=debug.
+    #[arg(long, env = "GPUSCALE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+impl Cli {
+    pub fn enabled_collectors(&self) -> Vec<String> {
+        self.collectors.iter().filter(|c| !self.disable_collectors.contains(c)).cloned().collect()
+    }
+}
+
+/// Parses `250ms`, `5s`, `1.5s`, `2m`, `1h`.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => s.split_at(i),
+        None => return Err(format!("'{s}' has no unit; write e.g. 5s or 500ms")),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration; write e.g. 5s or 500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        other => return Err(format!("unknown unit '{other}' in '{s}'; use ms, s, m or h")),
+    };
+    if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
+        return Err(format!("'{s}' is out of range: the interval must be between 100ms and 1h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals() {
+        assert_eq!(parse_interval("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_interval("50ms").unwrap_err().contains("between 100ms and 1h"));
+        assert!(parse_interval("5").unwrap_err().contains("no unit"));
+        assert!(parse_interval("5d").unwrap_err().contains("unknown unit"));
+    }
+}

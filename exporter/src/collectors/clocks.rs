@@ -1,0 +1,108 @@
+//! Clocks, their maxima, clock event (throttle) reasons, cumulative throttle
+//! time and the performance state.
+
+use nvml_wrapper::enum_wrappers::device::{Clock, PerformancePolicy, PerformanceState};
+
+use super::{Collector, Ctx};
+use crate::metrics::{Collected, Family};
+
+pub struct Clocks;
+
+const CLOCKS: [(Clock, &str); 4] =
+    [(Clock::Graphics, "graphics"), (Clock::SM, "sm"), (Clock::Memory, "memory"), (Clock::Video, "video")];
+
+/// Clock event reason bits (nvmlClocksEventReason*), one series each.
+pub const REASONS: [(u64, &str); 9] = [
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display"),
+];
+
+const POLICIES: [(PerformancePolicy, &str); 6] = [
+    (PerformancePolicy::Power, "power"),
+    (PerformancePolicy::Thermal, "thermal"),
+    (PerformancePolicy::SyncBoost, "sync_boost"),
+    (PerformancePolicy::BoardLimit, "board_limit"),
+    (PerformancePolicy::LowUtilization, "low_utilization"),
+    (PerformancePolicy::Reliability, "reliability"),
+];
+
+fn pstate_number(p: PerformanceState) -> Option<f64> {
+    use PerformanceState::*;
+    Some(match p {
+        Zero => 0.0,
+        One => 1.0,
+        Two => 2.0,
+        Three => 3.0,
+        Four => 4.0,
+        Five => 5.0,
+        Six => 6.0,
+        Seven => 7.0,
+        Eight => 8.0,
+        Nine => 9.0,
+        Ten => 10.0,
+        Eleven => 11.0,
+        Twelve => 12.0,
+        Thirteen => 13.0,
+        Fourteen => 14.0,
+        Fifteen => 15.0,
+        Unknown => return None,
+    })
+}
+
+impl<'n> Collector<'n> for Clocks {
+    fn name(&self) -> &'static str {
+        "clocks"
+    }
+
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        let mut cur = Family::gauge("gpu_clock_hertz", "Current clock frequency.");
+        let mut max = Family::gauge("gpu_clock_max_hertz", "Maximum clock frequency.");
+        let mut active = Family::gauge(
+            "gpu_clock_event_active",
+            "1 while the reason holds the clocks down (clock event / throttle reason), else 0.",
+        );
+        let mut violation = Family::counter(
+            "gpu_clock_event_seconds_total",
+            "Time the clocks were held below the requested clocks, by policy.",
+        );
+        let mut pstate = Family::gauge("gpu_performance_state", "Performance state (0 = P0, the fastest).");
+        for gpu in cx.gpus {
+            let (i, d) = (gpu.id.index, &gpu.device);
+            for (clock, label) in CLOCKS {
+                if let Some(mhz) = cx.reader.read(i, "nvmlDeviceGetClockInfo", d.clock_info(clock)) {
+                    cur.push(gpu.subject(), vec![("clock", label.to_string())], f64::from(mhz) * 1e6);
+                }
+                if let Some(mhz) = cx.reader.read(i, "nvmlDeviceGetMaxClockInfo", d.max_clock_info(clock)) {
+                    max.push(gpu.subject(), vec![("clock", label.to_string())], f64::from(mhz) * 1e6);
+                }
+            }
+            if let Some(r) =
+                cx.reader.read(i, "nvmlDeviceGetCurrentClocksEventReasons", d.current_throttle_reasons())
+            {
+                let bits = r.bits();
+                for (bit, label) in REASONS {
+                    let on = if bits & bit != 0 { 1.0 } else { 0.0 };
+                    active.push(gpu.subject(), vec![("reason", label.to_string())], on);
+                }
+            }
+            for (policy, label) in POLICIES {
+                if let Some(v) = cx.reader.read(i, "nvmlDeviceGetViolationStatus", d.violation_status(policy)) {
+                    violation.push(gpu.subject(), vec![("policy", label.to_string())], v.violation_time as f64 / 1e9);
+                }
+            }
+            if let Some(p) = cx.reader.read(i, "nvmlDeviceGetPerformanceState", d.performance_state()) {
+                if let Some(n) = pstate_number(p) {
+                    pstate.push(gpu.subject(), vec![], n);
+                }
+            }
+        }
+        out.families.extend([cur, max, active, violation, pstate]);
+    }
+}

@@ -1,0 +1,70 @@
+//! `gpu_info`: identity of each GPU, read once per GPU and cached.
+
+use std::collections::HashMap;
+
+use super::{Collector, Ctx};
+use crate::metrics::{Collected, Family};
+
+#[derive(Default)]
+pub struct Info {
+    /// Labels by UUID: identity does not change while the driver is loaded.
+    cache: HashMap<String, Vec<(&'static str, String)>>,
+    driver: Option<(String, String)>,
+}
+
+fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+impl<'n> Collector<'n> for Info {
+    fn name(&self) -> &'static str {
+        "info"
+    }
+
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        if self.driver.is_none() {
+            let driver = cx.reader.read(u32::MAX, "nvmlSystemGetDriverVersion", cx.nvml.sys_driver_version());
+            let cuda = cx
+                .reader
+                .read(u32::MAX, "nvmlSystemGetCudaDriverVersion_v2", cx.nvml.sys_cuda_driver_version())
+                .map(cuda_version);
+            if let (Some(d), Some(c)) = (driver, cuda) {
+                self.driver = Some((d, c));
+            }
+        }
+        let (driver, cuda) = self.driver.clone().unwrap_or_default();
+        let mut fam = Family::gauge("gpu_info", "GPU identity; the value is always 1.");
+        for gpu in cx.gpus {
+            if !self.cache.contains_key(&*gpu.id.uuid) {
+                let i = gpu.id.index;
+                let d = &gpu.device;
+                let model = cx.reader.read(i, "nvmlDeviceGetName", d.name()).unwrap_or_default();
+                let pci = cx.reader.read(i, "nvmlDeviceGetPciInfo_v3", d.pci_info()).map(|p| p.bus_id).unwrap_or_default();
+                let serial = cx.reader.read(i, "nvmlDeviceGetSerial", d.serial()).unwrap_or_default();
+                let vbios = cx.reader.read(i, "nvmlDeviceGetVbiosVersion", d.vbios_version()).unwrap_or_default();
+                let arch = gpu.arch.as_ref().map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default();
+                let mig = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetMigMode", d.mig_mode())
+                    .map(|m| if m.current == 1 { "enabled" } else { "disabled" })
+                    .unwrap_or("unsupported");
+                let labels = vec![
+                    ("model", model),
+                    ("pci_bus_id", pci),
+                    ("serial", serial),
+                    ("vbios_version", vbios),
+                    ("architecture", arch),
+                    ("mig_mode", mig.to_string()),
+                ];
+                self.cache.insert(gpu.id.uuid.to_string(), labels);
+            }
+            if let Some(cached) = self.cache.get(&*gpu.id.uuid) {
+                let mut labels = cached.clone();
+                labels.push(("driver_version", driver.clone()));
+                labels.push(("cuda_version", cuda.clone()));
+                fam.push(gpu.subject(), labels, 1.0);
+            }
+        }
+        out.families.push(fam);
+    }
+}

@@ -1,0 +1,84 @@
+//! NVLink per-link traffic counters and error counters.
+
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX};
+
+use super::{Collector, Ctx};
+use crate::metrics::{Collected, Family};
+use crate::nvml::raw;
+
+pub struct NvLinks;
+
+/// NVML_NVLINK_MAX_LINKS.
+const MAX_LINKS: u32 = 18;
+
+const ERRORS: [(ErrorCounter, &str); 4] = [
+    (ErrorCounter::DlCrcFlit, "crc_flit"),
+    (ErrorCounter::DlCrcData, "crc_data"),
+    (ErrorCounter::DlReplay, "replay"),
+    (ErrorCounter::DlRecovery, "recovery"),
+];
+
+impl<'n> Collector<'n> for NvLinks {
+    fn name(&self) -> &'static str {
+        "nvlink"
+    }
+
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        let mut tx = Family::counter("gpu_nvlink_transmit_bytes_total", "NVLink data bytes transmitted, per link.");
+        let mut rx = Family::counter("gpu_nvlink_receive_bytes_total", "NVLink data bytes received, per link.");
+        let mut errors = Family::counter("gpu_nvlink_errors_total", "NVLink data-link errors, per link and type.");
+        for gpu in cx.gpus {
+            let (i, d) = (gpu.id.index, &gpu.device);
+            let mut links = Vec::new();
+            for link in 0..MAX_LINKS {
+                match d.link_wrapper_for(link).is_active() {
+                    Ok(true) => links.push(link),
+                    Ok(false) => {}
+                    // Past the GPU's last link NVML answers INVALID_ARGUMENT.
+                    Err(NvmlError::InvalidArg) => break,
+                    Err(e) => {
+                        cx.reader.fail(i, "nvmlDeviceGetNvLinkState", &e);
+                        break;
+                    }
+                }
+            }
+            if links.is_empty() {
+                continue;
+            }
+            for &link in &links {
+                let wrapper = d.link_wrapper_for(link);
+                for (counter, label) in ERRORS {
+                    if let Some(n) = cx.reader.read(i, "nvmlDeviceGetNvLinkErrorCounter", wrapper.error_counter(counter)) {
+                        errors.push(
+                            gpu.subject(),
+                            vec![("link", link.to_string()), ("type", label.to_string())],
+                            n as f64,
+                        );
+                    }
+                }
+            }
+            let requests: Vec<(u32, u32)> = links
+                .iter()
+                .flat_map(|&l| [(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l), (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l)])
+                .collect();
+            let Some(values) =
+                cx.reader.read(i, "nvmlDeviceGetFieldValues", raw::scoped_field_values(cx.nvml, d, &requests))
+            else {
+                continue;
+            };
+            for ((field, link), value) in requests.iter().zip(values) {
+                match value {
+                    // The field counts KiB.
+                    Ok(kib) if *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => {
+                        tx.push(gpu.subject(), vec![("link", link.to_string())], kib * 1024.0)
+                    }
+                    Ok(kib) => rx.push(gpu.subject(), vec![("link", link.to_string())], kib * 1024.0),
+                    Err(e) => cx.reader.fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e),
+                }
+            }
+        }
+        out.families.extend([tx, rx, errors]);
+    }
+}

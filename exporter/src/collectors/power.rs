@@ -1,0 +1,34 @@
+//! Power draw, the enforced limit and the energy counter.
+
+use super::{Collector, Ctx};
+use crate::metrics::{Collected, Family};
+
+pub struct Power;
+
+impl<'n> Collector<'n> for Power {
+    fn name(&self) -> &'static str {
+        "power"
+    }
+
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        let mut usage = Family::gauge("gpu_power_usage_watts", "Power drawn by the GPU board.");
+        let mut limit = Family::gauge("gpu_power_limit_watts", "Power limit the driver enforces.");
+        let mut energy = Family::counter(
+            "gpu_energy_consumed_joules_total",
+            "Energy consumed by the GPU since the driver was loaded.",
+        );
+        for gpu in cx.gpus {
+            let (i, d) = (gpu.id.index, &gpu.device);
+            if let Some(mw) = cx.reader.read(i, "nvmlDeviceGetPowerUsage", d.power_usage()) {
+                usage.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
+            }
+            if let Some(mw) = cx.reader.read(i, "nvmlDeviceGetEnforcedPowerLimit", d.enforced_power_limit()) {
+                limit.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
+            }
+            if let Some(mj) = cx.reader.read(i, "nvmlDeviceGetTotalEnergyConsumption", d.total_energy_consumption()) {
+                energy.push(gpu.subject(), vec![], mj as f64 / 1000.0);
+            }
+        }
+        out.families.extend([usage, limit, energy]);
+    }
+}

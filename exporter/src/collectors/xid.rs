@@ -1,0 +1,134 @@
+//! XID errors. NVML delivers them as events, so a dedicated thread waits on
+//! an event set and records them in an [`XidLog`]; this collector reads it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use tracing::{info, warn};
+
+use super::{Collector, Ctx};
+use crate::metrics::{Collected, Family};
+use crate::nvml::library::LibSource;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct XidSeen {
+    pub count: u64,
+    pub last_seen_unix: f64,
+}
+
+/// XIDs seen per GPU UUID and XID code.
+#[derive(Clone, Default)]
+pub struct XidLog(Arc<Mutex<HashMap<String, BTreeMap<u64, XidSeen>>>>);
+
+impl XidLog {
+    pub fn record(&self, uuid: &str, xid: u64, at_unix: f64) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = map.entry(uuid.to_string()).or_default().entry(xid).or_default();
+        seen.count += 1;
+        seen.last_seen_unix = at_unix;
+    }
+
+    pub fn of(&self, uuid: &str) -> BTreeMap<u64, XidSeen> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(uuid).cloned().unwrap_or_default()
+    }
+}
+
+pub struct Xid {
+    log: XidLog,
+}
+
+impl Xid {
+    pub fn new(log: XidLog) -> Self {
+        Self { log }
+    }
+}
+
+impl<'n> Collector<'n> for Xid {
+    fn name(&self) -> &'static str {
+        "xid"
+    }
+
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        let mut count = Family::counter("gpu_xid_errors_total", "XID errors reported by the driver, by XID code.");
+        let mut last = Family::gauge(
+            "gpu_xid_last_seen_timestamp_seconds",
+            "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
+        );
+        for gpu in cx.gpus {
+            for (xid, seen) in self.log.of(&gpu.id.uuid) {
+                count.push(gpu.subject(), vec![("xid", xid.to_string())], seen.count as f64);
+                last.push(gpu.subject(), vec![("xid", xid.to_string())], seen.last_seen_unix);
+            }
+        }
+        out.families.extend([count, last]);
+    }
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// Waits for XID events until `stop`; re-initialises NVML after failures.
+pub fn run_event_thread(lib: LibSource, log: XidLog, stop: Arc<AtomicBool>) {
+    let mut backoff = Duration::from_secs(1);
+    while !stop.load(Ordering::Relaxed) {
+        match wait_events(&lib, &log, &stop) {
+            Ok(()) => return,
+            Err(e) => {
+                warn!(error = %e, "XID event listener stopped; retrying in {:?}", backoff);
+                sleep_unless_stopped(backoff, &stop);
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let step = Duration::from_millis(100);
+    let mut left = d;
+    while left > Duration::ZERO && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(step.min(left));
+        left = left.saturating_sub(step);
+    }
+}
+
+fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), NvmlError> {
+    let nvml = lib.init()?;
+    let mut set = nvml.create_event_set()?;
+    let mut registered = 0;
+    for i in 0..nvml.device_count()? {
+        let Ok(device) = nvml.device_by_index(i) else { continue };
+        let supported = device.supported_event_types().unwrap_or(EventTypes::empty());
+        if !supported.contains(EventTypes::CRITICAL_XID_ERROR) {
+            continue;
+        }
+        set = match device.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+            Ok(s) => s,
+            Err(e) => return Err(e.error),
+        };
+        registered += 1;
+    }
+    info!(gpus = registered, "listening for XID events");
+    while !stop.load(Ordering::Relaxed) {
+        match set.wait(500) {
+            Ok(event) => {
+                let xid = match event.event_data {
+                    Some(XidError::Value(v)) => v,
+                    _ => continue,
+                };
+                let uuid = event.device.uuid().unwrap_or_default();
+                warn!(uuid = %uuid, xid, "XID error");
+                log.record(&uuid, xid, now_unix());
+            }
+            Err(NvmlError::Timeout) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! The pod map: kubelet allocations and pod metadata combined into the
+//! lookups the encoder asks, rebuilt only when either source changes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::kubeapi::{MetaView, PodMeta};
+use super::labels::PodLabel;
+use super::podresources::{Allocation, KubeletSnapshot};
+use crate::metrics::{Labels, PodLabelSet, PodLookup};
+
+/// One (device, pod, container) holding.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Holding {
+    /// GPU or MIG UUID as the kubelet reports it (replica suffix removed).
+    pub device: String,
+    pub pod_key: (String, String),
+    /// `namespace, pod, container, workload, workload_kind, label_*`.
+    pub labels: Labels,
+    pub resource: String,
+}
+
+/// Immutable join of one kubelet snapshot and one metadata view.
+#[derive(Debug, Default)]
+pub struct PodMap {
+    /// Device UUID → labels, when exactly one pod holds it.
+    pub owners: HashMap<String, Arc<PodLabelSet>>,
+    /// Sorted and deduplicated.
+    pub holdings: Vec<Holding>,
+    /// Pod UID → metadata (non-terminal pods).
+    pub pods: HashMap<String, Arc<PodMeta>>,
+    /// Allocatable replicas per device UUID.
+    pub replicas: HashMap<String, u32>,
+}
+
+/// Pod labels of one container (or of the whole pod when `container` is None).
+pub fn pod_labels(
+    namespace: &str,
+    pod: &str,
+    container: Option<&str>,
+    meta: Option<&PodMeta>,
+    label_keys: &[PodLabel],
+) -> Labels {
+    let mut labels: Labels = Vec::with_capacity(5 + label_keys.len());
+    labels.push(("namespace", namespace.to_owned()));
+    labels.push(("pod", pod.to_owned()));
+    if let Some(c) = container {
+        labels.push(("container", c.to_owned()));
+    }
+    labels.push(("workload", meta.map(|m| m.workload.clone()).unwrap_or_default()));
+    labels.push(("workload_kind", meta.map(|m| m.workload_kind.clone()).unwrap_or_default()));
+    for (i, key) in label_keys.iter().enumerate() {
+        let value = meta.and_then(|m| m.labels.get(i).cloned()).unwrap_or_default();
+        labels.push((key.name, value));
+    }
+    labels
+}
+
+pub fn to_set(labels: &Labels) -> PodLabelSet {
+    PodLabelSet(labels.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect())
+}
+
+impl PodMap {
+    pub fn build(kubelet: &KubeletSnapshot, meta: &MetaView, label_keys: &[PodLabel]) -> Self {
+        let pods: HashMap<String, Arc<PodMeta>> =
+            meta.pods.iter().filter(|(_, m)| !m.terminal).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let by_name: HashMap<(&str, &str), &PodMeta> =
+            meta.pods.values().map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m)).collect();
+        let fresh = meta.synced && !meta.stale;
+        let mut holdings: Vec<Holding> = Vec::new();
+        for Allocation { namespace, pod, container, resource, device } in &kubelet.allocations {
+            let m = by_name.get(&(namespace.as_str(), pod.as_str())).copied();
+            // Terminal pods are gone; so is a pod a healthy watch no longer lists
+            // (the kubelet may report it until its next refresh).
+            match m {
+                Some(m) if m.terminal => continue,
+                None if fresh => continue,
+                _ => {}
+            }
+            holdings.push(Holding {
+                device: device.uuid.clone(),
+                pod_key: (namespace.clone(), pod.clone()),
+                labels: pod_labels(namespace, pod, Some(container), m, label_keys),
+                resource: resource.clone(),
+            });
+        }
+        holdings.sort();
+        holdings.dedup();
+
+        let mut by_device: BTreeMap<&str, Vec<&Holding>> = BTreeMap::new();
+        for h in &holdings {
+            by_device.entry(h.device.as_str()).or_default().push(h);
+        }
+        let mut owners = HashMap::new();
+        for (device, hs) in by_device {
+            let first = hs[0];
+            if hs.iter().any(|h| h.pod_key != first.pod_key) {
+                continue; // shared by several pods: per-pod series instead
+            }
+            let mut labels = first.labels.clone();
+            if hs.iter().any(|h| h.labels != first.labels) {
+                // Several containers of one pod: the pod is known, the container is not.
+                if let Some(c) = labels.iter_mut().find(|(k, _)| *k == "container") {
+                    c.1.clear();
+                }
+            }
+            owners.insert(device.to_owned(), Arc::new(to_set(&labels)));
+        }
+        Self { owners, holdings, pods, replicas: kubelet.replicas.clone() }
+    }
+}
+
+/// The lookup handed to the encoder for one collection.
+pub struct Joined {
+    pub map: Arc<PodMap>,
+    pub processes: HashMap<u32, Arc<PodLabelSet>>,
+}
+
+impl PodLookup for Joined {
+    fn device_owner(&self, uuid: &str) -> Option<&PodLabelSet> {
+        self.map.owners.get(uuid).map(|s| &**s)
+    }
+
+    fn process_owner(&self, pid: u32) -> Option<&PodLabelSet> {
+        self.processes.get(&pid).map(|s| &**s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pods::podresources::DeviceId;
+
+    fn alloc(ns: &str, pod: &str, c: &str, id: &str) -> Allocation {
+        Allocation {
+            namespace: ns.into(),
+            pod: pod.into(),
+            container: c.into(),
+            resource: "nvidia.com/gpu".into(),
+            device: DeviceId::parse(id),
+        }
+    }
+
+    fn meta(uid: &str, ns: &str, name: &str, terminal: bool) -> (String, Arc<PodMeta>) {
+        (
+            uid.into(),
+            Arc::new(PodMeta {
+                uid: uid.into(),
+                namespace: ns.into(),
+                name: name.into(),
+                terminal,
+                workload: "w".into(),
+                workload_kind: "Deployment".into(),
+                labels: vec!["research".into()],
+                containers: vec![],
+            }),
+        )
+    }
+
+    fn keys() -> Vec<PodLabel> {
+        vec![PodLabel { key: "team".into(), name: "label_team" }]
+    }
+
+    fn get<'a>(set: &'a PodLabelSet, key: &str) -> Option<&'a str> {
+        set.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn exclusive_shared_and_terminal() {
+        let kubelet = KubeletSnapshot {
+            allocations: vec![
+                alloc("a", "p1", "c", "GPU-1"),
+                alloc("a", "p2", "c", "GPU-2::0"),
+                alloc("b", "p3", "c", "GPU-2::1"),
+                alloc("a", "done", "c", "GPU-3"),
+                alloc("a", "p1", "c2", "MIG-4"),
+                alloc("a", "p1", "c3", "MIG-4"),
+            ],
+            replicas: HashMap::new(),
+        };
+        let view = MetaView {
+            synced: true,
+            stale: false,
+            pods: [meta("u1", "a", "p1", false), meta("u2", "a", "p2", false), meta("u3", "b", "p3", false), meta("u4", "a", "done", true)]
+                .into_iter()
+                .collect(),
+        };
+        let map = PodMap::build(&kubelet, &view, &keys());
+        let o1 = map.owners.get("GPU-1").map(|s| &**s);
+        assert_eq!(o1.and_then(|s| get(s, "pod")), Some("p1"));
+        assert_eq!(o1.and_then(|s| get(s, "label_team")), Some("research"));
+        assert_eq!(o1.and_then(|s| get(s, "workload_kind")), Some("Deployment"));
+        assert!(!map.owners.contains_key("GPU-2"), "shared GPU has no single owner");
+        assert!(!map.owners.contains_key("GPU-3"), "terminal pod dropped");
+        let mig = map.owners.get("MIG-4").map(|s| &**s);
+        assert_eq!(mig.and_then(|s| get(s, "container")), Some(""));
+        assert_eq!(map.holdings.len(), 5);
+        assert_eq!(map.pods.len(), 3);
+    }
+
+    #[test]
+    fn deleted_pod_dropped_only_while_the_watch_is_healthy() {
+        let kubelet = KubeletSnapshot { allocations: vec![alloc("a", "gone", "c", "GPU-1")], replicas: HashMap::new() };
+        let mut view = MetaView { synced: true, stale: false, pods: HashMap::new() };
+        assert!(PodMap::build(&kubelet, &view, &[]).owners.is_empty());
+        view.stale = true;
+        let map = PodMap::build(&kubelet, &view, &[]);
+        let o = map.owners.get("GPU-1").map(|s| &**s);
+        assert_eq!(o.and_then(|s| get(s, "pod")), Some("gone"));
+        assert_eq!(o.and_then(|s| get(s, "workload")), Some(""));
+    }
+}

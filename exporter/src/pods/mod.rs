@@ -1,0 +1,22 @@
+//! Pod identity: which pod, namespace, container and workload holds each GPU,
+//! MIG instance and GPU process.
+//!
+//! Three sources, each refreshed in the background, never per scrape:
+//! - the kubelet pod-resources API (`podresources`): pod → devices;
+//! - the Kubernetes API pod watch (`kubeapi`): pod → UID, owner, labels,
+//!   container IDs, phase;
+//! - `/proc/<pid>/cgroup` (`cgroup`): GPU process → pod UID, container ID.
+//!
+//! `map` joins them; `mapper` runs the tasks and the per-collection join.
+
+pub mod args;
+pub mod cgroup;
+pub mod kubeapi;
+pub mod labels;
+pub mod map;
+pub mod mapper;
+pub mod owner;
+pub mod podresources;
+
+pub use args::PodArgs;
+pub use mapper::{PodMapper, PodsError};

@@ -1,0 +1,222 @@
+//! kubelet pod-resources API v1 client over its unix socket: which pod and
+//! container holds which device.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+
+/// Code generated from `proto/podresources_v1.proto` by build.rs.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("v1");
+}
+
+use proto::pod_resources_lister_client::PodResourcesListerClient;
+
+/// Resource names read by default; `nvidia.com/mig-*` covers every MIG profile.
+pub const DEFAULT_RESOURCES: [&str; 2] = ["nvidia.com/gpu", "nvidia.com/mig-*"];
+
+/// Which device-plugin resources are GPUs. A trailing `*` matches a prefix.
+#[derive(Debug, Clone)]
+pub struct ResourceFilter(Vec<String>);
+
+impl ResourceFilter {
+    pub fn new(extra: &[String]) -> Self {
+        let mut names: Vec<String> = DEFAULT_RESOURCES.iter().map(|s| (*s).to_owned()).collect();
+        names.extend(extra.iter().filter(|e| !e.is_empty()).cloned());
+        Self(names)
+    }
+
+    pub fn matches(&self, resource: &str) -> bool {
+        self.0.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => resource.starts_with(prefix),
+            None => resource == p,
+        })
+    }
+}
+
+/// A device ID as the NVIDIA device plugin reports it: `GPU-…`, `MIG-…`, or
+/// a time-slicing replica `<uuid>::<n>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeviceId {
+    pub uuid: String,
+    pub replica: Option<u32>,
+}
+
+impl DeviceId {
+    pub fn parse(id: &str) -> Self {
+        match id.rsplit_once("::") {
+            Some((uuid, n)) if n.parse::<u32>().is_ok() => {
+                Self { uuid: uuid.to_owned(), replica: n.parse().ok() }
+            }
+            _ => Self { uuid: id.to_owned(), replica: None },
+        }
+    }
+}
+
+/// One device held by one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub resource: String,
+    pub device: DeviceId,
+}
+
+/// What the kubelet reported in one refresh.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletSnapshot {
+    pub allocations: Vec<Allocation>,
+    /// Allocatable replicas per device UUID (1 for an unshared device).
+    pub replicas: HashMap<String, u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeletError {
+    #[error("connecting to {path}: {source}")]
+    Connect { path: String, source: tonic::transport::Error },
+    #[error("pod-resources {call}: {status}")]
+    Call { call: &'static str, status: tonic::Status },
+}
+
+/// A client that reconnects after any failure (the kubelet recreates its
+/// socket when it restarts, so a new connection is the only way back).
+pub struct KubeletClient {
+    path: PathBuf,
+    client: Option<PodResourcesListerClient<Channel>>,
+}
+
+impl KubeletClient {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path, client: None }
+    }
+
+    /// `List` + `GetAllocatableResources`, GPU resources only.
+    pub async fn fetch(&mut self, filter: &ResourceFilter) -> Result<KubeletSnapshot, KubeletError> {
+        let result = self.fetch_once(filter).await;
+        if result.is_err() {
+            self.client = None;
+        }
+        result
+    }
+
+    async fn fetch_once(&mut self, filter: &ResourceFilter) -> Result<KubeletSnapshot, KubeletError> {
+        let client = match &mut self.client {
+            Some(c) => c,
+            None => self.client.insert(self.connect().await?),
+        };
+        let list = client
+            .list(proto::ListPodResourcesRequest {})
+            .await
+            .map_err(|status| KubeletError::Call { call: "List", status })?
+            .into_inner();
+        let allocatable = client
+            .get_allocatable_resources(proto::AllocatableResourcesRequest {})
+            .await
+            .map_err(|status| KubeletError::Call { call: "GetAllocatableResources", status })?
+            .into_inner();
+        Ok(snapshot(list, allocatable, filter))
+    }
+
+    async fn connect(&self) -> Result<PodResourcesListerClient<Channel>, KubeletError> {
+        let path = self.path.clone();
+        // The URI is required by the API but unused: the connector dials the socket.
+        let channel = Endpoint::from_static("http://kubelet.sock")
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(5))
+            .connect_with_connector(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move { UnixStream::connect(path).await.map(TokioIo::new) }
+            }))
+            .await
+            .map_err(|source| KubeletError::Connect { path: self.path.display().to_string(), source })?;
+        Ok(PodResourcesListerClient::new(channel).max_decoding_message_size(16 << 20))
+    }
+}
+
+fn snapshot(
+    list: proto::ListPodResourcesResponse,
+    allocatable: proto::AllocatableResourcesResponse,
+    filter: &ResourceFilter,
+) -> KubeletSnapshot {
+    let mut allocations = Vec::new();
+    for pod in list.pod_resources {
+        for container in pod.containers {
+            for devices in container.devices.iter().filter(|d| filter.matches(&d.resource_name)) {
+                for id in &devices.device_ids {
+                    allocations.push(Allocation {
+                        namespace: pod.namespace.clone(),
+                        pod: pod.name.clone(),
+                        container: container.name.clone(),
+                        resource: devices.resource_name.clone(),
+                        device: DeviceId::parse(id),
+                    });
+                }
+            }
+        }
+    }
+    let mut replicas: HashMap<String, u32> = HashMap::new();
+    for devices in allocatable.devices.iter().filter(|d| filter.matches(&d.resource_name)) {
+        for id in &devices.device_ids {
+            *replicas.entry(DeviceId::parse(id).uuid).or_default() += 1;
+        }
+    }
+    KubeletSnapshot { allocations, replicas }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_ids() {
+        assert_eq!(DeviceId::parse("GPU-a"), DeviceId { uuid: "GPU-a".into(), replica: None });
+        assert_eq!(DeviceId::parse("GPU-a::3"), DeviceId { uuid: "GPU-a".into(), replica: Some(3) });
+        assert_eq!(DeviceId::parse("MIG-b::0"), DeviceId { uuid: "MIG-b".into(), replica: Some(0) });
+        assert_eq!(DeviceId::parse("x::y"), DeviceId { uuid: "x::y".into(), replica: None });
+    }
+
+    #[test]
+    fn resource_filter() {
+        let f = ResourceFilter::new(&["nvidia.com/gpu.shared".into()]);
+        assert!(f.matches("nvidia.com/gpu"));
+        assert!(f.matches("nvidia.com/mig-1g.10gb"));
+        assert!(f.matches("nvidia.com/gpu.shared"));
+        assert!(!f.matches("example.com/fpga"));
+        assert!(!f.matches("nvidia.com/gpu-other"));
+    }
+
+    #[test]
+    fn snapshot_filters_and_counts_replicas() {
+        let dev = |r: &str, ids: &[&str]| proto::ContainerDevices {
+            resource_name: r.into(),
+            device_ids: ids.iter().map(|s| s.to_string()).collect(),
+            topology: None,
+        };
+        let list = proto::ListPodResourcesResponse {
+            pod_resources: vec![proto::PodResources {
+                name: "p".into(),
+                namespace: "ns".into(),
+                containers: vec![proto::ContainerResources {
+                    name: "c".into(),
+                    devices: vec![dev("nvidia.com/gpu", &["GPU-a::1"]), dev("example.com/nic", &["eth1"])],
+                    ..Default::default()
+                }],
+            }],
+        };
+        let alloc = proto::AllocatableResourcesResponse {
+            devices: vec![dev("nvidia.com/gpu", &["GPU-a::0", "GPU-a::1", "GPU-b"])],
+            ..Default::default()
+        };
+        let s = snapshot(list, alloc, &ResourceFilter::new(&[]));
+        assert_eq!(s.allocations.len(), 1);
+        assert_eq!(s.allocations[0].device, DeviceId { uuid: "GPU-a".into(), replica: Some(1) });
+        assert_eq!(s.replicas.get("GPU-a"), Some(&2));
+        assert_eq!(s.replicas.get("GPU-b"), Some(&1));
+    }
+}

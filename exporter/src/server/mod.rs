@@ -1,0 +1,130 @@
+//! HTTP(S) server: `/metrics` hands out the current pre-encoded snapshot; it
+//! never calls NVML or the Kubernetes API.
+
+pub mod negotiate;
+pub mod webconfig;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::snapshot::Store;
+use webconfig::WebConfig;
+
+const LANDING: &str = "<!doctype html><html><head><title>gpuscale exporter</title></head><body>\
+<h1>gpuscale exporter</h1><p>GPU metrics from NVML, joined to Kubernetes pods.</p>\
+<ul><li><a href=\"/metrics\">/metrics</a></li><li><a href=\"/healthz\">/healthz</a></li>\
+<li><a href=\"/readyz\">/readyz</a> (503 until the first good collection)</li></ul></body></html>\n";
+
+pub struct Server {
+    pub store: Arc<Store>,
+    pub web: WebConfig,
+}
+
+impl Server {
+    /// Serves until `shutdown` flips to true.
+    pub async fn run(self, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+        let this = Arc::new(self);
+        let tls = this.web.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), tls = tls.is_some(), "serving /metrics");
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                },
+                _ = shutdown.changed() => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let this = this.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let this = this.clone();
+                    async move { Ok::<_, Infallible>(this.handle(req, peer)) }
+                });
+                let result = match tls {
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(s) => http1::Builder::new().serve_connection(TokioIo::new(s), service).await,
+                        Err(e) => {
+                            debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    },
+                    None => http1::Builder::new().serve_connection(TokioIo::new(stream), service).await,
+                };
+                if let Err(e) = result {
+                    debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+
+    fn handle(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Full<Bytes>> {
+        if let Some(auth) = &self.web.auth {
+            let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            if !auth.check(header) {
+                return Response::builder()
+                    .status(StatusCode::UNAUTHORIZED)
+                    .header(header::WWW_AUTHENTICATE, "Basic realm=\"gpuscale\"")
+                    .body(Full::new(Bytes::from_static(b"Unauthorized\n")))
+                    .unwrap_or_default();
+            }
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        }
+        match req.uri().path() {
+            "/metrics" => self.metrics(&req),
+            "/" => Response::builder()
+                .header(header::CONTENT_TYPE, "text/html; charset=utf-8")
+                .body(Full::new(Bytes::from_static(LANDING.as_bytes())))
+                .unwrap_or_default(),
+            "/healthz" => plain(StatusCode::OK, "ok\n"),
+            "/readyz" => {
+                if self.store.load().ready {
+                    plain(StatusCode::OK, "ready\n")
+                } else {
+                    plain(StatusCode::SERVICE_UNAVAILABLE, "not ready: no successful GPU collection yet\n")
+                }
+            }
+            _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    fn metrics(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let header_str = |name| req.headers().get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
+        let format = negotiate::format(header_str(header::ACCEPT));
+        let gzip = negotiate::gzip(header_str(header::ACCEPT_ENCODING));
+        let body = self.store.load().body(format, gzip);
+        let mut resp = Response::builder()
+            .header(header::CONTENT_TYPE, format.content_type())
+            .header(header::VARY, "Accept, Accept-Encoding");
+        if gzip {
+            resp = resp.header(header::CONTENT_ENCODING, "gzip");
+        }
+        resp.body(Full::new(body)).unwrap_or_default()
+    }
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap_or_default()
+}
