@@ -1,0 +1,283 @@
+//! The `external.metrics.k8s.io/v1beta1` API as kube-apiserver and the HPA
+//! use it. It asks a [`Provider`] for values and renders what comes back or
+//! a `Status`; it knows nothing of Prometheus.
+
+pub mod discovery;
+pub mod quantity;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response, StatusCode, Uri};
+use http_body_util::Full;
+use rustls_pki_types::CertificateDer;
+use serde_json::json;
+
+use crate::auth::{Attributes, AuthError, Authenticator, Authorizer};
+use crate::provider::{Provider, ProviderError, Reading};
+use crate::selfmetrics::SelfMetrics;
+
+pub const GROUP: &str = "external.metrics.k8s.io";
+pub const VERSION: &str = "v1beta1";
+pub const GROUP_VERSION: &str = "external.metrics.k8s.io/v1beta1";
+
+/// Authentication and authorization; absent only in `--dev`.
+pub struct Security {
+    pub authn: Authenticator,
+    pub authz: Authorizer,
+}
+
+/// The API handler, shared by all connections.
+pub struct Api<P> {
+    provider: P,
+    security: Option<Security>,
+    metrics: Arc<SelfMetrics>,
+}
+
+enum Route<'a> {
+    Health,
+    Apis,
+    Group,
+    Version,
+    Value { namespace: &'a str, metric: &'a str },
+    NotFound,
+}
+
+fn route(path: &str) -> Route<'_> {
+    let path = path.trim_end_matches('/');
+    match path {
+        "/healthz" | "/livez" | "/readyz" => return Route::Health,
+        "/apis" => return Route::Apis,
+        "/apis/external.metrics.k8s.io" => return Route::Group,
+        "/apis/external.metrics.k8s.io/v1beta1" => return Route::Version,
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/apis/external.metrics.k8s.io/v1beta1/namespaces/") else {
+        return Route::NotFound;
+    };
+    match rest.split('/').collect::<Vec<_>>()[..] {
+        [namespace, metric] if !namespace.is_empty() && !metric.is_empty() => {
+            Route::Value { namespace, metric }
+        }
+        _ => Route::NotFound,
+    }
+}
+
+impl<P: Provider> Api<P> {
+    pub fn new(provider: P, security: Option<Security>, metrics: Arc<SelfMetrics>) -> Self {
+        Self {
+            provider,
+            security,
+            metrics,
+        }
+    }
+
+    /// Answer one request. `certs` is the connection's client certificate
+    /// chain (end entity first; empty when none was sent).
+    pub async fn handle(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        certs: &[CertificateDer<'static>],
+    ) -> Response<Full<Bytes>> {
+        let start = Instant::now();
+        let r = route(uri.path());
+        let label = match &r {
+            Route::Value { metric, .. } => self.provider.canonical_name(metric).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let resp = self.dispatch(method, uri, headers, certs, r).await;
+        if !matches!(route(uri.path()), Route::Health) {
+            self.metrics
+                .request(&label, resp.status().as_u16(), start.elapsed());
+        }
+        resp
+    }
+
+    async fn dispatch(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        certs: &[CertificateDer<'static>],
+        r: Route<'_>,
+    ) -> Response<Full<Bytes>> {
+        if matches!(r, Route::Health) {
+            return status::text(StatusCode::OK, "ok");
+        }
+        if method != Method::GET && method != Method::HEAD {
+            return status::status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!(
+                    "the server does not allow this method on the requested resource: {method}"
+                ),
+            );
+        }
+        if let Some(sec) = &self.security {
+            let attrs = match &r {
+                Route::Value { namespace, metric } => Attributes::Resource {
+                    namespace: namespace.to_string(),
+                    resource: metric.to_ascii_lowercase(),
+                    verb: "list".into(),
+                },
+                _ => Attributes::NonResource {
+                    path: uri.path().to_string(),
+                    verb: "get".into(),
+                },
+            };
+            let checked = match sec.authn.authenticate(certs, headers).await {
+                Ok(user) => sec.authz.authorize(&user, &attrs).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = checked {
+                let code = match &e {
+                    AuthError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+                    AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
+                    AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                tracing::debug!(path = uri.path(), error = %e, "request refused");
+                let msg = match &e {
+                    AuthError::Unauthorized(_) => "Unauthorized".to_string(),
+                    other => other.to_string(),
+                };
+                return status::status(code, &msg);
+            }
+        }
+        match r {
+            Route::Health => status::text(StatusCode::OK, "ok"),
+            Route::Apis => status::json_response(StatusCode::OK, &discovery::group_list()),
+            Route::Group => status::json_response(StatusCode::OK, &discovery::api_group()),
+            Route::Version => status::json_response(
+                StatusCode::OK,
+                &discovery::resource_list(&self.provider.metric_names()),
+            ),
+            Route::Value { namespace, metric } => {
+                let selector = match label_selector(uri.query().unwrap_or("")) {
+                    Ok(s) => s,
+                    Err(msg) => return status::status(StatusCode::BAD_REQUEST, &msg),
+                };
+                match self.provider.get(metric, namespace, &selector).await {
+                    Ok(reading) => render(&reading),
+                    Err(e) => {
+                        let code = match &e {
+                            ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
+                            ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                            ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                        };
+                        status::status(code, &e.to_string())
+                    }
+                }
+            }
+            Route::NotFound => status::status(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "the server could not find the requested resource {:?}",
+                    uri.path()
+                ),
+            ),
+        }
+    }
+}
+
+/// Render an `ExternalMetricValueList`; a value that is not a finite number
+/// becomes a 503, never a number.
+pub fn render(r: &Reading) -> Response<Full<Bytes>> {
+    let mut items = Vec::with_capacity(r.items.len());
+    for it in &r.items {
+        let value = match quantity::format(it.value) {
+            Ok(v) => v,
+            Err(e) => {
+                return status::status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("metric {}: {e}", r.metric),
+                );
+            }
+        };
+        items.push(json!({
+            "metricName": r.metric,
+            "metricLabels": it.labels,
+            "timestamp": quantity::rfc3339(it.timestamp),
+            "window": r.window_secs,
+            "value": value,
+        }));
+    }
+    status::json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "ExternalMetricValueList",
+            "apiVersion": GROUP_VERSION,
+            "metadata": {},
+            "items": items,
+        }),
+    )
+}
+
+/// The `labelSelector` query parameter, percent-decoded ("" when absent).
+pub fn label_selector(query: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for pair in query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == "labelSelector" {
+            out = percent_decode(v).ok_or("labelSelector is not valid percent-encoded UTF-8")?;
+        }
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_parameter_is_decoded() {
+        assert_eq!(
+            label_selector("labelSelector=app%3Dchat%2Ctier+in+(a)").unwrap(),
+            "app=chat,tier in (a)"
+        );
+        assert_eq!(label_selector("").unwrap(), "");
+        assert!(label_selector("labelSelector=%ZZ").is_err());
+    }
+
+    #[test]
+    fn routes() {
+        assert!(matches!(
+            route("/apis/external.metrics.k8s.io/v1beta1/namespaces/a/b"),
+            Route::Value {
+                namespace: "a",
+                metric: "b"
+            }
+        ));
+        assert!(matches!(
+            route("/apis/external.metrics.k8s.io/v1beta1/namespaces/a"),
+            Route::NotFound
+        ));
+        assert!(matches!(route("/apis/"), Route::Apis));
+    }
+}

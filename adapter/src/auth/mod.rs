@@ -1,0 +1,40 @@
+//! Authentication and authorization as an aggregated API server.
+//!
+//! - `authn`: request-header client certificates (front proxy), client-CA
+//!   certificates, bearer tokens through TokenReview;
+//! - `authz`: SubjectAccessReview with a TTL cache;
+//! - `kube`: the only module that talks to the Kubernetes API.
+
+pub mod authn;
+pub mod authz;
+pub mod kube;
+pub mod x509;
+
+use std::collections::BTreeMap;
+
+pub use authn::{Authenticator, RequestHeaderConfig};
+pub use authz::{Attributes, Authorizer};
+pub use kube::KubeAuthApi;
+
+/// An authenticated user.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct User {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// 401.
+    #[error("Unauthorized: {0}")]
+    Unauthorized(String),
+    /// 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 503: the Kubernetes API could not be asked.
+    #[error("authorization unavailable: {0}")]
+    Unavailable(String),
+}

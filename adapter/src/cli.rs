@@ -1,0 +1,104 @@
+//! Command-line flags (documented in docs/adapter.md; a test keeps the two
+//! in step).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+fn duration(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Kubernetes external-metrics API server for GPU inference workloads.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gpuscale-adapter", version)]
+pub struct Args {
+    /// Address of the HTTPS API.
+    #[arg(long, default_value = "0.0.0.0:6443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP self-metrics endpoint (/metrics).
+    #[arg(long, default_value = "0.0.0.0:9102")]
+    pub metrics_listen: SocketAddr,
+    /// Serving certificate (PEM); reloaded when the file changes.
+    #[arg(long, required_unless_present_any = ["dev", "check_config"], requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving key (PEM); reloaded when the file changes.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// How often the certificate files are checked for changes.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub tls_reload_interval: Duration,
+    /// Development mode: self-signed certificate, NO authentication or authorization, binds 127.0.0.1 only.
+    #[arg(long)]
+    pub dev: bool,
+    /// Metrics config file (YAML); without it the built-in presets are served.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Validate the metrics config, print the served metrics and exit.
+    #[arg(long)]
+    pub check_config: bool,
+    /// Prometheus-compatible base URL (Prometheus, Thanos, Mimir with its path prefix).
+    #[arg(long, default_value = "http://127.0.0.1:9090")]
+    pub prometheus_url: String,
+    /// File holding a bearer token for Prometheus; re-read for every query.
+    #[arg(long)]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+    /// CA bundle (PEM) to verify an https Prometheus URL.
+    #[arg(long)]
+    pub prometheus_ca_file: Option<PathBuf>,
+    /// Extra header for Prometheus queries, `Name: value` (repeatable), e.g. `X-Scope-OrgID: team-a`.
+    #[arg(long)]
+    pub prometheus_header: Vec<String>,
+    /// Timeout of one Prometheus query.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub prometheus_timeout: Duration,
+    /// Prometheus queries in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub prometheus_max_concurrency: usize,
+    /// How often each recently requested (metric, namespace, selector) is re-read.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub poll_interval: Duration,
+    /// A (metric, namespace, selector) not requested for this long stops being polled.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub idle_expiry: Duration,
+    /// Kubeconfig for the Kubernetes API (default: in-cluster config or $KUBECONFIG).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// CA for client certificates (instead of client-ca-file from the extension-apiserver-authentication ConfigMap).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// CA of the front proxy (instead of requestheader-client-ca-file from the ConfigMap).
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names allowed to send X-Remote-* headers (comma-separated; empty allows any name signed by the CA).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers holding the user name.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers holding the groups.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers holding extra user attributes.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+    /// How long TokenReview results are cached.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub authentication_cache_ttl: Duration,
+    /// How long SubjectAccessReview results are cached.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub authorization_cache_ttl: Duration,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}

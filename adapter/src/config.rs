@@ -1,0 +1,386 @@
+//! The metrics configuration: a YAML file (`--config`) or the built-in
+//! presets. Every problem in a file is reported at once, with its key path.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use yaml_serde::Value;
+
+use crate::presets;
+
+/// Top-level keys of the config file.
+pub const TOP_KEYS: &[&str] = &["presets", "metrics"];
+/// Keys of one entry under `metrics`.
+pub const METRIC_KEYS: &[&str] = &[
+    "name",
+    "query",
+    "empty",
+    "freshness",
+    "window",
+    "description",
+];
+/// Placeholders a query template may use.
+pub const PLACEHOLDERS: &[&str] = &["matchers", "namespace"];
+
+/// What an empty Prometheus result means for a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyPolicy {
+    /// No series matched: an error (503), never a number. The default.
+    Error,
+    /// No series matched: the value is 0 (for counters that are truly zero).
+    Zero,
+}
+
+/// One served metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDef {
+    pub name: String,
+    pub query: String,
+    pub empty: EmptyPolicy,
+    pub freshness: Duration,
+    pub window: Duration,
+    pub description: String,
+}
+
+impl MetricDef {
+    /// Fill the template: `${matchers}` gets the translated selector with
+    /// the namespace matcher first; `${namespace}` the (validated) namespace.
+    pub fn render(&self, namespace: &str, matchers: &str) -> String {
+        self.query
+            .replace("${matchers}", matchers)
+            .replace("${namespace}", namespace)
+    }
+}
+
+/// Defaults for keys left out of an entry.
+pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(30);
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+/// The served metrics, looked up case-insensitively.
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    metrics: Vec<Arc<MetricDef>>,
+    by_name: HashMap<String, usize>,
+}
+
+impl MetricsConfig {
+    pub fn new(metrics: Vec<MetricDef>) -> Self {
+        let metrics: Vec<Arc<MetricDef>> = metrics.into_iter().map(Arc::new).collect();
+        let by_name = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name.to_ascii_lowercase(), i))
+            .collect();
+        Self { metrics, by_name }
+    }
+
+    /// The built-in presets only.
+    pub fn presets() -> Self {
+        Self::new(presets::all())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<MetricDef>> {
+        self.by_name
+            .get(&name.to_ascii_lowercase())
+            .map(|&i| &self.metrics[i])
+    }
+
+    pub fn metrics(&self) -> &[Arc<MetricDef>] {
+        &self.metrics
+    }
+
+    /// Load a config file; all problems are collected into one error.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        Self::parse(&text).map_err(|issues| ConfigError::Invalid {
+            path: path.display().to_string(),
+            issues,
+        })
+    }
+
+    /// Parse config text; `Err` holds every issue found.
+    pub fn parse(text: &str) -> Result<Self, Vec<Issue>> {
+        let root: Value = yaml_serde::from_str(text).map_err(|e| {
+            vec![Issue {
+                key: String::new(),
+                message: format!("not valid YAML: {e}"),
+            }]
+        })?;
+        let mut issues = Vec::new();
+        let mut out = Vec::new();
+        let Value::Mapping(map) = root else {
+            return Err(vec![issue(
+                "",
+                "the file must be a mapping with `metrics` and/or `presets`",
+            )]);
+        };
+        for (k, v) in &map {
+            let Some(key) = k.as_str() else {
+                issues.push(issue("", "keys must be strings"));
+                continue;
+            };
+            match key {
+                "presets" => parse_presets(v, &mut out, &mut issues),
+                "metrics" => parse_metrics(v, &mut out, &mut issues),
+                other => issues.push(issue(
+                    other,
+                    format!("unknown key (expected one of {TOP_KEYS:?})"),
+                )),
+            }
+        }
+        let mut seen: HashMap<String, ()> = HashMap::new();
+        for m in &out {
+            if seen.insert(m.name.to_ascii_lowercase(), ()).is_some() {
+                issues.push(issue(
+                    &format!("metrics[name={}]", m.name),
+                    "duplicate metric name (names match case-insensitively)",
+                ));
+            }
+        }
+        if out.is_empty() && issues.is_empty() {
+            issues.push(issue("", "no metrics configured"));
+        }
+        if issues.is_empty() {
+            Ok(Self::new(out))
+        } else {
+            Err(issues)
+        }
+    }
+}
+
+fn parse_presets(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
+    match v {
+        Value::String(s) if s == "all" => out.extend(presets::all()),
+        Value::Sequence(seq) => {
+            for (i, item) in seq.iter().enumerate() {
+                match item.as_str().and_then(presets::get) {
+                    Some(m) => out.push(m),
+                    None => issues.push(issue(
+                        &format!("presets[{i}]"),
+                        format!("unknown preset {item:?} (known: {:?})", presets::NAMES),
+                    )),
+                }
+            }
+        }
+        _ => issues.push(issue("presets", "expected `all` or a list of preset names")),
+    }
+}
+
+fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
+    let Value::Sequence(seq) = v else {
+        issues.push(issue("metrics", "expected a list"));
+        return;
+    };
+    for (i, item) in seq.iter().enumerate() {
+        let at = |k: &str| format!("metrics[{i}].{k}");
+        let Value::Mapping(m) = item else {
+            issues.push(issue(&format!("metrics[{i}]"), "expected a mapping"));
+            continue;
+        };
+        let before = issues.len();
+        let mut def = MetricDef {
+            name: String::new(),
+            query: String::new(),
+            empty: EmptyPolicy::Error,
+            freshness: DEFAULT_FRESHNESS,
+            window: DEFAULT_WINDOW,
+            description: String::new(),
+        };
+        let mut has_name = false;
+        let mut has_query = false;
+        for (k, v) in m {
+            let key = k.as_str().unwrap_or("?");
+            let text = || v.as_str().map(str::to_string);
+            match key {
+                "name" => match text() {
+                    Some(s) if valid_name(&s) => {
+                        def.name = s;
+                        has_name = true;
+                    }
+                    _ => issues.push(issue(
+                        &at(key),
+                        "expected a name of [a-zA-Z0-9_.-], 1-253 characters",
+                    )),
+                },
+                "query" => match text() {
+                    Some(s) => {
+                        check_template(&s, &at(key), issues);
+                        def.query = s;
+                        has_query = true;
+                    }
+                    None => issues.push(issue(&at(key), "expected a PromQL template string")),
+                },
+                "empty" => match text().as_deref() {
+                    Some("error") => def.empty = EmptyPolicy::Error,
+                    Some("zero") => def.empty = EmptyPolicy::Zero,
+                    _ => issues.push(issue(&at(key), "expected `error` or `zero`")),
+                },
+                "freshness" | "window" => match text().as_deref().map(parse_duration) {
+                    Some(Some(d)) if !d.is_zero() => {
+                        if key == "window" {
+                            def.window = d;
+                        } else {
+                            def.freshness = d;
+                        }
+                    }
+                    _ => issues.push(issue(
+                        &at(key),
+                        "expected a duration such as 500ms, 30s, 2m, 1h",
+                    )),
+                },
+                "description" => match text() {
+                    Some(s) => def.description = s,
+                    None => issues.push(issue(&at(key), "expected a string")),
+                },
+                other => issues.push(issue(
+                    &at(other),
+                    format!("unknown key (expected one of {METRIC_KEYS:?})"),
+                )),
+            }
+        }
+        if !has_name {
+            issues.push(issue(&at("name"), "missing"));
+        }
+        if !has_query {
+            issues.push(issue(&at("query"), "missing"));
+        }
+        if issues.len() == before {
+            out.push(def);
+        }
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// A template must contain `${matchers}` (that is how the namespace is
+/// enforced) and no other placeholder than those in [`PLACEHOLDERS`].
+fn check_template(t: &str, at: &str, issues: &mut Vec<Issue>) {
+    let mut rest = t;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                let name = &after[..end];
+                if !PLACEHOLDERS.contains(&name) {
+                    issues.push(issue(
+                        at,
+                        format!("unknown placeholder ${{{name}}} (known: {PLACEHOLDERS:?})"),
+                    ));
+                }
+                rest = &after[end + 1..];
+            }
+            None => {
+                issues.push(issue(at, "unterminated placeholder `${`"));
+                break;
+            }
+        }
+    }
+    if !t.contains("${matchers}") {
+        issues.push(issue(
+            at,
+            "the template must use ${matchers}, which enforces the request's namespace",
+        ));
+    }
+}
+
+/// `500ms`, `30s`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = num.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
+        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
+        _ => None,
+    }
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub key: String,
+    pub message: String,
+}
+
+fn issue(key: &str, message: impl Into<String>) -> Issue {
+    Issue {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// A config file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {} problem(s):{}", issues.len(), issues.iter().map(|i| format!("\n  {path}: {}: {}", if i.key.is_empty() { "(top)" } else { &i.key }, i.message)).collect::<String>())]
+    Invalid { path: String, issues: Vec<Issue> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_valid_file_with_presets_and_custom_metrics() {
+        let c = MetricsConfig::parse(
+            "presets: [gpu_pressure]\nmetrics:\n  - name: Jobs_Waiting\n    query: sum(jobs{${matchers}})\n    empty: zero\n    freshness: 2m\n    window: 30s\n",
+        )
+        .unwrap();
+        let m = c.get("jobs_waiting").unwrap();
+        assert_eq!(m.empty, EmptyPolicy::Zero);
+        assert_eq!(m.freshness, Duration::from_secs(120));
+        assert_eq!(m.window, Duration::from_secs(30));
+        assert!(c.get("GPU_PRESSURE").is_some());
+        assert_eq!(
+            m.render("ns", "namespace=\"ns\""),
+            "sum(jobs{namespace=\"ns\"})"
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let issues = MetricsConfig::parse(
+            "presets: [nope]\nextra: 1\nmetrics:\n  - name: a\n    query: up{job=\"x\"}\n    emtpy: zero\n  - name: b\n    query: x{${matchers},${pod}}\n    freshness: 3x\n    empty: maybe\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "presets[0]",
+                "extra",
+                "metrics[0].query",
+                "metrics[0].emtpy",
+                "metrics[1].query",
+                "metrics[1].freshness",
+                "metrics[1].empty",
+            ],
+            "{issues:#?}"
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("s"), None);
+    }
+}

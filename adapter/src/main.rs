@@ -1,0 +1,24 @@
+use clap::Parser as _;
+
+fn main() -> std::process::ExitCode {
+    let args = gpuscale_adapter::cli::Args::parse();
+    gpuscale_adapter::logging::init(args.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gpuscale-adapter: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(gpuscale_adapter::run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "gpuscale-adapter stopped");
+            eprintln!("gpuscale-adapter: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Kubernetes label selectors, parsed with the full syntax and translated into
+//! escaped PromQL label matchers. The request's namespace is always the first
+//! matcher; anything that cannot be translated safely is an error (HTTP 400).
+
+use std::fmt::Write as _;
+
+/// Why a selector (or namespace) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("invalid label selector at byte {pos}: {msg}")]
+    Syntax { pos: usize, msg: String },
+    #[error("label key {0:?} is not a valid Prometheus label name (use [a-zA-Z_][a-zA-Z0-9_]*)")]
+    NotPromLabel(String),
+    #[error("label key {0:?} is reserved: the namespace comes from the request path")]
+    Reserved(String),
+    #[error("invalid label value {0:?}")]
+    BadValue(String),
+    #[error("invalid namespace {0:?}")]
+    BadNamespace(String),
+    #[error("operator {0:?} cannot be translated to PromQL")]
+    Unsupported(String),
+}
+
+/// One requirement of a label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    fn key(&self) -> &str {
+        match self {
+            Self::Equals(k, _)
+            | Self::NotEquals(k, _)
+            | Self::In(k, _)
+            | Self::NotIn(k, _)
+            | Self::Exists(k)
+            | Self::DoesNotExist(k) => k,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Ident(String),
+    Comma,
+    Open,
+    Close,
+    Eq,
+    DoubleEq,
+    NotEq,
+    Bang,
+    In,
+    NotIn,
+    Gt,
+    Lt,
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')
+}
+
+fn lex(input: &str) -> Result<Vec<(usize, Tok)>, SelectorError> {
+    let mut out = Vec::new();
+    let mut chars = input.char_indices().peekable();
+    while let Some(&(pos, c)) = chars.peek() {
+        match c {
+            ' ' | '\t' | '\n' | '\r' => {
+                chars.next();
+            }
+            ',' => push(&mut out, &mut chars, pos, Tok::Comma),
+            '(' => push(&mut out, &mut chars, pos, Tok::Open),
+            ')' => push(&mut out, &mut chars, pos, Tok::Close),
+            '>' => push(&mut out, &mut chars, pos, Tok::Gt),
+            '<' => push(&mut out, &mut chars, pos, Tok::Lt),
+            '=' => {
+                chars.next();
+                if chars.peek().map(|p| p.1) == Some('=') {
+                    chars.next();
+                    out.push((pos, Tok::DoubleEq));
+                } else {
+                    out.push((pos, Tok::Eq));
+                }
+            }
+            '!' => {
+                chars.next();
+                if chars.peek().map(|p| p.1) == Some('=') {
+                    chars.next();
+                    out.push((pos, Tok::NotEq));
+                } else {
+                    out.push((pos, Tok::Bang));
+                }
+            }
+            c if is_ident_char(c) => {
+                let mut s = String::new();
+                while let Some(&(_, c)) = chars.peek() {
+                    if !is_ident_char(c) {
+                        break;
+                    }
+                    s.push(c);
+                    chars.next();
+                }
+                let tok = match s.as_str() {
+                    "in" => Tok::In,
+                    "notin" => Tok::NotIn,
+                    _ => Tok::Ident(s),
+                };
+                out.push((pos, tok));
+            }
+            other => {
+                return Err(SelectorError::Syntax {
+                    pos,
+                    msg: format!("unexpected character {other:?}"),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn push(
+    out: &mut Vec<(usize, Tok)>,
+    chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
+    pos: usize,
+    tok: Tok,
+) {
+    chars.next();
+    out.push((pos, tok));
+}
+
+struct Parser {
+    toks: Vec<(usize, Tok)>,
+    at: usize,
+    end: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at).map(|t| &t.1)
+    }
+    fn pos(&self) -> usize {
+        self.toks.get(self.at).map_or(self.end, |t| t.0)
+    }
+    fn err<T>(&self, msg: impl Into<String>) -> Result<T, SelectorError> {
+        Err(SelectorError::Syntax {
+            pos: self.pos(),
+            msg: msg.into(),
+        })
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.at).map(|t| t.1.clone());
+        self.at += 1;
+        t
+    }
+    fn ident(&mut self, what: &str) -> Result<String, SelectorError> {
+        match self.peek() {
+            Some(Tok::Ident(_)) => match self.next() {
+                Some(Tok::Ident(s)) => Ok(s),
+                _ => self.err(format!("expected {what}")),
+            },
+            // `in`/`notin` are fine as values.
+            Some(Tok::In) => {
+                self.at += 1;
+                Ok("in".into())
+            }
+            Some(Tok::NotIn) => {
+                self.at += 1;
+                Ok("notin".into())
+            }
+            _ => self.err(format!("expected {what}")),
+        }
+    }
+    /// A value may be empty (`key=`): then the next token is `,` or the end.
+    fn value(&mut self) -> Result<String, SelectorError> {
+        match self.peek() {
+            None | Some(Tok::Comma) => Ok(String::new()),
+            _ => self.ident("a value"),
+        }
+    }
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
+        if self.peek() == Some(&Tok::Bang) {
+            self.at += 1;
+            let key = self.ident("a label key after '!'")?;
+            return Ok(Requirement::DoesNotExist(key));
+        }
+        let key = self.ident("a label key")?;
+        match self.peek() {
+            None | Some(Tok::Comma) => Ok(Requirement::Exists(key)),
+            Some(Tok::Eq) | Some(Tok::DoubleEq) => {
+                self.at += 1;
+                Ok(Requirement::Equals(key, self.value()?))
+            }
+            Some(Tok::NotEq) => {
+                self.at += 1;
+                Ok(Requirement::NotEquals(key, self.value()?))
+            }
+            Some(Tok::In) | Some(Tok::NotIn) => {
+                let negate = self.next() == Some(Tok::NotIn);
+                let values = self.set()?;
+                Ok(if negate {
+                    Requirement::NotIn(key, values)
+                } else {
+                    Requirement::In(key, values)
+                })
+            }
+            Some(Tok::Gt) | Some(Tok::Lt) => Err(SelectorError::Unsupported(
+                if self.peek() == Some(&Tok::Gt) {
+                    ">"
+                } else {
+                    "<"
+                }
+                .into(),
+            )),
+            _ => self.err("expected an operator (=, ==, !=, in, notin) or ','"),
+        }
+    }
+    fn set(&mut self) -> Result<Vec<String>, SelectorError> {
+        if self.next() != Some(Tok::Open) {
+            self.at -= 1;
+            return self.err("expected '('");
+        }
+        let mut values = Vec::new();
+        loop {
+            match self.peek() {
+                Some(Tok::Close) if values.is_empty() => {
+                    return self.err("a set needs at least one value");
+                }
+                Some(Tok::Comma) | Some(Tok::Close) => values.push(String::new()),
+                _ => values.push(self.ident("a value")?),
+            }
+            match self.next() {
+                Some(Tok::Comma) => continue,
+                Some(Tok::Close) => break,
+                _ => {
+                    self.at -= 1;
+                    return self.err("expected ',' or ')'");
+                }
+            }
+        }
+        values.sort();
+        values.dedup();
+        Ok(values)
+    }
+}
+
+/// Parse a Kubernetes label selector (the `labelSelector` query parameter).
+pub fn parse(input: &str) -> Result<Vec<Requirement>, SelectorError> {
+    let toks = lex(input)?;
+    let mut p = Parser {
+        toks,
+        at: 0,
+        end: input.len(),
+    };
+    let mut reqs = Vec::new();
+    if p.peek().is_none() {
+        return Ok(reqs);
+    }
+    loop {
+        let r = p.requirement()?;
+        validate_key(r.key())?;
+        match &r {
+            Requirement::Equals(_, v) | Requirement::NotEquals(_, v) => validate_value(v)?,
+            Requirement::In(_, vs) | Requirement::NotIn(_, vs) => {
+                vs.iter().try_for_each(|v| validate_value(v))?
+            }
+            _ => {}
+        }
+        reqs.push(r);
+        match p.next() {
+            None => break,
+            Some(Tok::Comma) => continue,
+            Some(_) => {
+                p.at -= 1;
+                return p.err("expected ','");
+            }
+        }
+    }
+    reqs.sort_by(|a, b| {
+        a.key()
+            .cmp(b.key())
+            .then_with(|| format!("{a:?}").cmp(&format!("{b:?}")))
+    });
+    reqs.dedup();
+    Ok(reqs)
+}
+
+/// Kubernetes label key syntax: `[prefix/]name`.
+fn validate_key(key: &str) -> Result<(), SelectorError> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                !l.is_empty()
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    if !(name_ok && prefix_ok) {
+        return Err(SelectorError::Syntax {
+            pos: 0,
+            msg: format!("invalid label key {key:?}"),
+        });
+    }
+    if !is_prom_label(key) {
+        return Err(SelectorError::NotPromLabel(key.to_string()));
+    }
+    if key == "namespace" || key.starts_with("__") {
+        return Err(SelectorError::Reserved(key.to_string()));
+    }
+    Ok(())
+}
+
+/// Kubernetes label value syntax (may be empty).
+fn validate_value(v: &str) -> Result<(), SelectorError> {
+    let ok = v.is_empty()
+        || (v.len() <= 63
+            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')));
+    if ok {
+        Ok(())
+    } else {
+        Err(SelectorError::BadValue(v.to_string()))
+    }
+}
+
+/// A Prometheus label name: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub fn is_prom_label(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A namespace name (DNS-1123 label).
+pub fn validate_namespace(ns: &str) -> Result<(), SelectorError> {
+    let ok = !ns.is_empty()
+        && ns.len() <= 63
+        && ns.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && ns.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(SelectorError::BadNamespace(ns.to_string()))
+    }
+}
+
+/// Escape a string for a double-quoted PromQL string literal.
+pub fn escape_promql(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escape regex metacharacters (RE2 syntax) so a value matches literally.
+fn escape_regex(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Translate a parsed selector into PromQL matchers, the namespace first:
+/// `namespace="ns",app="chat",tier=~"a|b"`.
+pub fn to_matchers(namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
+    validate_namespace(namespace)?;
+    let mut out = format!("namespace=\"{}\"", escape_promql(namespace));
+    for r in reqs {
+        validate_key(r.key())?;
+        let alt = |vs: &[String]| {
+            escape_promql(
+                &vs.iter()
+                    .map(|v| escape_regex(v))
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            )
+        };
+        // Writing to a String cannot fail.
+        let _ = match r {
+            Requirement::Equals(k, v) => write!(out, ",{k}=\"{}\"", escape_promql(v)),
+            Requirement::NotEquals(k, v) => write!(out, ",{k}!=\"{}\"", escape_promql(v)),
+            Requirement::In(k, vs) => write!(out, ",{k}=~\"{}\"", alt(vs)),
+            Requirement::NotIn(k, vs) => write!(out, ",{k}!~\"{}\"", alt(vs)),
+            Requirement::Exists(k) => write!(out, ",{k}!=\"\""),
+            Requirement::DoesNotExist(k) => write!(out, ",{k}=\"\""),
+        };
+    }
+    Ok(out)
+}
+
+/// Parse and translate in one step.
+pub fn translate(namespace: &str, selector: &str) -> Result<String, SelectorError> {
+    to_matchers(namespace, &parse(selector)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operator_translates() {
+        let m = translate(
+            "inference",
+            "app=chat,tier==web,env!=dev,zone in (a, b.c),gpu notin (h100),canary,!legacy",
+        )
+        .unwrap();
+        assert_eq!(
+            m,
+            r#"namespace="inference",app="chat",canary!="",env!="dev",gpu!~"h100",legacy="",tier="web",zone=~"a|b\\.c""#
+        );
+    }
+
+    #[test]
+    fn empty_selector_is_namespace_only() {
+        assert_eq!(translate("x", "").unwrap(), r#"namespace="x""#);
+        assert_eq!(translate("x", "  ").unwrap(), r#"namespace="x""#);
+    }
+
+    #[test]
+    fn refusals() {
+        for bad in [
+            "app=\"x\"",
+            "app=x\"}",
+            "namespace=other",
+            "__name__=up",
+            "app.kubernetes.io/name=x",
+            "a>1",
+            "a in ()",
+            "a in (x",
+            "a=b c",
+            "=x",
+            "a=b,",
+            "a=b)or(vector(1)",
+        ] {
+            assert!(translate("ns", bad).is_err(), "{bad} should be refused");
+        }
+        assert!(translate("Other", "").is_err());
+        assert!(translate("a\"b", "").is_err());
+    }
+}

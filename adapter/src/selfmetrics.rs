@@ -1,0 +1,274 @@
+//! The adapter's own metrics, served on a separate plain-HTTP port.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Names and kinds, as documented in docs/adapter.md.
+pub const FAMILIES: &[(&str, &str, &str)] = &[
+    ("gpuscale_adapter_requests_total", "counter", "metric,code"),
+    (
+        "gpuscale_adapter_request_duration_seconds",
+        "histogram",
+        "metric,code",
+    ),
+    (
+        "gpuscale_adapter_prometheus_queries_total",
+        "counter",
+        "metric,result",
+    ),
+    (
+        "gpuscale_adapter_prometheus_query_duration_seconds",
+        "histogram",
+        "metric",
+    ),
+    ("gpuscale_adapter_metric_value", "gauge", "metric"),
+    ("gpuscale_adapter_metric_age_seconds", "gauge", "metric"),
+    ("gpuscale_adapter_build_info", "gauge", "version"),
+    ("gpuscale_adapter_up", "gauge", ""),
+];
+
+const REQUEST_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
+const QUERY_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, buckets: &[f64], v: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; buckets.len()];
+        }
+        for (i, b) in buckets.iter().enumerate() {
+            if v <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(String, u16), (u64, Histogram)>,
+    queries: BTreeMap<(String, &'static str), u64>,
+    query_durations: BTreeMap<String, Histogram>,
+    values: BTreeMap<String, f64>,
+}
+
+/// Result label values of `gpuscale_adapter_prometheus_queries_total`.
+pub const QUERY_RESULTS: &[&str] = &["ok", "error", "empty", "nan", "timeout"];
+
+/// Counters, histograms and gauges of the adapter.
+#[derive(Default)]
+pub struct SelfMetrics {
+    inner: Mutex<Inner>,
+}
+
+impl SelfMetrics {
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+
+    /// One API request (`metric` is "" for discovery and other paths).
+    pub fn request(&self, metric: &str, code: u16, took: Duration) {
+        self.with(|i| {
+            let e = i.requests.entry((metric.to_string(), code)).or_default();
+            e.0 += 1;
+            e.1.observe(REQUEST_BUCKETS, took.as_secs_f64());
+        });
+    }
+
+    /// One Prometheus query and its outcome (one of [`QUERY_RESULTS`]).
+    pub fn query(&self, metric: &str, result: &'static str, took: Duration) {
+        self.with(|i| {
+            *i.queries.entry((metric.to_string(), result)).or_default() += 1;
+            i.query_durations
+                .entry(metric.to_string())
+                .or_default()
+                .observe(QUERY_BUCKETS, took.as_secs_f64());
+        });
+    }
+
+    /// The last value read for a metric (the sum of its items).
+    pub fn value(&self, metric: &str, v: f64) {
+        self.with(|i| {
+            i.values.insert(metric.to_string(), v);
+        });
+    }
+
+    /// The text exposition; `ages` are (metric, age of oldest cached value).
+    pub fn render(&self, ages: &BTreeMap<String, f64>) -> String {
+        let mut o = String::new();
+        let _ = self.render_into(&mut o, ages);
+        o
+    }
+
+    fn render_into(&self, o: &mut String, ages: &BTreeMap<String, f64>) -> std::fmt::Result {
+        let i = self.with(|i| {
+            (
+                i.requests.clone(),
+                i.queries.clone(),
+                i.query_durations.clone(),
+                i.values.clone(),
+            )
+        });
+        let (requests, queries, qdur, values) = i;
+        head(
+            o,
+            "gpuscale_adapter_requests_total",
+            "counter",
+            "API requests by metric and HTTP code.",
+        )?;
+        for ((m, c), (n, _)) in &requests {
+            writeln!(
+                o,
+                "gpuscale_adapter_requests_total{{metric=\"{}\",code=\"{c}\"}} {n}",
+                esc(m)
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_request_duration_seconds",
+            "histogram",
+            "API request latency.",
+        )?;
+        for ((m, c), (_, h)) in &requests {
+            histo(
+                o,
+                "gpuscale_adapter_request_duration_seconds",
+                &format!("metric=\"{}\",code=\"{c}\"", esc(m)),
+                REQUEST_BUCKETS,
+                h,
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_prometheus_queries_total",
+            "counter",
+            "Prometheus queries by metric and result (ok, error, empty, nan, timeout).",
+        )?;
+        for ((m, r), n) in &queries {
+            writeln!(
+                o,
+                "gpuscale_adapter_prometheus_queries_total{{metric=\"{}\",result=\"{r}\"}} {n}",
+                esc(m)
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_prometheus_query_duration_seconds",
+            "histogram",
+            "Prometheus query latency.",
+        )?;
+        for (m, h) in &qdur {
+            histo(
+                o,
+                "gpuscale_adapter_prometheus_query_duration_seconds",
+                &format!("metric=\"{}\"", esc(m)),
+                QUERY_BUCKETS,
+                h,
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_metric_value",
+            "gauge",
+            "Last value read per metric (sum of items).",
+        )?;
+        for (m, v) in &values {
+            writeln!(
+                o,
+                "gpuscale_adapter_metric_value{{metric=\"{}\"}} {}",
+                esc(m),
+                num(*v)
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_metric_age_seconds",
+            "gauge",
+            "Age of the oldest cached value per metric.",
+        )?;
+        for (m, v) in ages {
+            writeln!(
+                o,
+                "gpuscale_adapter_metric_age_seconds{{metric=\"{}\"}} {}",
+                esc(m),
+                num(*v)
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_build_info",
+            "gauge",
+            "Build information.",
+        )?;
+        writeln!(
+            o,
+            "gpuscale_adapter_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        head(
+            o,
+            "gpuscale_adapter_up",
+            "gauge",
+            "1 while the adapter runs.",
+        )?;
+        writeln!(o, "gpuscale_adapter_up 1")
+    }
+}
+
+fn head(o: &mut String, name: &str, kind: &str, help: &str) -> std::fmt::Result {
+    writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}")
+}
+
+fn histo(
+    o: &mut String,
+    name: &str,
+    labels: &str,
+    buckets: &[f64],
+    h: &Histogram,
+) -> std::fmt::Result {
+    for (i, b) in buckets.iter().enumerate() {
+        writeln!(
+            o,
+            "{name}_bucket{{{labels},le=\"{b}\"}} {}",
+            h.counts.get(i).copied().unwrap_or(0)
+        )?;
+    }
+    writeln!(o, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count)?;
+    writeln!(o, "{name}_sum{{{labels}}} {}", num(h.sum))?;
+    writeln!(o, "{name}_count{{{labels}}} {}", h.count)
+}
+
+fn num(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{v}")
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
