@@ -15,7 +15,11 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "gpuscale-exporter", version, about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods")]
+#[command(
+    name = "gpuscale-exporter",
+    version,
+    about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods"
+)]
 pub struct Cli {
     /// Address to serve /metrics on.
     #[arg(long, env = "GPUSCALE_LISTEN", default_value = "0.0.0.0:9400")]
@@ -26,7 +30,12 @@ pub struct Cli {
     pub collect_interval: Duration,
 
     /// NVML library to load instead of the system's libnvidia-ml.so.1.
-    #[arg(long, env = "GPUSCALE_NVML_LIB", value_name = "PATH", conflicts_with = "simulate")]
+    #[arg(
+        long,
+        env = "GPUSCALE_NVML_LIB",
+        value_name = "PATH",
+        conflicts_with = "simulate"
+    )]
     pub nvml_lib: Option<PathBuf>,
 
     /// Run on a simulated GPU node: the NVML simulator driven by SCENARIO
@@ -65,7 +74,11 @@ pub struct Cli {
 
 impl Cli {
     pub fn enabled_collectors(&self) -> Vec<String> {
-        self.collectors.iter().filter(|c| !self.disable_collectors.contains(c)).cloned().collect()
+        self.collectors
+            .iter()
+            .filter(|c| !self.disable_collectors.contains(c))
+            .cloned()
+            .collect()
     }
 }
 
@@ -76,16 +89,24 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
         Some(i) => s.split_at(i),
         None => return Err(format!("'{s}' has no unit; write e.g. 5s or 500ms")),
     };
-    let n: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration; write e.g. 5s or 500ms"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration; write e.g. 5s or 500ms"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        other => return Err(format!("unknown unit '{other}' in '{s}'; use ms, s, m or h")),
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' in '{s}'; use ms, s, m or h"
+            ));
+        }
     };
     if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
-        return Err(format!("'{s}' is out of range: the interval must be between 100ms and 1h"));
+        return Err(format!(
+            "'{s}' is out of range: the interval must be between 100ms and 1h"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -99,7 +120,11 @@ mod tests {
         assert_eq!(parse_interval("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
         assert_eq!(parse_interval("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_interval("50ms").unwrap_err().contains("between 100ms and 1h"));
+        assert!(
+            parse_interval("50ms")
+                .unwrap_err()
+                .contains("between 100ms and 1h")
+        );
         assert!(parse_interval("5").unwrap_err().contains("no unit"));
         assert!(parse_interval("5d").unwrap_err().contains("unknown unit"));
     }

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nvml_wrapper::Nvml;
@@ -32,7 +32,12 @@ pub struct Config {
     pub node: String,
 }
 
-pub fn spawn(cfg: Config, store: Arc<Store>, join: Option<Join>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+pub fn spawn(
+    cfg: Config,
+    store: Arc<Store>,
+    join: Option<Join>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("collect".into())
         .spawn(move || Loop::new(cfg, store, join, stop).run())
@@ -134,13 +139,23 @@ impl Loop {
             for c in list.iter_mut() {
                 let t = Instant::now();
                 self.reader.begin_run();
-                let mut cx = Ctx { nvml, gpus: &gpus, migs: &migs, reader: &mut self.reader };
+                let mut cx = Ctx {
+                    nvml,
+                    gpus: &gpus,
+                    migs: &migs,
+                    reader: &mut self.reader,
+                };
                 let ran = catch_unwind(AssertUnwindSafe(|| c.collect(&mut cx, &mut out)));
                 if ran.is_err() {
-                    error!(collector = c.name(), "collector panicked; its series are left out this cycle");
+                    error!(
+                        collector = c.name(),
+                        "collector panicked; its series are left out this cycle"
+                    );
                 }
                 let ok = ran.is_ok() && self.reader.run_ok();
-                self.stats.collectors.insert(c.name(), (t.elapsed().as_secs_f64(), ok));
+                self.stats
+                    .collectors
+                    .insert(c.name(), (t.elapsed().as_secs_f64(), ok));
             }
             let mut states = states;
             drop_lost(&mut out, &self.reader.lost, &mut states);
@@ -166,25 +181,58 @@ impl Loop {
             let device = match nvml.device_by_index(index) {
                 Ok(d) => d,
                 Err(e) => {
-                    let state = if matches!(e, NvmlError::GpuLost) { "lost" } else { "error" };
+                    let state = if matches!(e, NvmlError::GpuLost) {
+                        "lost"
+                    } else {
+                        "error"
+                    };
                     self.reader.fail(index, "nvmlDeviceGetHandleByIndex_v2", &e);
-                    states.insert(index, GpuState { uuid: self.uuids.get(&index).cloned(), state });
+                    states.insert(
+                        index,
+                        GpuState {
+                            uuid: self.uuids.get(&index).cloned(),
+                            state,
+                        },
+                    );
                     continue;
                 }
             };
             let uuid: Arc<str> = match device.uuid() {
                 Ok(u) => Arc::from(u),
                 Err(e) => {
-                    let state = if matches!(e, NvmlError::GpuLost) { "lost" } else { "error" };
+                    let state = if matches!(e, NvmlError::GpuLost) {
+                        "lost"
+                    } else {
+                        "error"
+                    };
                     self.reader.fail(index, "nvmlDeviceGetUUID", &e);
-                    states.insert(index, GpuState { uuid: self.uuids.get(&index).cloned(), state });
+                    states.insert(
+                        index,
+                        GpuState {
+                            uuid: self.uuids.get(&index).cloned(),
+                            state,
+                        },
+                    );
                     continue;
                 }
             };
             self.uuids.insert(index, uuid.clone());
-            let arch = self.arch.entry(uuid.clone()).or_insert_with(|| device.architecture().ok()).clone();
-            let id = Arc::new(DeviceRef { index, uuid: uuid.clone() });
-            states.insert(index, GpuState { uuid: Some(uuid), state: "ok" });
+            let arch = self
+                .arch
+                .entry(uuid.clone())
+                .or_insert_with(|| device.architecture().ok())
+                .clone();
+            let id = Arc::new(DeviceRef {
+                index,
+                uuid: uuid.clone(),
+            });
+            states.insert(
+                index,
+                GpuState {
+                    uuid: Some(uuid),
+                    state: "ok",
+                },
+            );
             if matches!(device.mig_mode(), Ok(m) if m.current == 1) {
                 self.discover_migs(nvml, &device, &id, &mut migs);
             }
@@ -193,9 +241,19 @@ impl Loop {
         Ok((gpus, migs, states))
     }
 
-    fn discover_migs<'n>(&mut self, nvml: &'n Nvml, device: &nvml_wrapper::Device<'n>, id: &Arc<DeviceRef>, migs: &mut Vec<MigDev<'n>>) {
+    fn discover_migs<'n>(
+        &mut self,
+        nvml: &'n Nvml,
+        device: &nvml_wrapper::Device<'n>,
+        id: &Arc<DeviceRef>,
+        migs: &mut Vec<MigDev<'n>>,
+    ) {
         let i = id.index;
-        let Some(max) = self.reader.read(i, "nvmlDeviceGetMaxMigDeviceCount", device.mig_device_count()) else {
+        let Some(max) = self.reader.read(
+            i,
+            "nvmlDeviceGetMaxMigDeviceCount",
+            device.mig_device_count(),
+        ) else {
             return;
         };
         for slot in 0..max {
@@ -204,20 +262,46 @@ impl Loop {
                 // An empty slot.
                 Err(NvmlError::NotFound) | Err(NvmlError::InvalidArg) => continue,
                 Err(e) => {
-                    self.reader.fail(i, "nvmlDeviceGetMigDeviceHandleByIndex", &e);
+                    self.reader
+                        .fail(i, "nvmlDeviceGetMigDeviceHandleByIndex", &e);
                     continue;
                 }
             };
-            let Some(uuid) = self.reader.read(i, "nvmlDeviceGetUUID", mig.uuid()) else { continue };
-            let Some(gi) = self.reader.read(i, "nvmlDeviceGetGpuInstanceId", raw::gpu_instance_id(nvml, &mig)) else {
+            let Some(uuid) = self.reader.read(i, "nvmlDeviceGetUUID", mig.uuid()) else {
                 continue;
             };
-            let ci = self.reader.read(i, "nvmlDeviceGetComputeInstanceId", raw::compute_instance_id(nvml, &mig));
-            let name = self.reader.read(i, "nvmlDeviceGetName", mig.name()).unwrap_or_default();
+            let Some(gi) = self.reader.read(
+                i,
+                "nvmlDeviceGetGpuInstanceId",
+                raw::gpu_instance_id(nvml, &mig),
+            ) else {
+                continue;
+            };
+            let ci = self.reader.read(
+                i,
+                "nvmlDeviceGetComputeInstanceId",
+                raw::compute_instance_id(nvml, &mig),
+            );
+            let name = self
+                .reader
+                .read(i, "nvmlDeviceGetName", mig.name())
+                .unwrap_or_default();
             // "NVIDIA H100 80GB HBM3 MIG 3g.40gb" → "3g.40gb"
-            let profile = name.rsplit_once("MIG ").map(|(_, p)| p.to_string()).unwrap_or(name);
-            let id = Arc::new(MigRef { gpu: id.clone(), mig_uuid: Arc::from(uuid), gpu_instance_id: gi });
-            migs.push(MigDev { device: mig, id, compute_instance_id: ci, profile });
+            let profile = name
+                .rsplit_once("MIG ")
+                .map(|(_, p)| p.to_string())
+                .unwrap_or(name);
+            let id = Arc::new(MigRef {
+                gpu: id.clone(),
+                mig_uuid: Arc::from(uuid),
+                gpu_instance_id: gi,
+            });
+            migs.push(MigDev {
+                device: mig,
+                id,
+                compute_instance_id: ci,
+                profile,
+            });
         }
     }
 
@@ -234,17 +318,31 @@ impl Loop {
             None => (Arc::new(NoPods), Vec::new()),
         };
         families.extend(pod_families);
-        families.extend(selfmetrics::families(&self.stats, &self.reader, states, &self.cfg.node));
+        families.extend(selfmetrics::families(
+            &self.stats,
+            &self.reader,
+            states,
+            &self.cfg.node,
+        ));
         let families = merge(families);
         let text = encode(&families, &self.cfg.node, lookup.as_ref(), Format::Text);
-        let om = encode(&families, &self.cfg.node, lookup.as_ref(), Format::OpenMetrics);
+        let om = encode(
+            &families,
+            &self.cfg.node,
+            lookup.as_ref(),
+            Format::OpenMetrics,
+        );
         let ready = self.stats.nvml_up && self.stats.collections_total > 0;
         self.store.publish(Snapshot::new(text, om, ready));
     }
 }
 
 /// Removes the series of GPUs found lost during the cycle.
-fn drop_lost(out: &mut Collected, lost: &std::collections::HashSet<u32>, states: &mut BTreeMap<u32, GpuState>) {
+fn drop_lost(
+    out: &mut Collected,
+    lost: &std::collections::HashSet<u32>,
+    states: &mut BTreeMap<u32, GpuState>,
+) {
     if lost.is_empty() {
         return;
     }
@@ -264,7 +362,8 @@ fn drop_lost(out: &mut Collected, lost: &std::collections::HashSet<u32>, states:
     }
     out.devices.retain(|d| !lost.contains(&d.index));
     out.migs.retain(|m| !lost.contains(&m.gpu.index));
-    out.processes.retain(|p| !lost.contains(&p.proc_ref.gpu.index));
+    out.processes
+        .retain(|p| !lost.contains(&p.proc_ref.gpu.index));
 }
 
 /// Joins families of the same name (two collectors may feed one family).
@@ -284,7 +383,10 @@ fn merge(families: Vec<Family>) -> Vec<Family> {
 }
 
 fn now_unix() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn describe_init_error(e: &NvmlError) -> String {
@@ -292,7 +394,9 @@ fn describe_init_error(e: &NvmlError) -> String {
         NvmlError::LibloadingError(inner) => format!("cannot load the NVML library: {inner}"),
         NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
         NvmlError::NoPermission => "no permission to open the GPU devices".into(),
-        NvmlError::FailedToLoadSymbol(s) => format!("the NVML library lacks a required function: {s}"),
+        NvmlError::FailedToLoadSymbol(s) => {
+            format!("the NVML library lacks a required function: {s}")
+        }
         other => {
             let msg = other.to_string();
             warn!(kind = crate::nvml::error_kind(other), "NVML init error");

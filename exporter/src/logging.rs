@@ -5,8 +5,11 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::LogFormat;
 
 pub fn init(format: LogFormat, filter: &str) -> Result<(), String> {
-    let filter = EnvFilter::try_new(filter).map_err(|e| format!("invalid --log-level '{filter}': {e}"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_new(filter).map_err(|e| format!("invalid --log-level '{filter}': {e}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Parser;
 use gpuscale_exporter::cli::Cli;
 use gpuscale_exporter::collect::{self, Config};
+use gpuscale_exporter::logging;
 use gpuscale_exporter::nvml::library::{self, LibSource};
 use gpuscale_exporter::server::Server;
 use gpuscale_exporter::server::webconfig::WebConfig;
 use gpuscale_exporter::snapshot::Store;
-use gpuscale_exporter::logging;
 use gpuscale_nvml_sim::scenario;
 use tracing::{error, info, warn};
 
@@ -24,8 +24,8 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(USAGE);
     }
-    let lib = match choose_library(&cli) {
-        Ok(lib) => lib,
+    let (lib, simulated) = match choose_library(&cli) {
+        Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(USAGE);
@@ -41,36 +41,51 @@ fn main() -> ExitCode {
         },
         None => WebConfig::none(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli, lib, web))
+    runtime.block_on(run(cli, lib, web, simulated))
 }
 
 /// Picks the NVML library. Under `--simulate` the scenario is validated here,
 /// so a bad file is reported with its line and field before anything starts.
-fn choose_library(cli: &Cli) -> Result<LibSource, String> {
+fn choose_library(cli: &Cli) -> Result<(LibSource, Option<scenario::Scenario>), String> {
     let Some(sim) = &cli.simulate else {
-        return Ok(cli.nvml_lib.clone().map(LibSource::Path).unwrap_or(LibSource::System));
+        return Ok((
+            cli.nvml_lib
+                .clone()
+                .map(LibSource::Path)
+                .unwrap_or(LibSource::System),
+            None,
+        ));
     };
-    if !sim.is_empty() {
+    let scenario = if !sim.is_empty() {
         let path = std::path::Path::new(sim);
-        scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
+        let loaded = scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
         let absolute = std::fs::canonicalize(path).map_err(|e| format!("--simulate {sim}: {e}"))?;
         // SAFETY: no other thread exists yet; the simulator reads this at nvmlInit.
         unsafe { std::env::set_var("GPUSCALE_SIM_SCENARIO", absolute) };
+        loaded
     } else {
         // SAFETY: as above.
         unsafe { std::env::remove_var("GPUSCALE_SIM_SCENARIO") };
-    }
+        scenario::default_scenario()
+    };
     let exe = std::env::current_exe().ok();
-    let found = cli.simulator_lib.clone().or_else(|| library::find_simulator(exe.as_deref()));
+    let found = cli
+        .simulator_lib
+        .clone()
+        .or_else(|| library::find_simulator(exe.as_deref()));
     match found {
-        Some(p) if p.is_file() => Ok(LibSource::Path(p)),
+        Some(p) if p.is_file() => Ok((LibSource::Path(p), Some(scenario))),
         Some(p) => Err(format!("--simulator-lib {}: no such file", p.display())),
         None => Err(format!(
             "--simulate: cannot find {} next to the executable; build it with `cargo build -p gpuscale-nvml-sim` or pass --simulator-lib",
@@ -79,9 +94,12 @@ fn choose_library(cli: &Cli) -> Result<LibSource, String> {
     }
 }
 
-fn node_name(cli: &Cli) -> String {
+fn node_name(cli: &Cli, simulated: Option<&scenario::Scenario>) -> String {
     if let Some(n) = &cli.node_name {
         return n.clone();
+    }
+    if let Some(s) = simulated {
+        return s.node.clone();
     }
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -90,7 +108,12 @@ fn node_name(cli: &Cli) -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-async fn run(cli: Cli, lib: LibSource, web: WebConfig) -> ExitCode {
+async fn run(
+    cli: Cli,
+    lib: LibSource,
+    web: WebConfig,
+    simulated: Option<scenario::Scenario>,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(cli.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -104,7 +127,7 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig) -> ExitCode {
         lib,
         interval: cli.collect_interval,
         collectors: cli.enabled_collectors(),
-        node: node_name(&cli),
+        node: node_name(&cli, simulated.as_ref()),
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
     let collector = collect::spawn(config, store.clone(), None, stop.clone());
@@ -115,7 +138,10 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig) -> ExitCode {
     stop.store(true, Ordering::Relaxed);
     let _ = tx.send(true);
     let _ = server.await;
-    if tokio::task::spawn_blocking(move || collector.join()).await.is_err() {
+    if tokio::task::spawn_blocking(move || collector.join())
+        .await
+        .is_err()
+    {
         warn!("collection thread did not stop cleanly");
     }
     ExitCode::SUCCESS
@@ -123,7 +149,10 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig) -> ExitCode {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => {
             tokio::select! {
                 _ = term.recv() => {},

@@ -28,28 +28,56 @@ fn flag(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
 }
 
-pub fn families(stats: &LoopStats, reader: &Reader, gpus: &BTreeMap<u32, GpuState>, node: &str) -> Vec<Family> {
+pub fn families(
+    stats: &LoopStats,
+    reader: &Reader,
+    gpus: &BTreeMap<u32, GpuState>,
+    node: &str,
+) -> Vec<Family> {
     let g = Subject::Global;
-    let build = Family::gauge("gpuscale_exporter_build_info", "Build of the exporter; the value is always 1.").with(
+    let build = Family::gauge(
+        "gpuscale_exporter_build_info",
+        "Build of the exporter; the value is always 1.",
+    )
+    .with(
         g.clone(),
         vec![
             ("version", env!("CARGO_PKG_VERSION").to_string()),
-            ("revision", option_env!("GPUSCALE_REVISION").unwrap_or("unknown").to_string()),
-            ("rustc_version", option_env!("GPUSCALE_RUSTC_VERSION").unwrap_or("unknown").to_string()),
+            (
+                "revision",
+                option_env!("GPUSCALE_REVISION")
+                    .unwrap_or("unknown")
+                    .to_string(),
+            ),
+            (
+                "rustc_version",
+                option_env!("GPUSCALE_RUSTC_VERSION")
+                    .unwrap_or("unknown")
+                    .to_string(),
+            ),
         ],
         1.0,
     );
-    let up = Family::gauge("gpuscale_exporter_nvml_up", "1 while NVML is initialised and answering, else 0.")
-        .with(g.clone(), vec![], flag(stats.nvml_up));
+    let up = Family::gauge(
+        "gpuscale_exporter_nvml_up",
+        "1 while NVML is initialised and answering, else 0.",
+    )
+    .with(g.clone(), vec![], flag(stats.nvml_up));
     let mut out = vec![build, up];
     if !stats.nvml_up && stats.collections_total == 0 {
         return out;
     }
     out.push(
-        Family::gauge("gpuscale_exporter_gpus", "GPUs NVML reports on this node.")
-            .with(g.clone(), vec![("node", node.to_string())], gpus.len() as f64),
+        Family::gauge("gpuscale_exporter_gpus", "GPUs NVML reports on this node.").with(
+            g.clone(),
+            vec![("node", node.to_string())],
+            gpus.len() as f64,
+        ),
     );
-    let mut state = Family::gauge("gpuscale_exporter_gpu_state", "1 for the GPU's current state (ok, lost, error).");
+    let mut state = Family::gauge(
+        "gpuscale_exporter_gpu_state",
+        "1 for the GPU's current state (ok, lost, error).",
+    );
     for (index, s) in gpus {
         for name in STATES {
             state.push(
@@ -65,20 +93,36 @@ pub fn families(stats: &LoopStats, reader: &Reader, gpus: &BTreeMap<u32, GpuStat
         }
     }
     out.push(state);
-    let mut dur = Family::gauge("gpuscale_exporter_collector_duration_seconds", "Duration of the collector's last run.");
-    let mut ok = Family::gauge("gpuscale_exporter_collector_success", "1 when the collector's last run had no error.");
+    let mut dur = Family::gauge(
+        "gpuscale_exporter_collector_duration_seconds",
+        "Duration of the collector's last run.",
+    );
+    let mut ok = Family::gauge(
+        "gpuscale_exporter_collector_success",
+        "1 when the collector's last run had no error.",
+    );
     for (name, (d, success)) in &stats.collectors {
         dur.push(g.clone(), vec![("collector", name.to_string())], *d);
-        ok.push(g.clone(), vec![("collector", name.to_string())], flag(*success));
+        ok.push(
+            g.clone(),
+            vec![("collector", name.to_string())],
+            flag(*success),
+        );
     }
     out.extend([dur, ok]);
     out.push(
-        Family::gauge("gpuscale_exporter_collection_duration_seconds", "Duration of the last whole collection cycle.")
-            .with(g.clone(), vec![], stats.last_duration),
+        Family::gauge(
+            "gpuscale_exporter_collection_duration_seconds",
+            "Duration of the last whole collection cycle.",
+        )
+        .with(g.clone(), vec![], stats.last_duration),
     );
     out.push(
-        Family::counter("gpuscale_exporter_collections_total", "Collection cycles run.")
-            .with(g.clone(), vec![], stats.collections_total as f64),
+        Family::counter(
+            "gpuscale_exporter_collections_total",
+            "Collection cycles run.",
+        )
+        .with(g.clone(), vec![], stats.collections_total as f64),
     );
     if stats.last_success_unix > 0.0 {
         out.push(
@@ -89,10 +133,19 @@ pub fn families(stats: &LoopStats, reader: &Reader, gpus: &BTreeMap<u32, GpuStat
             .with(g.clone(), vec![], stats.last_success_unix),
         );
     }
-    let mut errors =
-        Family::counter("gpuscale_exporter_nvml_errors_total", "NVML calls that failed, by function and error kind.");
+    let mut errors = Family::counter(
+        "gpuscale_exporter_nvml_errors_total",
+        "NVML calls that failed, by function and error kind.",
+    );
     for ((function, kind), n) in reader.errors() {
-        errors.push(g.clone(), vec![("function", function.to_string()), ("error", kind.to_string())], *n as f64);
+        errors.push(
+            g.clone(),
+            vec![
+                ("function", function.to_string()),
+                ("error", kind.to_string()),
+            ],
+            *n as f64,
+        );
     }
     out.push(errors);
     out

@@ -58,7 +58,9 @@ pub struct Store {
 impl Store {
     pub fn new() -> Arc<Self> {
         let empty = Snapshot::new(Vec::new(), b"# EOF\n".to_vec(), false);
-        Arc::new(Self { current: ArcSwap::from_pointee(empty) })
+        Arc::new(Self {
+            current: ArcSwap::from_pointee(empty),
+        })
     }
 
     pub fn load(&self) -> Arc<Snapshot> {

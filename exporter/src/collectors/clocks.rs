@@ -8,8 +8,12 @@ use crate::metrics::{Collected, Family};
 
 pub struct Clocks;
 
-const CLOCKS: [(Clock, &str); 4] =
-    [(Clock::Graphics, "graphics"), (Clock::SM, "sm"), (Clock::Memory, "memory"), (Clock::Video, "video")];
+const CLOCKS: [(Clock, &str); 4] = [
+    (Clock::Graphics, "graphics"),
+    (Clock::SM, "sm"),
+    (Clock::Memory, "memory"),
+    (Clock::Video, "video"),
+];
 
 /// Clock event reason bits (nvmlClocksEventReason*), one series each.
 pub const REASONS: [(u64, &str); 9] = [
@@ -72,20 +76,39 @@ impl<'n> Collector<'n> for Clocks {
             "gpu_clock_event_seconds_total",
             "Time the clocks were held below the requested clocks, by policy.",
         );
-        let mut pstate = Family::gauge("gpu_performance_state", "Performance state (0 = P0, the fastest).");
+        let mut pstate = Family::gauge(
+            "gpu_performance_state",
+            "Performance state (0 = P0, the fastest).",
+        );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             for (clock, label) in CLOCKS {
-                if let Some(mhz) = cx.reader.read(i, "nvmlDeviceGetClockInfo", d.clock_info(clock)) {
-                    cur.push(gpu.subject(), vec![("clock", label.to_string())], f64::from(mhz) * 1e6);
+                if let Some(mhz) = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetClockInfo", d.clock_info(clock))
+                {
+                    cur.push(
+                        gpu.subject(),
+                        vec![("clock", label.to_string())],
+                        f64::from(mhz) * 1e6,
+                    );
                 }
-                if let Some(mhz) = cx.reader.read(i, "nvmlDeviceGetMaxClockInfo", d.max_clock_info(clock)) {
-                    max.push(gpu.subject(), vec![("clock", label.to_string())], f64::from(mhz) * 1e6);
+                if let Some(mhz) =
+                    cx.reader
+                        .read(i, "nvmlDeviceGetMaxClockInfo", d.max_clock_info(clock))
+                {
+                    max.push(
+                        gpu.subject(),
+                        vec![("clock", label.to_string())],
+                        f64::from(mhz) * 1e6,
+                    );
                 }
             }
-            if let Some(r) =
-                cx.reader.read(i, "nvmlDeviceGetCurrentClocksEventReasons", d.current_throttle_reasons())
-            {
+            if let Some(r) = cx.reader.read(
+                i,
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                d.current_throttle_reasons(),
+            ) {
                 let bits = r.bits();
                 for (bit, label) in REASONS {
                     let on = if bits & bit != 0 { 1.0 } else { 0.0 };
@@ -93,11 +116,22 @@ impl<'n> Collector<'n> for Clocks {
                 }
             }
             for (policy, label) in POLICIES {
-                if let Some(v) = cx.reader.read(i, "nvmlDeviceGetViolationStatus", d.violation_status(policy)) {
-                    violation.push(gpu.subject(), vec![("policy", label.to_string())], v.violation_time as f64 / 1e9);
+                if let Some(v) = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetViolationStatus",
+                    d.violation_status(policy),
+                ) {
+                    violation.push(
+                        gpu.subject(),
+                        vec![("policy", label.to_string())],
+                        v.violation_time as f64 / 1e9,
+                    );
                 }
             }
-            if let Some(p) = cx.reader.read(i, "nvmlDeviceGetPerformanceState", d.performance_state()) {
+            if let Some(p) =
+                cx.reader
+                    .read(i, "nvmlDeviceGetPerformanceState", d.performance_state())
+            {
                 if let Some(n) = pstate_number(p) {
                     pstate.push(gpu.subject(), vec![], n);
                 }

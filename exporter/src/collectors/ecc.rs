@@ -9,10 +9,30 @@ use crate::nvml::raw;
 pub struct Ecc;
 
 const ECC: [(MemoryError, &str, EccCounter, &str); 4] = [
-    (MemoryError::Corrected, "corrected", EccCounter::Volatile, "volatile"),
-    (MemoryError::Corrected, "corrected", EccCounter::Aggregate, "aggregate"),
-    (MemoryError::Uncorrected, "uncorrected", EccCounter::Volatile, "volatile"),
-    (MemoryError::Uncorrected, "uncorrected", EccCounter::Aggregate, "aggregate"),
+    (
+        MemoryError::Corrected,
+        "corrected",
+        EccCounter::Volatile,
+        "volatile",
+    ),
+    (
+        MemoryError::Corrected,
+        "corrected",
+        EccCounter::Aggregate,
+        "aggregate",
+    ),
+    (
+        MemoryError::Uncorrected,
+        "uncorrected",
+        EccCounter::Volatile,
+        "volatile",
+    ),
+    (
+        MemoryError::Uncorrected,
+        "uncorrected",
+        EccCounter::Aggregate,
+        "aggregate",
+    ),
 ];
 
 fn flag(b: bool) -> f64 {
@@ -29,40 +49,86 @@ impl<'n> Collector<'n> for Ecc {
             "gpu_ecc_errors_total",
             "ECC memory errors; volatile counts since the driver loaded, aggregate over the GPU's life.",
         );
-        let mut rows = Family::gauge("gpu_remapped_rows", "Memory rows remapped, by the error that caused it.");
-        let mut rows_pending =
-            Family::gauge("gpu_remapped_rows_pending", "1 while a row remap waits for a GPU reset, else 0.");
-        let mut rows_failure = Family::gauge("gpu_remapped_rows_failure", "1 after a row remap failed, else 0.");
+        let mut rows = Family::gauge(
+            "gpu_remapped_rows",
+            "Memory rows remapped, by the error that caused it.",
+        );
+        let mut rows_pending = Family::gauge(
+            "gpu_remapped_rows_pending",
+            "1 while a row remap waits for a GPU reset, else 0.",
+        );
+        let mut rows_failure = Family::gauge(
+            "gpu_remapped_rows_failure",
+            "1 after a row remap failed, else 0.",
+        );
         let mut pages = Family::gauge("gpu_retired_pages", "Memory pages retired, by cause.");
-        let mut pages_pending =
-            Family::gauge("gpu_retired_pages_pending", "1 while pages wait to be retired at the next reset, else 0.");
+        let mut pages_pending = Family::gauge(
+            "gpu_retired_pages_pending",
+            "1 while pages wait to be retired at the next reset, else 0.",
+        );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             for (kind, kind_label, counter, scope) in ECC {
-                if let Some(n) = cx.reader.read(i, "nvmlDeviceGetTotalEccErrors", d.total_ecc_errors(kind, counter)) {
-                    ecc.push(gpu.subject(), vec![("type", kind_label.to_string()), ("scope", scope.to_string())], n as f64);
+                if let Some(n) = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetTotalEccErrors",
+                    d.total_ecc_errors(kind, counter),
+                ) {
+                    ecc.push(
+                        gpu.subject(),
+                        vec![
+                            ("type", kind_label.to_string()),
+                            ("scope", scope.to_string()),
+                        ],
+                        n as f64,
+                    );
                 }
             }
-            if let Some(r) = cx.reader.read(i, "nvmlDeviceGetRemappedRows", raw::remapped_rows(cx.nvml, d)) {
-                rows.push(gpu.subject(), vec![("cause", "correctable".into())], f64::from(r.correctable));
-                rows.push(gpu.subject(), vec![("cause", "uncorrectable".into())], f64::from(r.uncorrectable));
+            if let Some(r) = cx.reader.read(
+                i,
+                "nvmlDeviceGetRemappedRows",
+                raw::remapped_rows(cx.nvml, d),
+            ) {
+                rows.push(
+                    gpu.subject(),
+                    vec![("cause", "correctable".into())],
+                    f64::from(r.correctable),
+                );
+                rows.push(
+                    gpu.subject(),
+                    vec![("cause", "uncorrectable".into())],
+                    f64::from(r.uncorrectable),
+                );
                 rows_pending.push(gpu.subject(), vec![], flag(r.pending));
                 rows_failure.push(gpu.subject(), vec![], flag(r.failure));
             }
             for (cause, label) in [
-                (RetirementCause::MultipleSingleBitEccErrors, "single_bit_ecc"),
+                (
+                    RetirementCause::MultipleSingleBitEccErrors,
+                    "single_bit_ecc",
+                ),
                 (RetirementCause::DoubleBitEccError, "double_bit_ecc"),
             ] {
-                if let Some(p) = cx.reader.read(i, "nvmlDeviceGetRetiredPages_v2", d.retired_pages(cause)) {
-                    pages.push(gpu.subject(), vec![("cause", label.to_string())], p.len() as f64);
+                if let Some(p) =
+                    cx.reader
+                        .read(i, "nvmlDeviceGetRetiredPages_v2", d.retired_pages(cause))
+                {
+                    pages.push(
+                        gpu.subject(),
+                        vec![("cause", label.to_string())],
+                        p.len() as f64,
+                    );
                 }
             }
-            if let Some(p) =
-                cx.reader.read(i, "nvmlDeviceGetRetiredPagesPendingStatus", d.are_pages_pending_retired())
-            {
+            if let Some(p) = cx.reader.read(
+                i,
+                "nvmlDeviceGetRetiredPagesPendingStatus",
+                d.are_pages_pending_retired(),
+            ) {
                 pages_pending.push(gpu.subject(), vec![], flag(p));
             }
         }
-        out.families.extend([ecc, rows, rows_pending, rows_failure, pages, pages_pending]);
+        out.families
+            .extend([ecc, rows, rows_pending, rows_failure, pages, pages_pending]);
     }
 }

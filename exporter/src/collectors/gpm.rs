@@ -24,7 +24,10 @@ pub struct Gpm<'n> {
 
 impl Gpm<'_> {
     pub fn new() -> Self {
-        Self { previous: HashMap::new(), unsupported: HashMap::new() }
+        Self {
+            previous: HashMap::new(),
+            unsupported: HashMap::new(),
+        }
     }
 }
 
@@ -59,9 +62,11 @@ impl<'n> Gpm<'n> {
         let sample = cx.reader.read(gpu, "nvmlGpmSampleGet", sample)?;
         let now = Instant::now();
         let result = match self.previous.get(key) {
-            Some((prev, at)) if now.duration_since(*at) >= MIN_GAP => {
-                cx.reader.read(gpu, "nvmlGpmMetricsGet", gpm_metrics_get(cx.nvml, prev, &sample, ids))
-            }
+            Some((prev, at)) if now.duration_since(*at) >= MIN_GAP => cx.reader.read(
+                gpu,
+                "nvmlGpmMetricsGet",
+                gpm_metrics_get(cx.nvml, prev, &sample, ids),
+            ),
             // Too close to the previous sample: keep the older one for next time.
             Some(_) => return None,
             None => None,
@@ -91,17 +96,41 @@ impl<'n> Collector<'n> for Gpm<'n> {
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut f = Families {
-            sm: Family::gauge("gpu_sm_active_ratio", "Fraction of time each SM had at least one warp assigned (GPM)."),
-            occ: Family::gauge("gpu_sm_occupancy_ratio", "Warps resident on the SMs as a fraction of the maximum (GPM)."),
-            tensor: Family::gauge("gpu_tensor_active_ratio", "Fraction of time the tensor cores were active (GPM)."),
-            dram: Family::gauge("gpu_dram_active_ratio", "Fraction of the DRAM bandwidth used (GPM)."),
+            sm: Family::gauge(
+                "gpu_sm_active_ratio",
+                "Fraction of time each SM had at least one warp assigned (GPM).",
+            ),
+            occ: Family::gauge(
+                "gpu_sm_occupancy_ratio",
+                "Warps resident on the SMs as a fraction of the maximum (GPM).",
+            ),
+            tensor: Family::gauge(
+                "gpu_tensor_active_ratio",
+                "Fraction of time the tensor cores were active (GPM).",
+            ),
+            dram: Family::gauge(
+                "gpu_dram_active_ratio",
+                "Fraction of the DRAM bandwidth used (GPM).",
+            ),
             tx: Family::gauge(pcie::TX, pcie::TX_HELP),
             rx: Family::gauge(pcie::RX, pcie::RX_HELP),
         };
-        let mut mig_sm = Family::gauge("gpu_mig_sm_active_ratio", "SM activity of the MIG instance (GPM).");
-        let mut mig_occ = Family::gauge("gpu_mig_sm_occupancy_ratio", "SM occupancy of the MIG instance (GPM).");
-        let mut mig_tensor = Family::gauge("gpu_mig_tensor_active_ratio", "Tensor activity of the MIG instance (GPM).");
-        let mut mig_dram = Family::gauge("gpu_mig_dram_active_ratio", "DRAM bandwidth used by the MIG instance (GPM).");
+        let mut mig_sm = Family::gauge(
+            "gpu_mig_sm_active_ratio",
+            "SM activity of the MIG instance (GPM).",
+        );
+        let mut mig_occ = Family::gauge(
+            "gpu_mig_sm_occupancy_ratio",
+            "SM occupancy of the MIG instance (GPM).",
+        );
+        let mut mig_tensor = Family::gauge(
+            "gpu_mig_tensor_active_ratio",
+            "Tensor activity of the MIG instance (GPM).",
+        );
+        let mut mig_dram = Family::gauge(
+            "gpu_mig_dram_active_ratio",
+            "DRAM bandwidth used by the MIG instance (GPM).",
+        );
         let gpus = cx.gpus;
         for gpu in gpus {
             let (i, uuid) = (gpu.id.index, gpu.id.uuid.to_string());
@@ -124,7 +153,14 @@ impl<'n> Collector<'n> for Gpm<'n> {
                 continue;
             };
             let s = gpu.subject();
-            let pushes = [(&mut f.sm, 0.01), (&mut f.occ, 0.01), (&mut f.tensor, 0.01), (&mut f.dram, 0.01), (&mut f.tx, MIB), (&mut f.rx, MIB)];
+            let pushes = [
+                (&mut f.sm, 0.01),
+                (&mut f.occ, 0.01),
+                (&mut f.tensor, 0.01),
+                (&mut f.dram, 0.01),
+                (&mut f.tx, MIB),
+                (&mut f.rx, MIB),
+            ];
             for ((fam, scale), value) in pushes.into_iter().zip(v) {
                 if let Some(x) = value {
                     fam.push(s.clone(), vec![], x * scale);
@@ -133,7 +169,9 @@ impl<'n> Collector<'n> for Gpm<'n> {
         }
         let migs = cx.migs;
         for mig in migs {
-            let Some(parent) = gpus.iter().find(|g| g.id == mig.id.gpu) else { continue };
+            let Some(parent) = gpus.iter().find(|g| g.id == mig.id.gpu) else {
+                continue;
+            };
             if self.unsupported.contains_key(&*parent.id.uuid) {
                 continue;
             }
@@ -143,7 +181,10 @@ impl<'n> Collector<'n> for Gpm<'n> {
                 continue;
             };
             let s = Subject::Mig(mig.id.clone());
-            for (fam, value) in [&mut mig_sm, &mut mig_occ, &mut mig_tensor, &mut mig_dram].into_iter().zip(v) {
+            for (fam, value) in [&mut mig_sm, &mut mig_occ, &mut mig_tensor, &mut mig_dram]
+                .into_iter()
+                .zip(v)
+            {
                 if let Some(x) = value {
                     fam.push(s.clone(), vec![], x / 100.0);
                 }
@@ -153,6 +194,8 @@ impl<'n> Collector<'n> for Gpm<'n> {
         self.previous.retain(|k, _| {
             gpus.iter().any(|g| *g.id.uuid == **k) || migs.iter().any(|m| *m.id.mig_uuid == **k)
         });
-        out.families.extend([f.sm, f.occ, f.tensor, f.dram, f.tx, f.rx, mig_sm, mig_occ, mig_tensor, mig_dram]);
+        out.families.extend([
+            f.sm, f.occ, f.tensor, f.dram, f.tx, f.rx, mig_sm, mig_occ, mig_tensor, mig_dram,
+        ]);
     }
 }

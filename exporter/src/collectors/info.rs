@@ -23,10 +23,18 @@ impl<'n> Collector<'n> for Info {
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         if self.driver.is_none() {
-            let driver = cx.reader.read(u32::MAX, "nvmlSystemGetDriverVersion", cx.nvml.sys_driver_version());
+            let driver = cx.reader.read(
+                u32::MAX,
+                "nvmlSystemGetDriverVersion",
+                cx.nvml.sys_driver_version(),
+            );
             let cuda = cx
                 .reader
-                .read(u32::MAX, "nvmlSystemGetCudaDriverVersion_v2", cx.nvml.sys_cuda_driver_version())
+                .read(
+                    u32::MAX,
+                    "nvmlSystemGetCudaDriverVersion_v2",
+                    cx.nvml.sys_cuda_driver_version(),
+                )
                 .map(cuda_version);
             if let (Some(d), Some(c)) = (driver, cuda) {
                 self.driver = Some((d, c));
@@ -38,15 +46,38 @@ impl<'n> Collector<'n> for Info {
             if !self.cache.contains_key(&*gpu.id.uuid) {
                 let i = gpu.id.index;
                 let d = &gpu.device;
-                let model = cx.reader.read(i, "nvmlDeviceGetName", d.name()).unwrap_or_default();
-                let pci = cx.reader.read(i, "nvmlDeviceGetPciInfo_v3", d.pci_info()).map(|p| p.bus_id).unwrap_or_default();
-                let serial = cx.reader.read(i, "nvmlDeviceGetSerial", d.serial()).unwrap_or_default();
-                let vbios = cx.reader.read(i, "nvmlDeviceGetVbiosVersion", d.vbios_version()).unwrap_or_default();
-                let arch = gpu.arch.as_ref().map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default();
+                let model = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetName", d.name())
+                    .unwrap_or_default();
+                let pci = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetPciInfo_v3", d.pci_info())
+                    .map(|p| p.bus_id)
+                    .unwrap_or_default();
+                let serial = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetSerial", d.serial())
+                    .unwrap_or_default();
+                let vbios = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetVbiosVersion", d.vbios_version())
+                    .unwrap_or_default();
+                let arch = gpu
+                    .arch
+                    .as_ref()
+                    .map(|a| format!("{a:?}").to_lowercase())
+                    .unwrap_or_default();
                 let mig = cx
                     .reader
                     .read(i, "nvmlDeviceGetMigMode", d.mig_mode())
-                    .map(|m| if m.current == 1 { "enabled" } else { "disabled" })
+                    .map(|m| {
+                        if m.current == 1 {
+                            "enabled"
+                        } else {
+                            "disabled"
+                        }
+                    })
                     .unwrap_or("unsupported");
                 let labels = vec![
                     ("model", model),

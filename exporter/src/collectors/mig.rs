@@ -12,15 +12,34 @@ impl<'n> Collector<'n> for Mig {
     }
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut info = Family::gauge("gpu_mig_info", "MIG instance identity; the value is always 1.");
+        let mut info = Family::gauge(
+            "gpu_mig_info",
+            "MIG instance identity; the value is always 1.",
+        );
         let mut total = Family::gauge("gpu_mig_memory_total_bytes", "Memory of the MIG instance.");
-        let mut used = Family::gauge("gpu_mig_memory_used_bytes", "Memory allocated in the MIG instance.");
+        let mut used = Family::gauge(
+            "gpu_mig_memory_used_bytes",
+            "Memory allocated in the MIG instance.",
+        );
         for mig in cx.migs {
             let subject = Subject::Mig(mig.id.clone());
-            let ci = mig.compute_instance_id.map(|c| c.to_string()).unwrap_or_default();
-            info.push(subject.clone(), vec![("compute_instance_id", ci), ("profile", mig.profile.clone())], 1.0);
+            let ci = mig
+                .compute_instance_id
+                .map(|c| c.to_string())
+                .unwrap_or_default();
+            info.push(
+                subject.clone(),
+                vec![
+                    ("compute_instance_id", ci),
+                    ("profile", mig.profile.clone()),
+                ],
+                1.0,
+            );
             let gpu = mig.id.gpu.index;
-            if let Some(m) = cx.reader.read(gpu, "nvmlDeviceGetMemoryInfo_v2", mig.device.memory_info()) {
+            if let Some(m) =
+                cx.reader
+                    .read(gpu, "nvmlDeviceGetMemoryInfo_v2", mig.device.memory_info())
+            {
                 total.push(subject.clone(), vec![], m.total as f64);
                 used.push(subject, vec![], m.used as f64);
             }

@@ -59,8 +59,19 @@ pub trait Collector<'n> {
 
 /// Every collector's name, in run order (MIG before the ones that read `out.migs`).
 pub const NAMES: &[&str] = &[
-    "info", "utilization", "memory", "power", "thermal", "clocks", "pcie", "nvlink", "ecc", "mig", "gpm",
-    "processes", "xid",
+    "info",
+    "utilization",
+    "memory",
+    "power",
+    "thermal",
+    "clocks",
+    "pcie",
+    "nvlink",
+    "ecc",
+    "mig",
+    "gpm",
+    "processes",
+    "xid",
 ];
 
 /// Builds the enabled collectors for one NVML session.
@@ -77,7 +88,9 @@ pub fn all<'n>(enabled: &[String], xids: xid::XidLog) -> Vec<Box<dyn Collector<'
             "power" => Box::new(power::Power),
             "thermal" => Box::new(thermal::Thermal),
             "clocks" => Box::new(clocks::Clocks),
-            "pcie" => Box::new(pcie::Pcie { gpm_enabled: enabled.iter().any(|e| e == "gpm") }),
+            "pcie" => Box::new(pcie::Pcie {
+                gpm_enabled: enabled.iter().any(|e| e == "gpm"),
+            }),
             "nvlink" => Box::new(nvlink::NvLinks),
             "ecc" => Box::new(ecc::Ecc),
             "mig" => Box::new(mig::Mig),
@@ -91,7 +104,10 @@ pub fn all<'n>(enabled: &[String], xids: xid::XidLog) -> Vec<Box<dyn Collector<'
 
 /// GPM (per-SM activity without DCGM) exists on Hopper and later.
 pub fn has_gpm(arch: Option<&DeviceArchitecture>) -> bool {
-    matches!(arch, Some(DeviceArchitecture::Hopper) | Some(DeviceArchitecture::Blackwell))
+    matches!(
+        arch,
+        Some(DeviceArchitecture::Hopper) | Some(DeviceArchitecture::Blackwell)
+    )
 }
 
 pub(crate) fn pct(v: u32) -> f64 {

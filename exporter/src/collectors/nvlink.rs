@@ -2,7 +2,9 @@
 
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX};
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+};
 
 use super::{Collector, Ctx};
 use crate::metrics::{Collected, Family};
@@ -26,9 +28,18 @@ impl<'n> Collector<'n> for NvLinks {
     }
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut tx = Family::counter("gpu_nvlink_transmit_bytes_total", "NVLink data bytes transmitted, per link.");
-        let mut rx = Family::counter("gpu_nvlink_receive_bytes_total", "NVLink data bytes received, per link.");
-        let mut errors = Family::counter("gpu_nvlink_errors_total", "NVLink data-link errors, per link and type.");
+        let mut tx = Family::counter(
+            "gpu_nvlink_transmit_bytes_total",
+            "NVLink data bytes transmitted, per link.",
+        );
+        let mut rx = Family::counter(
+            "gpu_nvlink_receive_bytes_total",
+            "NVLink data bytes received, per link.",
+        );
+        let mut errors = Family::counter(
+            "gpu_nvlink_errors_total",
+            "NVLink data-link errors, per link and type.",
+        );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             let mut links = Vec::new();
@@ -50,7 +61,11 @@ impl<'n> Collector<'n> for NvLinks {
             for &link in &links {
                 let wrapper = d.link_wrapper_for(link);
                 for (counter, label) in ERRORS {
-                    if let Some(n) = cx.reader.read(i, "nvmlDeviceGetNvLinkErrorCounter", wrapper.error_counter(counter)) {
+                    if let Some(n) = cx.reader.read(
+                        i,
+                        "nvmlDeviceGetNvLinkErrorCounter",
+                        wrapper.error_counter(counter),
+                    ) {
                         errors.push(
                             gpu.subject(),
                             vec![("link", link.to_string()), ("type", label.to_string())],
@@ -61,21 +76,36 @@ impl<'n> Collector<'n> for NvLinks {
             }
             let requests: Vec<(u32, u32)> = links
                 .iter()
-                .flat_map(|&l| [(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l), (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l)])
+                .flat_map(|&l| {
+                    [
+                        (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l),
+                        (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l),
+                    ]
+                })
                 .collect();
-            let Some(values) =
-                cx.reader.read(i, "nvmlDeviceGetFieldValues", raw::scoped_field_values(cx.nvml, d, &requests))
-            else {
+            let Some(values) = cx.reader.read(
+                i,
+                "nvmlDeviceGetFieldValues",
+                raw::scoped_field_values(cx.nvml, d, &requests),
+            ) else {
                 continue;
             };
             for ((field, link), value) in requests.iter().zip(values) {
                 match value {
                     // The field counts KiB.
-                    Ok(kib) if *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => {
-                        tx.push(gpu.subject(), vec![("link", link.to_string())], kib * 1024.0)
-                    }
-                    Ok(kib) => rx.push(gpu.subject(), vec![("link", link.to_string())], kib * 1024.0),
-                    Err(e) => cx.reader.fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e),
+                    Ok(kib) if *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => tx.push(
+                        gpu.subject(),
+                        vec![("link", link.to_string())],
+                        kib * 1024.0,
+                    ),
+                    Ok(kib) => rx.push(
+                        gpu.subject(),
+                        vec![("link", link.to_string())],
+                        kib * 1024.0,
+                    ),
+                    Err(e) => cx
+                        .reader
+                        .fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e),
                 }
             }
         }

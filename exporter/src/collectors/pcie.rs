@@ -25,23 +25,38 @@ impl<'n> Collector<'n> for Pcie {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut tx = Family::gauge(TX, TX_HELP);
         let mut rx = Family::gauge(RX, RX_HELP);
-        let mut replays = Family::counter("gpu_pcie_replays_total", "PCIe replays (link-level retransmissions).");
+        let mut replays = Family::counter(
+            "gpu_pcie_replays_total",
+            "PCIe replays (link-level retransmissions).",
+        );
         let mut gpm_cache: HashMap<u32, bool> = HashMap::new();
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             // GPM gives the same rates without the 20 ms sampling each call costs here.
-            let gpm = self.gpm_enabled && *gpm_cache.entry(i).or_insert_with(|| d.gpm_support().unwrap_or(false));
+            let gpm = self.gpm_enabled
+                && *gpm_cache
+                    .entry(i)
+                    .or_insert_with(|| d.gpm_support().unwrap_or(false));
             if !gpm {
-                if let Some(kb) = cx.reader.read(i, "nvmlDeviceGetPcieThroughput", d.pcie_throughput(PcieUtilCounter::Send)) {
+                if let Some(kb) = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetPcieThroughput",
+                    d.pcie_throughput(PcieUtilCounter::Send),
+                ) {
                     tx.push(gpu.subject(), vec![], f64::from(kb) * 1024.0);
                 }
-                if let Some(kb) =
-                    cx.reader.read(i, "nvmlDeviceGetPcieThroughput", d.pcie_throughput(PcieUtilCounter::Receive))
-                {
+                if let Some(kb) = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetPcieThroughput",
+                    d.pcie_throughput(PcieUtilCounter::Receive),
+                ) {
                     rx.push(gpu.subject(), vec![], f64::from(kb) * 1024.0);
                 }
             }
-            if let Some(n) = cx.reader.read(i, "nvmlDeviceGetPcieReplayCounter", d.pcie_replay_counter()) {
+            if let Some(n) =
+                cx.reader
+                    .read(i, "nvmlDeviceGetPcieReplayCounter", d.pcie_replay_counter())
+            {
                 replays.push(gpu.subject(), vec![], f64::from(n));
             }
         }

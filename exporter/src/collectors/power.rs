@@ -19,13 +19,24 @@ impl<'n> Collector<'n> for Power {
         );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
-            if let Some(mw) = cx.reader.read(i, "nvmlDeviceGetPowerUsage", d.power_usage()) {
+            if let Some(mw) = cx
+                .reader
+                .read(i, "nvmlDeviceGetPowerUsage", d.power_usage())
+            {
                 usage.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
             }
-            if let Some(mw) = cx.reader.read(i, "nvmlDeviceGetEnforcedPowerLimit", d.enforced_power_limit()) {
+            if let Some(mw) = cx.reader.read(
+                i,
+                "nvmlDeviceGetEnforcedPowerLimit",
+                d.enforced_power_limit(),
+            ) {
                 limit.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
             }
-            if let Some(mj) = cx.reader.read(i, "nvmlDeviceGetTotalEnergyConsumption", d.total_energy_consumption()) {
+            if let Some(mj) = cx.reader.read(
+                i,
+                "nvmlDeviceGetTotalEnergyConsumption",
+                d.total_energy_consumption(),
+            ) {
                 energy.push(gpu.subject(), vec![], mj as f64 / 1000.0);
             }
         }

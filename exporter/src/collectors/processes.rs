@@ -29,7 +29,10 @@ impl<'n> Collector<'n> for Processes {
     }
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut mem = Family::gauge("gpu_process_memory_used_bytes", "Device memory used by the process.");
+        let mut mem = Family::gauge(
+            "gpu_process_memory_used_bytes",
+            "Device memory used by the process.",
+        );
         let mut sm = Family::gauge(
             "gpu_process_sm_utilization_ratio",
             "Fraction of time the process had a kernel on the SMs, averaged over the samples since the last collection.",
@@ -44,19 +47,34 @@ impl<'n> Collector<'n> for Processes {
             let mut found: Vec<(Option<Arc<str>>, ProcessInfo)> = Vec::new();
             let migs: Vec<_> = cx.migs.iter().filter(|m| m.id.gpu == gpu.id).collect();
             if migs.is_empty() {
-                let procs = cx.reader.read(i, "nvmlDeviceGetComputeRunningProcesses_v3", gpu.device.running_compute_processes());
+                let procs = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetComputeRunningProcesses_v3",
+                    gpu.device.running_compute_processes(),
+                );
                 found.extend(procs.unwrap_or_default().into_iter().map(|p| (None, p)));
             } else {
                 for mig in migs {
-                    let procs =
-                        cx.reader.read(i, "nvmlDeviceGetComputeRunningProcesses_v3", mig.device.running_compute_processes());
-                    found.extend(procs.unwrap_or_default().into_iter().map(|p| (Some(mig.id.mig_uuid.clone()), p)));
+                    let procs = cx.reader.read(
+                        i,
+                        "nvmlDeviceGetComputeRunningProcesses_v3",
+                        mig.device.running_compute_processes(),
+                    );
+                    found.extend(
+                        procs
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|p| (Some(mig.id.mig_uuid.clone()), p)),
+                    );
                 }
             }
             if found.is_empty() {
                 continue;
             }
-            let utils = match gpu.device.process_utilization_stats(self.last_seen.get(&i).copied()) {
+            let utils = match gpu
+                .device
+                .process_utilization_stats(self.last_seen.get(&i).copied())
+            {
                 Ok(samples) => samples,
                 // No sample since the last call.
                 Err(NvmlError::NotFound) => Vec::new(),
@@ -77,7 +95,11 @@ impl<'n> Collector<'n> for Processes {
                 e.2 += 1;
             }
             for (mig_uuid, p) in found {
-                let proc_ref = Arc::new(ProcRef { gpu: gpu.id.clone(), mig_uuid, pid: p.pid });
+                let proc_ref = Arc::new(ProcRef {
+                    gpu: gpu.id.clone(),
+                    mig_uuid,
+                    pid: p.pid,
+                });
                 let subject = Subject::Process(proc_ref.clone());
                 let memory = match p.used_gpu_memory {
                     UsedGpuMemory::Used(b) => Some(b as f64),
@@ -86,7 +108,9 @@ impl<'n> Collector<'n> for Processes {
                 if let Some(b) = memory {
                     mem.push(subject.clone(), vec![], b);
                 }
-                let util = by_pid.get(&p.pid).map(|(s, m, n)| (s / f64::from(*n) / 100.0, m / f64::from(*n) / 100.0));
+                let util = by_pid
+                    .get(&p.pid)
+                    .map(|(s, m, n)| (s / f64::from(*n) / 100.0, m / f64::from(*n) / 100.0));
                 if let Some((s, m)) = util {
                     sm.push(subject.clone(), vec![], s);
                     mem_util.push(subject, vec![], m);
@@ -98,7 +122,8 @@ impl<'n> Collector<'n> for Processes {
                 });
             }
         }
-        self.last_seen.retain(|i, _| cx.gpus.iter().any(|g| g.id.index == *i));
+        self.last_seen
+            .retain(|i, _| cx.gpus.iter().any(|g| g.id.index == *i));
         out.families.extend([mem, sm, mem_util]);
     }
 }

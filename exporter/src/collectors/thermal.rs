@@ -34,18 +34,30 @@ impl<'n> Collector<'n> for Thermal {
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut temp = Family::gauge("gpu_temperature_celsius", "GPU die temperature.");
-        let mut mem_temp = Family::gauge("gpu_memory_temperature_celsius", "HBM memory temperature.");
+        let mut mem_temp =
+            Family::gauge("gpu_memory_temperature_celsius", "HBM memory temperature.");
         let mut thresholds = Family::gauge(
             "gpu_temperature_threshold_celsius",
             "Temperature at which the GPU slows down, shuts down, or its maximum operating temperature.",
         );
-        let mut fan = Family::gauge("gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum.");
+        let mut fan = Family::gauge(
+            "gpu_fan_speed_ratio",
+            "Fan speed as a fraction of its maximum.",
+        );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
-            if let Some(t) = cx.reader.read(i, "nvmlDeviceGetTemperature", d.temperature(TemperatureSensor::Gpu)) {
+            if let Some(t) = cx.reader.read(
+                i,
+                "nvmlDeviceGetTemperature",
+                d.temperature(TemperatureSensor::Gpu),
+            ) {
                 temp.push(gpu.subject(), vec![], f64::from(t));
             }
-            let fields = cx.reader.read(i, "nvmlDeviceGetFieldValues", d.field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)]));
+            let fields = cx.reader.read(
+                i,
+                "nvmlDeviceGetFieldValues",
+                d.field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)]),
+            );
             if let Some(sample) = fields.and_then(|v| v.into_iter().next()) {
                 match sample {
                     Ok(s) => match &s.value {
@@ -54,17 +66,32 @@ impl<'n> Collector<'n> for Thermal {
                                 mem_temp.push(gpu.subject(), vec![], v);
                             }
                         }
-                        Err(e) => cx.reader.fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", e),
+                        Err(e) => cx
+                            .reader
+                            .fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", e),
                     },
-                    Err(e) => cx.reader.fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", &e),
+                    Err(e) => cx
+                        .reader
+                        .fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", &e),
                 }
             }
             for (which, label) in THRESHOLDS {
-                if let Some(t) = cx.reader.read(i, "nvmlDeviceGetTemperatureThreshold", d.temperature_threshold(which)) {
-                    thresholds.push(gpu.subject(), vec![("threshold", label.to_string())], f64::from(t));
+                if let Some(t) = cx.reader.read(
+                    i,
+                    "nvmlDeviceGetTemperatureThreshold",
+                    d.temperature_threshold(which),
+                ) {
+                    thresholds.push(
+                        gpu.subject(),
+                        vec![("threshold", label.to_string())],
+                        f64::from(t),
+                    );
                 }
             }
-            if let Some(s) = cx.reader.read(i, "nvmlDeviceGetFanSpeed_v2", d.fan_speed(0)) {
+            if let Some(s) = cx
+                .reader
+                .read(i, "nvmlDeviceGetFanSpeed_v2", d.fan_speed(0))
+            {
                 fan.push(gpu.subject(), vec![], pct(s));
             }
         }

@@ -19,18 +19,36 @@ impl<'n> Collector<'n> for Utilization {
             "gpu_memory_utilization_ratio",
             "Fraction of the sample period during which device memory was being read or written.",
         );
-        let mut enc = Family::gauge("gpu_encoder_utilization_ratio", "Video encoder utilization.");
-        let mut dec = Family::gauge("gpu_decoder_utilization_ratio", "Video decoder utilization.");
+        let mut enc = Family::gauge(
+            "gpu_encoder_utilization_ratio",
+            "Video encoder utilization.",
+        );
+        let mut dec = Family::gauge(
+            "gpu_decoder_utilization_ratio",
+            "Video decoder utilization.",
+        );
         for gpu in cx.gpus {
             let i = gpu.id.index;
-            if let Some(u) = cx.reader.read(i, "nvmlDeviceGetUtilizationRates", gpu.device.utilization_rates()) {
+            if let Some(u) = cx.reader.read(
+                i,
+                "nvmlDeviceGetUtilizationRates",
+                gpu.device.utilization_rates(),
+            ) {
                 gpu_util.push(gpu.subject(), vec![], pct(u.gpu));
                 mem_util.push(gpu.subject(), vec![], pct(u.memory));
             }
-            if let Some(u) = cx.reader.read(i, "nvmlDeviceGetEncoderUtilization", gpu.device.encoder_utilization()) {
+            if let Some(u) = cx.reader.read(
+                i,
+                "nvmlDeviceGetEncoderUtilization",
+                gpu.device.encoder_utilization(),
+            ) {
                 enc.push(gpu.subject(), vec![], pct(u.utilization));
             }
-            if let Some(u) = cx.reader.read(i, "nvmlDeviceGetDecoderUtilization", gpu.device.decoder_utilization()) {
+            if let Some(u) = cx.reader.read(
+                i,
+                "nvmlDeviceGetDecoderUtilization",
+                gpu.device.decoder_utilization(),
+            ) {
                 dec.push(gpu.subject(), vec![], pct(u.utilization));
             }
         }

@@ -28,7 +28,11 @@ pub struct XidLog(Arc<Mutex<HashMap<String, BTreeMap<u64, XidSeen>>>>);
 impl XidLog {
     pub fn record(&self, uuid: &str, xid: u64, at_unix: f64) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let seen = map.entry(uuid.to_string()).or_default().entry(xid).or_default();
+        let seen = map
+            .entry(uuid.to_string())
+            .or_default()
+            .entry(xid)
+            .or_default();
         seen.count += 1;
         seen.last_seen_unix = at_unix;
     }
@@ -55,15 +59,26 @@ impl<'n> Collector<'n> for Xid {
     }
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut count = Family::counter("gpu_xid_errors_total", "XID errors reported by the driver, by XID code.");
+        let mut count = Family::counter(
+            "gpu_xid_errors_total",
+            "XID errors reported by the driver, by XID code.",
+        );
         let mut last = Family::gauge(
             "gpu_xid_last_seen_timestamp_seconds",
             "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
         );
         for gpu in cx.gpus {
             for (xid, seen) in self.log.of(&gpu.id.uuid) {
-                count.push(gpu.subject(), vec![("xid", xid.to_string())], seen.count as f64);
-                last.push(gpu.subject(), vec![("xid", xid.to_string())], seen.last_seen_unix);
+                count.push(
+                    gpu.subject(),
+                    vec![("xid", xid.to_string())],
+                    seen.count as f64,
+                );
+                last.push(
+                    gpu.subject(),
+                    vec![("xid", xid.to_string())],
+                    seen.last_seen_unix,
+                );
             }
         }
         out.families.extend([count, last]);
@@ -71,7 +86,10 @@ impl<'n> Collector<'n> for Xid {
 }
 
 fn now_unix() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// Waits for XID events until `stop`; re-initialises NVML after failures.
@@ -103,8 +121,12 @@ fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), N
     let mut set = nvml.create_event_set()?;
     let mut registered = 0;
     for i in 0..nvml.device_count()? {
-        let Ok(device) = nvml.device_by_index(i) else { continue };
-        let supported = device.supported_event_types().unwrap_or(EventTypes::empty());
+        let Ok(device) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let supported = device
+            .supported_event_types()
+            .unwrap_or(EventTypes::empty());
         if !supported.contains(EventTypes::CRITICAL_XID_ERROR) {
             continue;
         }

@@ -44,7 +44,9 @@ pub fn encode(families: &[Family], node: &str, pods: &dyn PodLookup, format: For
 fn write_header(out: &mut String, family: &Family, format: Format) {
     // OpenMetrics names a counter family without its `_total` suffix.
     let name = match (format, family.kind) {
-        (Format::OpenMetrics, Kind::Counter) => family.name.strip_suffix("_total").unwrap_or(family.name),
+        (Format::OpenMetrics, Kind::Counter) => {
+            family.name.strip_suffix("_total").unwrap_or(family.name)
+        }
         _ => family.name,
     };
     let kind = match family.kind {
@@ -185,20 +187,35 @@ mod tests {
     }
 
     fn dev() -> Subject {
-        Subject::Device(Arc::new(DeviceRef { index: 0, uuid: "GPU-a".into() }))
+        Subject::Device(Arc::new(DeviceRef {
+            index: 0,
+            uuid: "GPU-a".into(),
+        }))
     }
 
     #[test]
     fn text_and_openmetrics_shapes() {
         let fams = vec![
-            Family::counter("gpu_energy_consumed_joules_total", "Energy.").with(dev(), vec![], 12.5),
-            Family::gauge("gpu_clock_hertz", "Clock \\ speed.").with(dev(), vec![("clock", "sm".into())], 1.98e9),
+            Family::counter("gpu_energy_consumed_joules_total", "Energy.").with(
+                dev(),
+                vec![],
+                12.5,
+            ),
+            Family::gauge("gpu_clock_hertz", "Clock \\ speed.").with(
+                dev(),
+                vec![("clock", "sm".into())],
+                1.98e9,
+            ),
         ];
         let text = String::from_utf8(encode(&fams, "n1", &NoPods, Format::Text)).unwrap();
         assert!(text.contains("# TYPE gpu_energy_consumed_joules_total counter\n"));
-        assert!(text.contains("gpu_energy_consumed_joules_total{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 12.5\n"));
+        assert!(text.contains(
+            "gpu_energy_consumed_joules_total{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 12.5\n"
+        ));
         assert!(text.contains("# HELP gpu_clock_hertz Clock \\\\ speed.\n"));
-        assert!(text.contains("gpu_clock_hertz{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\",clock=\"sm\"} 1980000000\n"));
+        assert!(text.contains(
+            "gpu_clock_hertz{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\",clock=\"sm\"} 1980000000\n"
+        ));
         let om = String::from_utf8(encode(&fams, "n1", &NoPods, Format::OpenMetrics)).unwrap();
         assert!(om.contains("# TYPE gpu_energy_consumed_joules counter\n"));
         assert!(om.contains("gpu_energy_consumed_joules_total{"));
@@ -210,6 +227,9 @@ mod tests {
         let pods = OnePod(PodLabelSet(vec![("namespace".into(), "a\"b\\c\nd".into())]));
         let fams = vec![Family::gauge("x", "h").with(dev(), vec![], f64::NAN)];
         let text = String::from_utf8(encode(&fams, "n", &pods, Format::Text)).unwrap();
-        assert!(text.contains("namespace=\"a\\\"b\\\\c\\nd\"} NaN\n"), "{text}");
+        assert!(
+            text.contains("namespace=\"a\\\"b\\\\c\\nd\"} NaN\n"),
+            "{text}"
+        );
     }
 }

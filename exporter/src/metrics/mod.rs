@@ -69,15 +69,29 @@ pub struct Family {
 
 impl Family {
     pub fn gauge(name: &'static str, help: &'static str) -> Self {
-        Self { name, help, kind: Kind::Gauge, samples: Vec::new() }
+        Self {
+            name,
+            help,
+            kind: Kind::Gauge,
+            samples: Vec::new(),
+        }
     }
 
     pub fn counter(name: &'static str, help: &'static str) -> Self {
-        Self { name, help, kind: Kind::Counter, samples: Vec::new() }
+        Self {
+            name,
+            help,
+            kind: Kind::Counter,
+            samples: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, subject: Subject, labels: Labels, value: f64) {
-        self.samples.push(Sample { subject, labels, value });
+        self.samples.push(Sample {
+            subject,
+            labels,
+            value,
+        });
     }
 
     pub fn with(mut self, subject: Subject, labels: Labels, value: f64) -> Self {

@@ -50,7 +50,12 @@ pub fn find_simulator(exe: Option<&Path>) -> Option<PathBuf> {
     // so the newest copy wins.
     candidates
         .into_iter()
-        .filter_map(|p| std::fs::metadata(&p).and_then(|m| m.modified()).ok().map(|t| (t, p)))
+        .filter_map(|p| {
+            std::fs::metadata(&p)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| (t, p))
+        })
         .max_by_key(|(t, _)| *t)
         .map(|(_, p)| p)
 }

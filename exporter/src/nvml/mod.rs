@@ -59,7 +59,12 @@ pub struct Reader {
 }
 
 impl Reader {
-    pub fn read<T>(&mut self, gpu: u32, function: &'static str, r: Result<T, NvmlError>) -> Option<T> {
+    pub fn read<T>(
+        &mut self,
+        gpu: u32,
+        function: &'static str,
+        r: Result<T, NvmlError>,
+    ) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {

@@ -17,8 +17,21 @@ pub fn remapped_rows(nvml: &Nvml, device: &Device<'_>) -> Result<RemappedRows, N
     let sym = nvml_sym(nvml.lib().nvmlDeviceGetRemappedRows.as_ref())?;
     let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
     // SAFETY: the handle comes from this `Nvml`; the out-pointers are valid locals.
-    unsafe { nvml_try(sym(device.handle(), &mut corr, &mut unc, &mut pending, &mut failure))? };
-    Ok(RemappedRows { correctable: corr, uncorrectable: unc, pending: pending != 0, failure: failure != 0 })
+    unsafe {
+        nvml_try(sym(
+            device.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failure,
+        ))?
+    };
+    Ok(RemappedRows {
+        correctable: corr,
+        uncorrectable: unc,
+        pending: pending != 0,
+        failure: failure != 0,
+    })
 }
 
 /// `nvmlDeviceGetGpuInstanceId` on a MIG device handle.

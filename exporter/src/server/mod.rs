@@ -59,13 +59,21 @@ impl Server {
                 });
                 let result = match tls {
                     Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(s) => http1::Builder::new().serve_connection(TokioIo::new(s), service).await,
+                        Ok(s) => {
+                            http1::Builder::new()
+                                .serve_connection(TokioIo::new(s), service)
+                                .await
+                        }
                         Err(e) => {
                             debug!(%peer, error = %e, "TLS handshake failed");
                             return;
                         }
                     },
-                    None => http1::Builder::new().serve_connection(TokioIo::new(stream), service).await,
+                    None => {
+                        http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
                 };
                 if let Err(e) = result {
                     debug!(%peer, error = %e, "connection ended with an error");
@@ -76,7 +84,10 @@ impl Server {
 
     fn handle(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Full<Bytes>> {
         if let Some(auth) = &self.web.auth {
-            let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            let header = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
             if !auth.check(header) {
                 return Response::builder()
                     .status(StatusCode::UNAUTHORIZED)
@@ -99,7 +110,10 @@ impl Server {
                 if self.store.load().ready {
                     plain(StatusCode::OK, "ready\n")
                 } else {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, "not ready: no successful GPU collection yet\n")
+                    plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: no successful GPU collection yet\n",
+                    )
                 }
             }
             _ => plain(StatusCode::NOT_FOUND, "not found\n"),
@@ -107,7 +121,11 @@ impl Server {
     }
 
     fn metrics(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-        let header_str = |name| req.headers().get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
+        let header_str = |name| {
+            req.headers()
+                .get(name)
+                .and_then(|v: &http::HeaderValue| v.to_str().ok())
+        };
         let format = negotiate::format(header_str(header::ACCEPT));
         let gzip = negotiate::gzip(header_str(header::ACCEPT_ENCODING));
         let body = self.store.load().body(format, gzip);

@@ -4,7 +4,9 @@ use crate::metrics::encode::Format;
 
 /// OpenMetrics when the client prefers it (as Prometheus does), else text 0.0.4.
 pub fn format(accept: Option<&str>) -> Format {
-    let Some(accept) = accept else { return Format::Text };
+    let Some(accept) = accept else {
+        return Format::Text;
+    };
     let (mut om, mut text) = (0.0f32, 0.0f32);
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
@@ -21,7 +23,11 @@ pub fn format(accept: Option<&str>) -> Format {
             _ => {}
         }
     }
-    if om > 0.0 && om >= text { Format::OpenMetrics } else { Format::Text }
+    if om > 0.0 && om >= text {
+        Format::OpenMetrics
+    } else {
+        Format::Text
+    }
 }
 
 /// Whether the client accepts gzip.
@@ -30,7 +36,8 @@ pub fn gzip(accept_encoding: Option<&str>) -> bool {
         v.split(',').any(|c| {
             let mut parts = c.split(';').map(str::trim);
             let name = parts.next().unwrap_or("");
-            let refused = parts.any(|p| p.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()) == Some(0.0));
+            let refused = parts
+                .any(|p| p.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()) == Some(0.0));
             name.eq_ignore_ascii_case("gzip") && !refused
         })
     })
@@ -47,7 +54,10 @@ mod tests {
         assert_eq!(format(Some("text/plain;version=0.0.4")), Format::Text);
         assert_eq!(format(None), Format::Text);
         assert_eq!(format(Some("*/*")), Format::Text);
-        assert_eq!(format(Some("application/openmetrics-text;q=0,text/plain")), Format::Text);
+        assert_eq!(
+            format(Some("application/openmetrics-text;q=0,text/plain")),
+            Format::Text
+        );
     }
 
     #[test]

@@ -16,7 +16,10 @@ use serde::Deserialize;
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
     #[error("{path}: cannot read: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -52,17 +55,27 @@ pub struct WebConfig {
 
 impl WebConfig {
     pub fn none() -> Self {
-        Self { tls: None, auth: None }
+        Self {
+            tls: None,
+            auth: None,
+        }
     }
 
     pub fn load(path: &Path) -> Result<Self, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read { path: path.into(), source })?;
-        let invalid = |message: String| WebConfigError::Invalid { path: path.into(), message };
+        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let invalid = |message: String| WebConfigError::Invalid {
+            path: path.into(),
+            message,
+        };
         let file: File = if text.trim().is_empty() {
             File::default()
         } else {
             let de = yaml_serde::Deserializer::from_str(&text);
-            serde_path_to_error::deserialize(de).map_err(|e| invalid(format!("{}: {}", e.path(), e.inner())))?
+            serde_path_to_error::deserialize(de)
+                .map_err(|e| invalid(format!("{}: {}", e.path(), e.inner())))?
         };
         // Relative paths are relative to the config file, as in exporter-toolkit.
         let base = path.parent().unwrap_or(Path::new("."));
@@ -72,11 +85,15 @@ impl WebConfig {
         };
         for (user, hash) in &file.basic_auth_users {
             if !hash.starts_with("$2") {
-                return Err(invalid(format!("basic_auth_users.{user}: expected a bcrypt hash ($2y$...)")));
+                return Err(invalid(format!(
+                    "basic_auth_users.{user}: expected a bcrypt hash ($2y$...)"
+                )));
             }
         }
-        let auth = (!file.basic_auth_users.is_empty())
-            .then(|| BasicAuth { users: file.basic_auth_users, verified: Mutex::new(HashMap::new()) });
+        let auth = (!file.basic_auth_users.is_empty()).then(|| BasicAuth {
+            users: file.basic_auth_users,
+            verified: Mutex::new(HashMap::new()),
+        });
         Ok(Self { tls, auth })
     }
 }
@@ -88,7 +105,10 @@ fn tls_config(t: &TlsFile, base: &Path) -> Result<ServerConfig, String> {
         .and_then(|i| i.collect())
         .map_err(|e| format!("tls_server_config.cert_file {}: {e}", cert_path.display()))?;
     if certs.is_empty() {
-        return Err(format!("tls_server_config.cert_file {}: no certificate found", cert_path.display()));
+        return Err(format!(
+            "tls_server_config.cert_file {}: no certificate found",
+            cert_path.display()
+        ));
     }
     let key = PrivateKeyDer::from_pem_file(&key_path)
         .map_err(|e| format!("tls_server_config.key_file {}: {e}", key_path.display()))?;
@@ -96,7 +116,11 @@ fn tls_config(t: &TlsFile, base: &Path) -> Result<ServerConfig, String> {
     let versions: &[&'static rustls::SupportedProtocolVersion] = match t.min_version.as_deref() {
         None | Some("TLS12") => &[&rustls::version::TLS13, &rustls::version::TLS12],
         Some("TLS13") => &[&rustls::version::TLS13],
-        Some(other) => return Err(format!("tls_server_config.min_version: unsupported '{other}' (TLS12 or TLS13)")),
+        Some(other) => {
+            return Err(format!(
+                "tls_server_config.min_version: unsupported '{other}' (TLS12 or TLS13)"
+            ));
+        }
     };
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
@@ -106,18 +130,38 @@ fn tls_config(t: &TlsFile, base: &Path) -> Result<ServerConfig, String> {
         (kind @ ("RequireAndVerifyClientCert" | "VerifyClientCertIfGiven"), Some(ca)) => {
             let ca_path = base.join(ca);
             let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(&ca_path)
-                .map_err(|e| format!("tls_server_config.client_ca_file {}: {e}", ca_path.display()))?
-            {
-                let cert = cert.map_err(|e| format!("tls_server_config.client_ca_file {}: {e}", ca_path.display()))?;
-                roots.add(cert).map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?;
+            for cert in CertificateDer::pem_file_iter(&ca_path).map_err(|e| {
+                format!(
+                    "tls_server_config.client_ca_file {}: {e}",
+                    ca_path.display()
+                )
+            })? {
+                let cert = cert.map_err(|e| {
+                    format!(
+                        "tls_server_config.client_ca_file {}: {e}",
+                        ca_path.display()
+                    )
+                })?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("tls_server_config.client_ca_file: {e}"))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let verifier = if kind == "VerifyClientCertIfGiven" { verifier.allow_unauthenticated() } else { verifier };
-            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("tls_server_config: {e}"))?)
+            let verifier = if kind == "VerifyClientCertIfGiven" {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| format!("tls_server_config: {e}"))?,
+            )
         }
         (kind @ ("RequireAndVerifyClientCert" | "VerifyClientCertIfGiven"), None) => {
-            return Err(format!("tls_server_config.client_auth_type {kind} needs client_ca_file"));
+            return Err(format!(
+                "tls_server_config.client_auth_type {kind} needs client_ca_file"
+            ));
         }
         (other, _) => {
             return Err(format!(
@@ -125,7 +169,9 @@ fn tls_config(t: &TlsFile, base: &Path) -> Result<ServerConfig, String> {
             ));
         }
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(|e| format!("tls_server_config: {e}"))?;
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("tls_server_config: {e}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -145,15 +191,27 @@ impl BasicAuth {
         let Some(encoded) = header.and_then(|h| h.strip_prefix("Basic ")) else {
             return false;
         };
-        if let Some(&ok) = self.verified.lock().unwrap_or_else(|p| p.into_inner()).get(encoded) {
+        if let Some(&ok) = self
+            .verified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(encoded)
+        {
             return ok;
         }
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
             return false;
         };
-        let Ok(text) = String::from_utf8(decoded) else { return false };
-        let Some((user, pass)) = text.split_once(':') else { return false };
-        let ok = self.users.get(user).is_some_and(|hash| bcrypt::verify(pass, hash).unwrap_or(false));
+        let Ok(text) = String::from_utf8(decoded) else {
+            return false;
+        };
+        let Some((user, pass)) = text.split_once(':') else {
+            return false;
+        };
+        let ok = self
+            .users
+            .get(user)
+            .is_some_and(|hash| bcrypt::verify(pass, hash).unwrap_or(false));
         let mut cache = self.verified.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= CACHE_MAX {
             cache.clear();

@@ -1,0 +1,508 @@
+//! The exporter core, as a user meets it: start the binary on a simulated
+//! node, scrape, and check the numbers against the scenario.
+
+use std::io::Read as _;
+use std::process::Command;
+
+use gpuscale_e2e::bins;
+use gpuscale_e2e::exporter::{Exporter, Metrics};
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GPU0: &str = "GPU-00000000-0000-4000-8000-000000000000";
+const GPU1: &str = "GPU-11111111-0000-4000-8000-000000000000";
+const GPU2: &str = "GPU-22222222-0000-4000-8000-000000000000";
+const MIG_A: &str = "MIG-aaaaaaaa-0000-4000-8000-000000000000";
+
+fn scenario(name: &str) -> std::path::PathBuf {
+    bins::repo_root().join("tests/scenarios").join(name)
+}
+
+fn close(actual: f64, expected: f64, tolerance: f64) -> bool {
+    (actual - expected).abs() <= tolerance * expected.abs().max(1.0)
+}
+
+#[track_caller]
+fn assert_close(m: &Metrics, name: &str, labels: &[(&str, &str)], expected: f64) {
+    let v = m.value(name, labels);
+    assert!(
+        close(v, expected, 0.01),
+        "{name}{labels:?} = {v}, expected {expected}"
+    );
+}
+
+#[test]
+fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
+    let exporter = Exporter::simulate(&scenario("exporter-basic.yaml"), &[]);
+    // GPM needs two samples, so wait for its first value.
+    let m = exporter.scrape_until("GPM values", |m| {
+        m.get("gpu_sm_active_ratio", &[("uuid", GPU0)]).is_some()
+    });
+    let g0 = [("uuid", GPU0)];
+
+    // Identity.
+    let info = m.find("gpu_info", &g0);
+    assert_eq!(info.len(), 1);
+    let l = &info[0].labels;
+    assert_eq!(l["model"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(l["pci_bus_id"], "00000000:18:00.0");
+    assert_eq!(l["driver_version"], "570.172.08");
+    assert_eq!(l["cuda_version"], "12.8");
+    assert_eq!(l["serial"], "1650000000000");
+    assert_eq!(l["architecture"], "hopper");
+    assert_eq!(l["node"], "test-node", "the simulated node's name");
+    assert_eq!(l["gpu"], "0");
+    assert_eq!(m.find("gpu_info", &[]).len(), 3);
+
+    // Utilization, memory, power, thermal, clocks.
+    assert_close(&m, "gpu_utilization_ratio", &g0, 0.80);
+    assert_close(&m, "gpu_memory_utilization_ratio", &g0, 0.40);
+    assert_close(&m, "gpu_encoder_utilization_ratio", &g0, 0.05);
+    assert_close(&m, "gpu_decoder_utilization_ratio", &g0, 0.10);
+    assert_close(&m, "gpu_memory_total_bytes", &g0, 81559.0 * MIB);
+    assert_close(&m, "gpu_memory_used_bytes", &g0, 10000.0 * MIB);
+    assert_close(&m, "gpu_memory_reserved_bytes", &g0, 512.0 * MIB);
+    assert_close(
+        &m,
+        "gpu_memory_free_bytes",
+        &g0,
+        (81559.0 - 10000.0 - 512.0) * MIB,
+    );
+    assert_close(&m, "gpu_power_usage_watts", &g0, 350.0);
+    assert_close(&m, "gpu_power_limit_watts", &g0, 700.0);
+    let energy = m.value("gpu_energy_consumed_joules_total", &g0);
+    assert!(
+        energy >= 1000.0,
+        "energy counter starts at the scenario offset: {energy}"
+    );
+    assert_close(&m, "gpu_temperature_celsius", &g0, 65.0);
+    assert_close(&m, "gpu_memory_temperature_celsius", &g0, 70.0);
+    assert_close(
+        &m,
+        "gpu_temperature_threshold_celsius",
+        &[("uuid", GPU0), ("threshold", "slowdown")],
+        87.0,
+    );
+    assert_close(
+        &m,
+        "gpu_temperature_threshold_celsius",
+        &[("uuid", GPU0), ("threshold", "shutdown")],
+        92.0,
+    );
+    assert_close(
+        &m,
+        "gpu_clock_hertz",
+        &[("uuid", GPU0), ("clock", "sm")],
+        1755e6,
+    );
+    assert_close(
+        &m,
+        "gpu_clock_hertz",
+        &[("uuid", GPU0), ("clock", "memory")],
+        2619e6,
+    );
+    assert_close(
+        &m,
+        "gpu_clock_max_hertz",
+        &[("uuid", GPU0), ("clock", "sm")],
+        1980e6,
+    );
+    assert_eq!(m.value("gpu_performance_state", &g0), 0.0);
+
+    // Throttling: power cap active, thermal not.
+    assert_eq!(
+        m.value(
+            "gpu_clock_event_active",
+            &[("uuid", GPU0), ("reason", "sw_power_cap")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        m.value(
+            "gpu_clock_event_active",
+            &[("uuid", GPU0), ("reason", "sw_thermal")]
+        ),
+        0.0
+    );
+    assert!(
+        m.value(
+            "gpu_clock_event_seconds_total",
+            &[("uuid", GPU0), ("policy", "power")]
+        ) > 0.0
+    );
+
+    // GPM (Hopper): activity ratios and PCIe rates.
+    assert_close(&m, "gpu_sm_active_ratio", &g0, 0.70);
+    assert_close(&m, "gpu_sm_occupancy_ratio", &g0, 0.40);
+    assert_close(&m, "gpu_tensor_active_ratio", &g0, 0.50);
+    assert_close(&m, "gpu_dram_active_ratio", &g0, 0.30);
+    assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g0, 1048576000.0);
+    assert_close(&m, "gpu_pcie_receive_bytes_per_second", &g0, 2097152000.0);
+
+    // NVLink: two links with counters; errors start at zero.
+    assert_eq!(m.find("gpu_nvlink_transmit_bytes_total", &g0).len(), 2);
+    assert_eq!(
+        m.find("gpu_nvlink_errors_total", &[("uuid", GPU0), ("link", "1")])
+            .len(),
+        4
+    );
+
+    // Memory errors.
+    assert_eq!(
+        m.value(
+            "gpu_ecc_errors_total",
+            &[("uuid", GPU0), ("type", "corrected"), ("scope", "volatile")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        m.value(
+            "gpu_ecc_errors_total",
+            &[
+                ("uuid", GPU0),
+                ("type", "uncorrected"),
+                ("scope", "aggregate")
+            ]
+        ),
+        0.0
+    );
+    assert_eq!(
+        m.value(
+            "gpu_remapped_rows",
+            &[("uuid", GPU0), ("cause", "correctable")]
+        ),
+        2.0
+    );
+    assert_eq!(m.value("gpu_remapped_rows_pending", &g0), 0.0);
+    assert_eq!(
+        m.value(
+            "gpu_retired_pages",
+            &[("uuid", GPU0), ("cause", "single_bit_ecc")]
+        ),
+        1.0
+    );
+
+    // Processes.
+    let p = [("uuid", GPU0), ("pid", "1001")];
+    assert_close(&m, "gpu_process_memory_used_bytes", &p, 8000.0 * MIB);
+    let sm = m.scrape_value_eventually(&exporter, "gpu_process_sm_utilization_ratio", &p);
+    assert!(close(sm, 0.75, 0.02), "process SM utilization {sm}");
+
+    // Volta: no GPM, no fan or memory temperature — left out, not zero.
+    let g1 = [("uuid", GPU1)];
+    assert_close(&m, "gpu_utilization_ratio", &g1, 0.20);
+    assert!(
+        m.get("gpu_sm_active_ratio", &g1).is_none(),
+        "no GPM on Volta"
+    );
+    assert!(
+        m.get("gpu_fan_speed_ratio", &g1).is_none(),
+        "unsupported fan left out"
+    );
+    assert!(
+        m.get("gpu_memory_temperature_celsius", &g1).is_none(),
+        "unsupported field left out"
+    );
+    assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g1, 1024000.0);
+    assert!(
+        m.find("gpu_fan_speed_ratio", &[]).is_empty(),
+        "no GPU has a fan reading here"
+    );
+
+    // MIG instances with their own memory and GPM activity; processes by instance.
+    let a = [("uuid", GPU2), ("mig_uuid", MIG_A)];
+    let mig = m.find("gpu_mig_info", &a);
+    assert_eq!(mig.len(), 1);
+    assert_eq!(mig[0].labels["profile"], "3g.40gb");
+    assert_eq!(mig[0].labels["gpu_instance_id"], "1");
+    assert_eq!(m.find("gpu_mig_info", &[("uuid", GPU2)]).len(), 2);
+    assert_close(&m, "gpu_mig_memory_total_bytes", &a, 40192.0 * MIB);
+    assert_close(&m, "gpu_mig_memory_used_bytes", &a, 20000.0 * MIB);
+    assert_close(&m, "gpu_mig_sm_active_ratio", &a, 0.60);
+    assert_close(
+        &m,
+        "gpu_process_memory_used_bytes",
+        &[("uuid", GPU2), ("pid", "2001"), ("mig_uuid", MIG_A)],
+        19000.0 * MIB,
+    );
+
+    // Self-metrics.
+    assert_eq!(m.value("gpuscale_exporter_nvml_up", &[]), 1.0);
+    assert_eq!(m.value("gpuscale_exporter_gpus", &[]), 3.0);
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_gpu_state",
+            &[("uuid", GPU1), ("state", "ok")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_collector_success",
+            &[("collector", "memory")]
+        ),
+        1.0
+    );
+    assert!(m.value("gpuscale_exporter_last_collection_timestamp_seconds", &[]) > 1.7e9);
+    assert!(m.has("gpuscale_exporter_collector_duration_seconds"));
+    assert_eq!(m.find("gpuscale_exporter_build_info", &[]).len(), 1);
+
+    // Every family has HELP and TYPE, and promtool accepts the exposition.
+    for (name, (kind, help)) in &m.families {
+        assert!(
+            !kind.is_empty() && !help.is_empty(),
+            "{name} lacks TYPE or HELP"
+        );
+    }
+    promtool_check_metrics(&exporter.scrape_text());
+}
+
+trait Eventually {
+    fn scrape_value_eventually(&self, e: &Exporter, name: &str, labels: &[(&str, &str)]) -> f64;
+}
+
+impl Eventually for Metrics {
+    /// Per-process utilization needs NVML samples since the previous read.
+    fn scrape_value_eventually(&self, e: &Exporter, name: &str, labels: &[(&str, &str)]) -> f64 {
+        if let Some(v) = self.get(name, labels) {
+            return v;
+        }
+        e.scrape_until(name, |m| m.get(name, labels).is_some())
+            .value(name, labels)
+    }
+}
+
+/// A bare HTTP/1.1 GET; returns the response head and the raw body bytes.
+fn raw_get(port: u16, path: &str, extra_headers: &str) -> (String, Vec<u8>) {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra_headers}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).expect("read");
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of head");
+    (
+        String::from_utf8_lossy(&all[..split]).to_string(),
+        all[split + 4..].to_vec(),
+    )
+}
+
+fn promtool_check_metrics(text: &str) {
+    use std::io::Write as _;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) must be installed: .ci/run installs it");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn openmetrics_and_gzip_are_negotiated_from_the_request_headers() {
+    let exporter = Exporter::simulate(
+        &scenario("exporter-basic.yaml"),
+        &["--collectors", "memory,power"],
+    );
+    let prometheus_accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let mut resp = ureq::get(&exporter.url("/metrics"))
+        .header("Accept", prometheus_accept)
+        .call()
+        .expect("scrape");
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        ct.starts_with("application/openmetrics-text; version=1.0.0"),
+        "{ct}"
+    );
+    let body = resp.body_mut().read_to_string().expect("body");
+    assert!(body.ends_with("# EOF\n"));
+    assert!(body.contains("# TYPE gpu_energy_consumed_joules counter\n"));
+    assert!(body.contains("gpu_energy_consumed_joules_total{"));
+
+    let mut resp = ureq::get(&exporter.url("/metrics")).call().expect("scrape");
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    assert!(
+        !resp
+            .body_mut()
+            .read_to_string()
+            .expect("body")
+            .contains("# EOF")
+    );
+
+    // gzip when asked: a raw HTTP/1.1 request, so nothing decodes it for us.
+    let (head, raw) = raw_get(exporter.port, "/metrics", "Accept-Encoding: gzip\r\n");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&raw[..])
+        .read_to_string(&mut text)
+        .expect("valid gzip");
+    assert!(text.contains("gpu_power_usage_watts{"));
+    // Only the selected collectors ran.
+    assert!(!text.contains("gpu_utilization_ratio"));
+
+    assert_eq!(exporter.status("/"), 200);
+    assert_eq!(exporter.status("/healthz"), 200);
+    assert_eq!(exporter.status("/readyz"), 200);
+    assert_eq!(exporter.status("/nope"), 404);
+}
+
+#[test]
+fn a_gpu_lost_mid_run_drops_its_series_and_the_others_keep_flowing() {
+    let a = "GPU-00000000-0000-4000-8000-00000000aaaa";
+    let b = "GPU-00000000-0000-4000-8000-00000000bbbb";
+    let exporter = Exporter::simulate(&scenario("exporter-lost.yaml"), &[]);
+    // XID 79 at 0.5 s is counted with its last-seen time, before the GPU goes.
+    let m = exporter.scrape_until("XID 79", |m| {
+        m.get("gpu_xid_errors_total", &[("uuid", b), ("xid", "79")])
+            .is_some()
+    });
+    assert_eq!(
+        m.value("gpu_xid_errors_total", &[("uuid", b), ("xid", "79")]),
+        1.0
+    );
+    assert!(
+        m.value(
+            "gpu_xid_last_seen_timestamp_seconds",
+            &[("uuid", b), ("xid", "79")]
+        ) > 1.7e9
+    );
+
+    let m = exporter.scrape_until("GPU b lost", |m| {
+        m.get(
+            "gpuscale_exporter_gpu_state",
+            &[("uuid", b), ("state", "lost")],
+        ) == Some(1.0)
+    });
+    assert!(
+        m.find("gpu_utilization_ratio", &[("uuid", b)]).is_empty(),
+        "lost GPU's series disappear"
+    );
+    assert!(m.find("gpu_power_usage_watts", &[("uuid", b)]).is_empty());
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_gpu_state",
+            &[("uuid", b), ("state", "ok")]
+        ),
+        0.0
+    );
+    assert_close(&m, "gpu_utilization_ratio", &[("uuid", a)], 0.10);
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_gpu_state",
+            &[("uuid", a), ("state", "ok")]
+        ),
+        1.0
+    );
+    assert_eq!(m.value("gpuscale_exporter_gpus", &[]), 2.0);
+    assert_eq!(exporter.status("/readyz"), 200);
+}
+
+#[test]
+fn without_nvml_it_serves_self_metrics_and_is_not_ready() {
+    let exporter = Exporter::spawn(&["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]);
+    let m = exporter.scrape_until("a published snapshot", |m| {
+        m.has("gpuscale_exporter_nvml_up")
+    });
+    assert_eq!(m.value("gpuscale_exporter_nvml_up", &[]), 0.0);
+    assert!(!m.has("gpu_info"));
+    assert_eq!(exporter.status("/readyz"), 503);
+    assert_eq!(exporter.status("/healthz"), 200);
+    let log = exporter.log();
+    assert!(
+        log.contains("cannot load the NVML library"),
+        "log names the cause:\n{log}"
+    );
+    // SIGTERM stops it cleanly.
+    assert_eq!(exporter.terminate(), Some(0));
+}
+
+#[test]
+fn a_malformed_scenario_is_rejected_with_file_line_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "node: n\ngpus:\n  - model: X\n    uuid: GPU-1\n    load:\n      power_watts: hot\n",
+    )
+    .expect("write");
+    let out = Command::new(bins::exporter())
+        .args(["--simulate", path.to_str().expect("utf-8")])
+        .output()
+        .expect("run exporter");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml:6:"), "names file and line: {err}");
+    assert!(
+        err.contains("gpus[0].load.power_watts"),
+        "names the field: {err}"
+    );
+}
+
+#[test]
+fn bad_flags_exit_with_code_2_and_say_why() {
+    for (args, says) in [
+        (vec!["--collect-interval", "10ms"], "between 100ms and 1h"),
+        (vec!["--collectors", "memory,bogus"], "bogus"),
+        (vec!["--listen", "nowhere"], "--listen"),
+        (vec!["--log-format", "xml"], "xml"),
+        (
+            vec!["--web-config-file", "/nonexistent/web.yml"],
+            "cannot read",
+        ),
+    ] {
+        let out = Command::new(bins::exporter())
+            .args(&args)
+            .output()
+            .expect("run exporter");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_built_in_default_scenario_is_an_eight_gpu_node() {
+    let exporter = Exporter::spawn(&["--simulate", "--collect-interval", "200ms"]);
+    exporter.wait_ready();
+    let m = exporter.scrape_until("8 GPUs", |m| m.find("gpu_info", &[]).len() == 8);
+    assert_eq!(m.value("gpuscale_exporter_gpus", &[]), 8.0);
+    assert!(m.find("gpu_mig_info", &[]).len() >= 3);
+    // The thermally throttled GPU shows thermal slowdown.
+    assert!(
+        m.find("gpu_clock_event_active", &[("reason", "sw_thermal")])
+            .iter()
+            .any(|s| s.value == 1.0)
+    );
+}
