@@ -227,9 +227,8 @@ impl Parser {
         let mut values = Vec::new();
         loop {
             match self.peek() {
-                Some(Tok::Close) if values.is_empty() => {
-                    return self.err("a set needs at least one value");
-                }
+                // `in ()` is the set holding the empty value, as in Kubernetes.
+                Some(Tok::Close) if values.is_empty() => values.push(String::new()),
                 Some(Tok::Comma) | Some(Tok::Close) => values.push(String::new()),
                 _ => values.push(self.ident("a value")?),
             }
@@ -458,7 +457,7 @@ mod tests {
             "__name__=up",
             "app.kubernetes.io/name=x",
             "a>1",
-            "a in ()",
+            "a in (",
             "a in (x",
             "a=b c",
             "=x",

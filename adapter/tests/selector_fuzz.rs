@@ -1,0 +1,217 @@
+//! Property tests and a fuzz-style test of selector → PromQL translation:
+//! whatever the input, the output is a flat list of well-formed matchers
+//! whose first (and only) namespace matcher is the request's namespace, so
+//! no selector can change the query's structure or reach another namespace.
+
+use gpuscale_adapter::config::MetricsConfig;
+use gpuscale_adapter::presets;
+use gpuscale_adapter::selector::{Requirement, to_matchers, translate};
+use proptest::prelude::*;
+
+/// Parse a matcher list as PromQL would: `name op "string"` separated by
+/// commas. Returns (name, op, unescaped value) triples, or None if the text
+/// is not exactly such a list.
+fn parse_matchers(s: &str) -> Option<Vec<(String, String, String)>> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut out = Vec::new();
+    loop {
+        let start = i;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+        }
+        let name = &s[start..i];
+        if name.is_empty() || name.as_bytes()[0].is_ascii_digit() {
+            return None;
+        }
+        let op = ["!~", "=~", "!=", "="]
+            .into_iter()
+            .find(|op| s[i..].starts_with(op))?;
+        i += op.len();
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        i += 1;
+        let mut value = String::new();
+        loop {
+            match *b.get(i)? {
+                b'"' => break,
+                b'\\' => {
+                    let c = *b.get(i + 1)?;
+                    value.push(match c {
+                        b'n' => '\n',
+                        b't' => '\t',
+                        b'r' => '\r',
+                        b'\\' | b'"' => c as char,
+                        _ => return None,
+                    });
+                    i += 2;
+                }
+                c if c < 0x80 => {
+                    value.push(c as char);
+                    i += 1;
+                }
+                _ => return None,
+            }
+        }
+        i += 1;
+        out.push((name.to_string(), op.to_string(), value));
+        match b.get(i) {
+            None => return Some(out),
+            Some(b',') => i += 1,
+            Some(_) => return None,
+        }
+    }
+}
+
+fn assert_safe(ns: &str, matchers: &str) {
+    let parsed =
+        parse_matchers(matchers).unwrap_or_else(|| panic!("not a flat matcher list: {matchers}"));
+    assert_eq!(
+        parsed[0],
+        ("namespace".to_string(), "=".to_string(), ns.to_string())
+    );
+    for (name, _, _) in &parsed[1..] {
+        assert_ne!(name, "namespace", "{matchers}");
+        assert!(!name.starts_with("__"), "{matchers}");
+    }
+}
+
+fn evil_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        4 => prop::char::range('a', 'z'),
+        1 => Just('"'), 1 => Just('\\'), 1 => Just('}'), 1 => Just('{'),
+        1 => Just(','), 1 => Just('='), 1 => Just('!'), 1 => Just('('),
+        1 => Just(')'), 1 => Just(' '), 1 => Just('.'), 1 => Just('/'),
+        1 => Just('\n'), 1 => Just('~'), 1 => Just('|'), 1 => Just('#'),
+        1 => Just('-'), 1 => Just('_'), 1 => any::<char>(),
+    ]
+}
+
+fn evil_string() -> impl Strategy<Value = String> {
+    prop::collection::vec(evil_char(), 0..12).prop_map(|v| v.into_iter().collect())
+}
+
+fn word() -> impl Strategy<Value = String> {
+    "[a-z]([a-z0-9_]{0,7}[a-z0-9])?".prop_filter("keywords", |w| w != "in" && w != "notin")
+}
+
+fn value() -> impl Strategy<Value = String> {
+    "([a-zA-Z0-9]([a-zA-Z0-9._-]{0,6}[a-zA-Z0-9])?)?"
+}
+
+fn requirement() -> impl Strategy<Value = Requirement> {
+    prop_oneof![
+        (word(), value()).prop_map(|(k, v)| Requirement::Equals(k, v)),
+        (word(), value()).prop_map(|(k, v)| Requirement::NotEquals(k, v)),
+        (word(), prop::collection::vec(value(), 1..4)).prop_map(|(k, v)| Requirement::In(k, v)),
+        (word(), prop::collection::vec(value(), 1..4)).prop_map(|(k, v)| Requirement::NotIn(k, v)),
+        word().prop_map(Requirement::Exists),
+        word().prop_map(Requirement::DoesNotExist),
+    ]
+}
+
+fn render(r: &Requirement) -> String {
+    match r {
+        Requirement::Equals(k, v) => format!("{k}={v}"),
+        Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+        Requirement::In(k, vs) => format!("{k} in ({})", vs.join(",")),
+        Requirement::NotIn(k, vs) => format!("{k} notin ({})", vs.join(",")),
+        Requirement::Exists(k) => k.clone(),
+        Requirement::DoesNotExist(k) => format!("!{k}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Fuzz: arbitrary bytes never panic, and anything accepted is safe.
+    #[test]
+    fn arbitrary_bytes_are_refused_or_safe(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        let text = String::from_utf8_lossy(&bytes);
+        if let Ok(m) = translate("inference", &text) {
+            assert_safe("inference", &m);
+        }
+    }
+
+    /// Fuzz: selector-shaped text full of PromQL metacharacters.
+    #[test]
+    fn selector_shaped_attacks_are_refused_or_safe(parts in prop::collection::vec(evil_string(), 1..6), ns in "[a-z]{1,8}") {
+        let text = parts.join(",");
+        if let Ok(m) = translate(&ns, &text) {
+            assert_safe(&ns, &m);
+        }
+    }
+
+    /// Valid selectors from the grammar are accepted, keep every key, and
+    /// values come back unchanged (regex alternatives unescaped).
+    #[test]
+    fn valid_selectors_translate_faithfully(reqs in prop::collection::vec(requirement(), 0..5)) {
+        let reqs: Vec<Requirement> = reqs.into_iter().filter(|r| !matches!(r, Requirement::Equals(k, _) | Requirement::NotEquals(k, _) | Requirement::In(k, _) | Requirement::NotIn(k, _) | Requirement::Exists(k) | Requirement::DoesNotExist(k) if k == "namespace")).collect();
+        let text = reqs.iter().map(render).collect::<Vec<_>>().join(",");
+        let m = translate("ns-1", &text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_safe("ns-1", &m);
+        let parsed = parse_matchers(&m).expect("matchers");
+        for r in &reqs {
+            let key = render(r).trim_start_matches('!').split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next().unwrap_or("").to_string();
+            prop_assert!(parsed.iter().any(|(n, _, _)| *n == key), "{key} missing in {m}");
+        }
+        prop_assert_eq!(to_matchers("ns-1", &gpuscale_adapter::selector::parse(&text).expect("parse")).expect("matchers"), m);
+    }
+
+    /// Whatever is accepted, every preset's query keeps its structure: the
+    /// selector only ever lands inside `{...}`.
+    #[test]
+    fn presets_keep_their_structure(parts in prop::collection::vec(evil_string(), 1..4)) {
+        let text = parts.join(",");
+        let Ok(m) = translate("inference", &text) else { return Ok(()) };
+        let config = MetricsConfig::presets();
+        for name in presets::NAMES {
+            let def = config.get(name).expect("preset");
+            let safe = def.render("inference", "namespace=\"inference\"");
+            let q = def.render("inference", &m);
+            prop_assert_eq!(strip_strings(&q).replace(&strip_strings(&m), "M"), strip_strings(&safe).replace("namespace=\"\"", "M"));
+        }
+    }
+}
+
+/// Blank out the contents of double-quoted strings.
+fn strip_strings(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_str = false;
+    let mut esc = false;
+    for c in s.chars() {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == '\\' {
+                esc = true;
+            } else if c == '"' {
+                in_str = false;
+                out.push('"');
+            }
+        } else {
+            if c == '"' {
+                in_str = true;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn known_attacks() {
+    for bad in [
+        r#"app="x"}) or vector(1) #"#,
+        "app=x} or up{",
+        "app=x,namespace=kube-system",
+        "app in (a)) or (b",
+        "app=\\\"",
+        "__name__=up",
+        "app=x\nnamespace=y",
+    ] {
+        assert!(translate("inference", bad).is_err(), "{bad:?} accepted");
+    }
+    assert!(translate("kube-system\"}", "").is_err());
+}

@@ -1,0 +1,146 @@
+//! The adapter process and its real clients: `kubectl get --raw` over TLS
+//! with client certificates or tokens, and `curl` where headers matter
+//! (the aggregator's front-proxy headers) or the exact status code does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::procs::{self, Guarded};
+
+/// A running `gpuscale-adapter`.
+pub struct Adapter {
+    pub guard: Guarded,
+    pub port: u16,
+    pub metrics_port: u16,
+}
+
+impl Adapter {
+    /// Start the adapter with `args` plus free `--listen`/`--metrics-listen`
+    /// ports; wait until its self-metrics port answers.
+    pub fn start(args: &[String], log: PathBuf) -> Self {
+        let port = procs::free_port();
+        let metrics_port = procs::free_port();
+        let mut cmd = Command::new(procs::adapter_bin());
+        cmd.args(args)
+            .arg(format!("--listen=127.0.0.1:{port}"))
+            .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
+            .env("RUST_LOG", "info,gpuscale_adapter=debug");
+        let mut guard = Guarded::spawn(cmd, log);
+        procs::eventually("the adapter to listen", || {
+            assert!(guard.running(), "the adapter exited:\n{}", guard.log_text());
+            procs::get(&format!("http://127.0.0.1:{metrics_port}/healthz")).map(|_| ())
+        });
+        Self {
+            guard,
+            port,
+            metrics_port,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// The self-metrics text.
+    pub fn self_metrics(&self) -> String {
+        procs::get(&format!("http://127.0.0.1:{}/metrics", self.metrics_port))
+            .map(|r| r.1)
+            .unwrap_or_default()
+    }
+}
+
+/// How a client proves who it is.
+#[derive(Clone, Debug, Default)]
+pub struct Identity {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub token: Option<String>,
+}
+
+/// What `kubectl get --raw` printed.
+#[derive(Debug)]
+pub struct KubectlOutput {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl KubectlOutput {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("kubectl printed no JSON ({e}): {self:?}"))
+    }
+}
+
+/// Write a kubeconfig for `server` trusting `ca` as `who`.
+pub fn kubeconfig(dir: &Path, name: &str, server: &str, ca: &Path, who: &Identity) -> PathBuf {
+    let mut user = String::new();
+    if let (Some(c), Some(k)) = (&who.cert, &who.key) {
+        user.push_str(&format!(
+            "    client-certificate: {}\n    client-key: {}\n",
+            c.display(),
+            k.display()
+        ));
+    }
+    if let Some(t) = &who.token {
+        user.push_str(&format!("    token: {t}\n"));
+    }
+    if user.is_empty() {
+        user.push_str("    {}\n");
+    }
+    let user = if user.trim() == "{}" {
+        "  user: {}\n".to_string()
+    } else {
+        format!("  user:\n{user}")
+    };
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: adapter\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {name}\n{user}contexts:\n- name: {name}\n  context:\n    cluster: adapter\n    user: {name}\ncurrent-context: {name}\n",
+        ca.display()
+    );
+    let path = dir.join(format!("kubeconfig-{name}"));
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+/// `kubectl --kubeconfig <kc> get --raw <path>`.
+pub fn kubectl_raw(kubeconfig: &Path, path: &str) -> KubectlOutput {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--raw", path])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run kubectl");
+    KubectlOutput {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `curl` a URL over TLS: (status code, body). `ca` None means `-k`.
+pub fn curl(url: &str, ca: Option<&Path>, who: &Identity, headers: &[&str]) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "30", "-w", "\n%{http_code}"]);
+    match ca {
+        Some(ca) => {
+            cmd.arg("--cacert").arg(ca);
+        }
+        None => {
+            cmd.arg("-k");
+        }
+    }
+    if let (Some(c), Some(k)) = (&who.cert, &who.key) {
+        cmd.arg("--cert").arg(c).arg("--key").arg(k);
+    }
+    if let Some(t) = &who.token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    let out = cmd.arg(url).output().expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", text.as_str()));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}

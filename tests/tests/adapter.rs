@@ -1,0 +1,570 @@
+//! The adapter end to end: a real Prometheus holding known series, the real
+//! `kubectl` (and `curl` for front-proxy headers) as clients over TLS, and a
+//! Kubernetes API fake for the authentication ConfigMap, TokenReview and
+//! SubjectAccessReview. One Prometheus and one adapter serve every story.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use gpuscale_e2e::adapter::client::{self, Adapter, Identity, kubectl_raw};
+use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
+use gpuscale_e2e::adapter::pki::Ca;
+use gpuscale_e2e::adapter::procs;
+use gpuscale_e2e::adapter::prom;
+use serde_json::Value;
+
+const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
+
+struct World {
+    dir: PathBuf,
+    kube: KubeFake,
+    adapter: Adapter,
+    serving_ca: PathBuf,
+    /// alice: client-CA certificate, may read every namespace but `secret`.
+    alice: PathBuf,
+    alice_id: Identity,
+    /// The aggregator's front-proxy certificate (CN front-proxy-client).
+    proxy: Identity,
+    /// Signed by the front-proxy CA, but its CN is not allowed.
+    mallory: Identity,
+    /// Signed by a CA nobody trusts.
+    stranger: PathBuf,
+    anonymous: PathBuf,
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write file");
+    p
+}
+
+fn identity(dir: &Path, name: &str, leaf: &gpuscale_e2e::adapter::pki::Leaf) -> Identity {
+    Identity {
+        cert: Some(write(dir, &format!("{name}.crt"), &leaf.cert_pem)),
+        key: Some(write(dir, &format!("{name}.key"), &leaf.key_pem)),
+        token: None,
+    }
+}
+
+fn world() -> &'static World {
+    static WORLD: OnceLock<World> = OnceLock::new();
+    WORLD.get_or_init(|| {
+        let prom = prom::shared();
+        let dir = tempfile::Builder::new()
+            .prefix("gpuscale-adapter-e2e-")
+            .tempdir()
+            .expect("tempdir")
+            .keep();
+        let serving = Ca::new("serving-ca");
+        let clients = Ca::new("cluster-client-ca");
+        let front = Ca::new("front-proxy-ca");
+        let rogue = Ca::new("rogue-ca");
+        let serving_ca = write(&dir, "serving-ca.crt", &serving.pem());
+        let server = serving.server();
+        let cert = write(&dir, "tls.crt", &server.cert_pem);
+        let key = write(&dir, "tls.key", &server.key_pem);
+
+        let mut cm = BTreeMap::new();
+        cm.insert("client-ca-file".to_string(), clients.pem());
+        cm.insert("requestheader-client-ca-file".to_string(), front.pem());
+        cm.insert("requestheader-allowed-names".to_string(), r#"["front-proxy-client"]"#.to_string());
+        cm.insert("requestheader-username-headers".to_string(), r#"["X-Remote-User"]"#.to_string());
+        cm.insert("requestheader-group-headers".to_string(), r#"["X-Remote-Group"]"#.to_string());
+        cm.insert("requestheader-extra-headers-prefix".to_string(), r#"["X-Remote-Extra-"]"#.to_string());
+        let mut tokens = BTreeMap::new();
+        tokens.insert("dashboards-token".to_string(), ("dashboards".to_string(), vec!["viewers".to_string()]));
+        let kube = KubeFake::start(Cluster {
+            auth_configmap: cm,
+            tokens,
+            sar: Arc::new(|spec: &Value| {
+                let user = spec["user"].as_str().unwrap_or("");
+                if spec.get("nonResourceAttributes").is_some_and(|v| !v.is_null()) {
+                    return (true, "discovery is public to authenticated users".into());
+                }
+                let ns = spec["resourceAttributes"]["namespace"].as_str().unwrap_or("");
+                let allowed = match user {
+                    HPA_USER | "dashboards" => true,
+                    "alice" => ns != "secret",
+                    _ => false,
+                };
+                (allowed, if allowed { "RBAC: allowed".into() } else { String::new() })
+            }),
+        });
+        let kc = write(&dir, "adapter-kubeconfig", &kube.kubeconfig());
+        let config = write(
+            &dir,
+            "metrics.yaml",
+            "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n",
+        );
+        let adapter = Adapter::start(
+            &[
+                format!("--tls-cert-file={}", cert.display()),
+                format!("--tls-key-file={}", key.display()),
+                format!("--kubeconfig={}", kc.display()),
+                format!("--config={}", config.display()),
+                format!("--prometheus-url={}", prom.url),
+                "--poll-interval=1s".into(),
+            ],
+            dir.join("adapter.log"),
+        );
+        let alice_id = identity(&dir, "alice", &clients.client("alice", &["team-inference"]));
+        let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
+        let stranger_id = identity(&dir, "stranger", &rogue.client("alice", &[]));
+        let stranger = client::kubeconfig(&dir, "stranger", &adapter.url(), &serving_ca, &stranger_id);
+        let anonymous = client::kubeconfig(&dir, "anonymous", &adapter.url(), &serving_ca, &Identity::default());
+        World {
+            proxy: identity(&dir, "proxy", &front.client("front-proxy-client", &[])),
+            mallory: identity(&dir, "mallory", &front.client("mallory", &[])),
+            dir,
+            kube,
+            adapter,
+            serving_ca,
+            alice,
+            alice_id,
+            stranger,
+            anonymous,
+        }
+    })
+}
+
+fn value_path(ns: &str, metric: &str, selector: &str) -> String {
+    let base = format!("/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}");
+    if selector.is_empty() {
+        base
+    } else {
+        format!("{base}?labelSelector={}", prom::encode(selector))
+    }
+}
+
+/// Read a metric as alice with kubectl; the single item's value.
+fn read(ns: &str, metric: &str, selector: &str) -> String {
+    let w = world();
+    let out = kubectl_raw(&w.alice, &value_path(ns, metric, selector));
+    assert!(
+        out.ok,
+        "kubectl failed for {metric}{{{selector}}} in {ns}: {out:?}\nadapter log:\n{}",
+        w.adapter.guard.log_text()
+    );
+    let v = out.json();
+    assert_eq!(v["kind"], "ExternalMetricValueList");
+    assert_eq!(v["apiVersion"], "external.metrics.k8s.io/v1beta1");
+    let items = v["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{v}");
+    items[0]["value"].as_str().expect("value").to_string()
+}
+
+/// curl as the aggregator would: front-proxy certificate plus headers.
+fn via_aggregator(path: &str, user: &str, groups: &[&str]) -> (u16, Value) {
+    let w = world();
+    let mut headers = vec![format!("X-Remote-User: {user}")];
+    headers.extend(groups.iter().map(|g| format!("X-Remote-Group: {g}")));
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let (code, body) = client::curl(
+        &format!("{}{path}", w.adapter.url()),
+        Some(&w.serving_ca),
+        &w.proxy,
+        &headers,
+    );
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn curl_as(who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
+    let w = world();
+    let (code, body) = client::curl(
+        &format!("{}{path}", w.adapter.url()),
+        Some(&w.serving_ca),
+        who,
+        headers,
+    );
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn assert_status(code: u16, body: &Value, want: u16, reason: &str) {
+    assert_eq!(code, want, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["code"], want, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+}
+
+#[test]
+fn each_preset_returns_the_value_the_data_implies() {
+    for (metric, selector, want) in [
+        ("vllm_queue_depth", "workload=chat", "7"),
+        ("vllm_kv_cache_usage", "workload=chat", "600m"),
+        ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
+        ("vllm_e2e_latency_p95_seconds", "workload=chat", "7500m"),
+        ("tgi_queue_size", "workload=tgi", "5"),
+        ("triton_queue_time_avg_seconds", "workload=triton", "5m"),
+        ("gpu_pressure", "workload=chat", "825m"),
+        ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
+        ("gpu_pressure", "pod in (chat-0)", "900m"),
+    ] {
+        assert_eq!(
+            read("inference", metric, selector),
+            want,
+            "{metric}{{{selector}}}"
+        );
+    }
+}
+
+#[test]
+fn the_response_has_the_shape_the_hpa_reads() {
+    let w = world();
+    let out = kubectl_raw(
+        &w.alice,
+        &value_path("inference", "vllm_queue_depth", "workload=chat"),
+    );
+    let item = &out.json()["items"][0];
+    assert_eq!(item["metricName"], "vllm_queue_depth");
+    assert_eq!(item["window"], 60);
+    let ts = item["timestamp"].as_str().expect("timestamp");
+    assert!(
+        ts.len() == 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+        "{ts}"
+    );
+    assert!(item["metricLabels"].is_object());
+}
+
+/// docs/adapter.md works this example through: 7 requests waiting over 2
+/// ready pods.
+#[test]
+fn hpa_arithmetic_worked_example() {
+    let v = read("inference", "vllm_queue_depth", "workload=chat");
+    let value: f64 = v.parse().expect("a whole number");
+    assert_eq!(value, 7.0);
+    // `Value` target 5 with 2 ready pods: ratio 1.4 > 1.1 → ceil(1.4 × 2) = 3.
+    let ratio = value / 5.0;
+    assert!((ratio - 1.0).abs() > 0.1);
+    assert_eq!((ratio * 2.0).ceil(), 3.0);
+    // `AverageValue` target 2: ceil(7 / 2) = 4.
+    assert_eq!((value / 2.0).ceil(), 4.0);
+}
+
+#[test]
+fn the_hpa_reaches_the_adapter_through_the_aggregator() {
+    let w = world();
+    let (code, body) = via_aggregator(
+        &value_path("inference", "vllm_queue_depth", "workload=embed"),
+        HPA_USER,
+        &["system:serviceaccounts"],
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"][0]["value"], "10");
+    let reviews = w.kube.access_reviews();
+    let sar = reviews
+        .iter()
+        .find(|s| {
+            s["user"] == HPA_USER && s["resourceAttributes"]["resource"] == "vllm_queue_depth"
+        })
+        .expect("a SubjectAccessReview for the HPA");
+    assert_eq!(
+        sar["resourceAttributes"]["group"],
+        "external.metrics.k8s.io"
+    );
+    assert_eq!(sar["resourceAttributes"]["namespace"], "inference");
+    assert_eq!(sar["resourceAttributes"]["verb"], "list");
+    assert_eq!(sar["groups"][0], "system:serviceaccounts");
+}
+
+#[test]
+fn discovery_lists_the_configured_metrics() {
+    let w = world();
+    let out = kubectl_raw(&w.alice, "/apis/external.metrics.k8s.io/v1beta1");
+    let v = out.json();
+    assert_eq!(v["kind"], "APIResourceList");
+    let names: Vec<&str> = v["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for m in [
+        "vllm_queue_depth",
+        "gpu_pressure",
+        "triton_queue_time_avg_seconds",
+        "jobs_waiting",
+    ] {
+        assert!(names.contains(&m), "{m} missing from {names:?}");
+    }
+    assert_eq!(v["resources"][0]["kind"], "ExternalMetricValueList");
+    assert_eq!(v["resources"][0]["namespaced"], true);
+    // The aggregator asks for aggregated discovery; plain JSON makes it fall back.
+    let (code, body) = via_aggregator("/apis", "system:kube-aggregator", &[]);
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "APIGroupList");
+    let (code, body) = curl_as(
+        &w.proxy,
+        "/apis",
+        &[
+            "X-Remote-User: system:kube-aggregator",
+            "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+        ],
+    );
+    assert_eq!((code, body["kind"].as_str()), (200, Some("APIGroupList")));
+    assert_eq!(
+        kubectl_raw(&w.alice, "/apis/external.metrics.k8s.io").json()["kind"],
+        "APIGroup"
+    );
+}
+
+#[test]
+fn metric_names_match_case_insensitively() {
+    let w = world();
+    let out = kubectl_raw(
+        &w.alice,
+        &value_path("inference", "VLLM_Queue_Depth", "workload=chat"),
+    );
+    assert!(out.ok, "{out:?}");
+    assert_eq!(out.json()["items"][0]["metricName"], "vllm_queue_depth");
+    assert_eq!(out.json()["items"][0]["value"], "7");
+}
+
+#[test]
+fn an_unknown_metric_is_404() {
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("inference", "no_such_metric", ""),
+        &[],
+    );
+    assert_status(code, &body, 404, "NotFound");
+    let out = kubectl_raw(
+        &world().alice,
+        &value_path("inference", "no_such_metric", ""),
+    );
+    assert!(!out.ok && out.stderr.contains("NotFound"), "{out:?}");
+}
+
+#[test]
+fn an_empty_result_is_an_error_unless_the_metric_says_zero() {
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("empty", "vllm_queue_depth", ""),
+        &[],
+    );
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("no series"),
+        "{body}"
+    );
+    assert_eq!(read("empty", "jobs_waiting", ""), "0");
+}
+
+#[test]
+fn nan_and_infinity_are_errors_never_numbers() {
+    for workload in ["nan", "inf"] {
+        let (code, body) = curl_as(
+            &world().alice_id,
+            &value_path(
+                "broken",
+                "vllm_queue_depth",
+                &format!("workload={workload}"),
+            ),
+            &[],
+        );
+        assert_status(code, &body, 503, "ServiceUnavailable");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("NaN or infinite"),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn the_requests_namespace_is_always_enforced() {
+    assert_eq!(read("inference", "vllm_queue_depth", ""), "17");
+    assert_eq!(read("other", "vllm_queue_depth", "workload=chat"), "100");
+}
+
+#[test]
+fn injection_attempts_in_selectors_are_400() {
+    for selector in [
+        r#"workload="chat"}) or vector(1) #"#,
+        "workload=chat}",
+        "namespace=other",
+        "__name__=up",
+        "workload=~.*",
+        "workload in (chat) or vector(1)",
+        "workload=chat\"",
+        "workload=chat\\",
+        "workload>1",
+        "app.kubernetes.io/name=chat",
+    ] {
+        let (code, body) = curl_as(
+            &world().alice_id,
+            &value_path("inference", "vllm_queue_depth", selector),
+            &[],
+        );
+        assert_status(code, &body, 400, "BadRequest");
+    }
+    // A namespace that is not a DNS label never reaches Prometheus either.
+    let (code, body) = curl_as(
+        &world().alice_id,
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/Inference%22%7D/vllm_queue_depth",
+        &[],
+    );
+    assert_status(code, &body, 400, "BadRequest");
+}
+
+#[test]
+fn no_client_certificate_is_401() {
+    let out = kubectl_raw(&world().anonymous, "/apis/external.metrics.k8s.io/v1beta1");
+    assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
+    let (code, body) = curl_as(
+        &Identity::default(),
+        "/apis/external.metrics.k8s.io/v1beta1",
+        &[],
+    );
+    assert_status(code, &body, 401, "Unauthorized");
+}
+
+#[test]
+fn a_certificate_from_an_unknown_ca_is_401() {
+    let out = kubectl_raw(
+        &world().stranger,
+        &value_path("inference", "vllm_queue_depth", ""),
+    );
+    assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
+}
+
+#[test]
+fn a_front_proxy_certificate_with_a_name_not_allowed_is_401() {
+    let (code, body) = curl_as(
+        &world().mallory,
+        &value_path("inference", "vllm_queue_depth", ""),
+        &[&format!("X-Remote-User: {HPA_USER}")],
+    );
+    assert_status(code, &body, 401, "Unauthorized");
+}
+
+#[test]
+fn remote_user_headers_are_ignored_without_a_front_proxy_certificate() {
+    // alice's certificate is from the client CA: X-Remote-* must not make her a cluster admin.
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("secret", "vllm_queue_depth", ""),
+        &["X-Remote-User: admin", "X-Remote-Group: system:masters"],
+    );
+    assert_status(code, &body, 403, "Forbidden");
+}
+
+#[test]
+fn a_denied_subject_access_review_is_403() {
+    let out = kubectl_raw(
+        &world().alice,
+        &value_path("secret", "vllm_queue_depth", ""),
+    );
+    assert!(!out.ok && out.stderr.contains("Forbidden"), "{out:?}");
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("secret", "vllm_queue_depth", ""),
+        &[],
+    );
+    assert_status(code, &body, 403, "Forbidden");
+}
+
+#[test]
+fn bearer_tokens_go_through_token_review() {
+    let w = world();
+    let good = Identity {
+        token: Some("dashboards-token".into()),
+        ..Identity::default()
+    };
+    let kc = client::kubeconfig(&w.dir, "dashboards", &w.adapter.url(), &w.serving_ca, &good);
+    let out = kubectl_raw(&kc, &value_path("inference", "tgi_queue_size", ""));
+    assert!(out.ok, "{out:?}");
+    assert_eq!(out.json()["items"][0]["value"], "5");
+    let bad = Identity {
+        token: Some("stolen".into()),
+        ..Identity::default()
+    };
+    let kc = client::kubeconfig(&w.dir, "stolen", &w.adapter.url(), &w.serving_ca, &bad);
+    let out = kubectl_raw(&kc, &value_path("inference", "tgi_queue_size", ""));
+    assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
+}
+
+#[test]
+fn prometheus_down_is_a_503_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dead = procs::free_port();
+    let adapter = Adapter::start(
+        &[
+            "--dev".into(),
+            format!("--prometheus-url=http://127.0.0.1:{dead}"),
+        ],
+        dir.path().join("dev.log"),
+    );
+    let (code, body) = client::curl(
+        &format!(
+            "{}{}",
+            adapter.url(),
+            value_path("inference", "vllm_queue_depth", "")
+        ),
+        None,
+        &Identity::default(),
+        &[],
+    );
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unreachable"),
+        "{body}"
+    );
+    // --dev says so loudly.
+    assert!(
+        adapter.guard.log_text().contains("DEV MODE"),
+        "{}",
+        adapter.guard.log_text()
+    );
+    assert!(adapter.self_metrics().contains(r#"gpuscale_adapter_prometheus_queries_total{metric="vllm_queue_depth",result="error"} 1"#), "{}", adapter.self_metrics());
+}
+
+#[test]
+fn self_metrics_count_requests_and_queries() {
+    let w = world();
+    read("inference", "tgi_queue_size", "workload=tgi");
+    let text = w.adapter.self_metrics();
+    for needle in [
+        r#"gpuscale_adapter_requests_total{metric="tgi_queue_size",code="200"}"#,
+        r#"gpuscale_adapter_request_duration_seconds_bucket{metric="tgi_queue_size",code="200",le="+Inf"}"#,
+        r#"gpuscale_adapter_prometheus_queries_total{metric="tgi_queue_size",result="ok"}"#,
+        r#"gpuscale_adapter_prometheus_query_duration_seconds_count{metric="tgi_queue_size"}"#,
+        r#"gpuscale_adapter_metric_value{metric="tgi_queue_size"} 5"#,
+        r#"gpuscale_adapter_metric_age_seconds{metric="tgi_queue_size"}"#,
+        "gpuscale_adapter_build_info{version=",
+        "gpuscale_adapter_up 1",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_config_file_is_reported_with_file_and_keys_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(
+        dir.path(),
+        "bad.yaml",
+        "metrics:\n  - name: a\n    query: up\n    emtpy: zero\n  - name: b\n    query: x{${matchers}}\n    freshness: soon\n",
+    );
+    let out = std::process::Command::new(procs::adapter_bin())
+        .arg("--check-config")
+        .arg(format!("--config={}", path.display()))
+        .output()
+        .expect("run adapter");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for needle in [
+        "bad.yaml",
+        "metrics[0].query",
+        "metrics[0].emtpy",
+        "metrics[1].freshness",
+    ] {
+        assert!(err.contains(needle), "{needle} missing from:\n{err}");
+    }
+}
