@@ -19,7 +19,12 @@ pub struct PodArgs {
 
     /// Extra device-plugin resource names to read, e.g. nvidia.com/gpu.shared
     /// (nvidia.com/gpu and nvidia.com/mig-* are always read). Repeatable.
-    #[arg(long = "resource-name", env = "GPUSCALE_RESOURCE_NAMES", value_delimiter = ',', value_name = "NAME")]
+    #[arg(
+        long = "resource-name",
+        env = "GPUSCALE_RESOURCE_NAMES",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
     pub resource_names: Vec<String>,
 
     /// Host /proc, for /proc/<pid>/cgroup of GPU processes [default: /proc].
@@ -45,7 +50,12 @@ pub struct PodArgs {
 
     /// kubeconfig for the pod watch [default: in-cluster service account, else
     /// $KUBECONFIG / ~/.kube/config].
-    #[arg(long, env = "GPUSCALE_KUBECONFIG", value_name = "PATH", conflicts_with = "kube_api_url")]
+    #[arg(
+        long,
+        env = "GPUSCALE_KUBECONFIG",
+        value_name = "PATH",
+        conflicts_with = "kube_api_url"
+    )]
     pub kubeconfig: Option<PathBuf>,
 
     /// Plain-HTTP Kubernetes API URL without credentials (tests, --simulate).
@@ -62,11 +72,15 @@ pub const DEFAULT_PROC_ROOT: &str = "/proc";
 
 impl PodArgs {
     pub fn socket(&self) -> PathBuf {
-        self.pod_resources_socket.clone().unwrap_or_else(|| DEFAULT_SOCKET.into())
+        self.pod_resources_socket
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SOCKET.into())
     }
 
     pub fn proc_root(&self) -> PathBuf {
-        self.proc_root.clone().unwrap_or_else(|| DEFAULT_PROC_ROOT.into())
+        self.proc_root
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROC_ROOT.into())
     }
 
     /// Model → price; `--gpu-price` wins over the file.
@@ -79,7 +93,9 @@ impl PodArgs {
     /// Fills the flags the user left unset from `defaults` (the simulated
     /// node's servers), so explicit flags always win.
     pub fn or_defaults(mut self, defaults: &PodArgs) -> Self {
-        self.pod_resources_socket = self.pod_resources_socket.or_else(|| defaults.pod_resources_socket.clone());
+        self.pod_resources_socket = self
+            .pod_resources_socket
+            .or_else(|| defaults.pod_resources_socket.clone());
         self.proc_root = self.proc_root.or_else(|| defaults.proc_root.clone());
         if self.kubeconfig.is_none() {
             self.kube_api_url = self.kube_api_url.or_else(|| defaults.kube_api_url.clone());
@@ -89,24 +105,36 @@ impl PodArgs {
 }
 
 fn parse_price(s: &str) -> Result<(String, f64), String> {
-    let (model, price) = s
-        .rsplit_once('=')
-        .ok_or_else(|| format!("{s:?}: expected MODEL=USD_PER_HOUR, e.g. \"NVIDIA H100 80GB HBM3=4.50\""))?;
+    let (model, price) = s.rsplit_once('=').ok_or_else(|| {
+        format!("{s:?}: expected MODEL=USD_PER_HOUR, e.g. \"NVIDIA H100 80GB HBM3=4.50\"")
+    })?;
     let model = model.trim();
     if model.is_empty() {
         return Err(format!("{s:?}: empty GPU model"));
     }
-    Ok((model.to_owned(), check_price(price.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))?)?))
+    Ok((
+        model.to_owned(),
+        check_price(
+            price
+                .trim()
+                .parse::<f64>()
+                .map_err(|e| format!("{s:?}: {e}"))?,
+        )?,
+    ))
 }
 
 fn check_price(p: f64) -> Result<f64, String> {
-    if p.is_finite() && p >= 0.0 { Ok(p) } else { Err(format!("price {p} must be a finite number ≥ 0")) }
+    if p.is_finite() && p >= 0.0 {
+        Ok(p)
+    } else {
+        Err(format!("price {p} must be a finite number ≥ 0"))
+    }
 }
 
 fn parse_price_file(path: &str) -> Result<PriceFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let map: BTreeMap<String, f64> =
-        yaml_serde::from_str(&text).map_err(|e| format!("{path}: expected a map of GPU model to USD per hour: {e}"))?;
+    let map: BTreeMap<String, f64> = yaml_serde::from_str(&text)
+        .map_err(|e| format!("{path}: expected a map of GPU model to USD per hour: {e}"))?;
     for (model, price) in &map {
         check_price(*price).map_err(|e| format!("{path}: {model}: {e}"))?;
     }
@@ -116,9 +144,13 @@ fn parse_price_file(path: &str) -> Result<PriceFile, String> {
 /// `10s`, `250ms`, `1m`, `1.5s`; at least 10 ms.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?}: expected a duration like 10s, 500ms or 1m"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a duration like 10s, 500ms or 1m"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" | "" => n,
@@ -135,7 +167,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 fn parse_url(s: &str) -> Result<String, String> {
     s.parse::<http::Uri>()
         .ok()
-        .filter(|u| u.scheme_str().is_some_and(|s| s == "http" || s == "https") && u.host().is_some())
+        .filter(|u| {
+            u.scheme_str().is_some_and(|s| s == "http" || s == "https") && u.host().is_some()
+        })
         .map(|_| s.to_owned())
         .ok_or_else(|| format!("{s:?}: expected an http(s) URL such as http://127.0.0.1:8001"))
 }
@@ -168,9 +202,18 @@ mod tests {
     #[test]
     fn repeatable_flags() -> Result<(), clap::Error> {
         let a = parse(&[
-            "--pod-label", "team", "--pod-label", "app.kubernetes.io/name",
-            "--gpu-price", "NVIDIA H100 80GB HBM3=4.5", "--gpu-price", "NVIDIA A100-SXM4-80GB=2",
-            "--resource-name", "nvidia.com/gpu.shared", "--pod-refresh-interval", "250ms",
+            "--pod-label",
+            "team",
+            "--pod-label",
+            "app.kubernetes.io/name",
+            "--gpu-price",
+            "NVIDIA H100 80GB HBM3=4.5",
+            "--gpu-price",
+            "NVIDIA A100-SXM4-80GB=2",
+            "--resource-name",
+            "nvidia.com/gpu.shared",
+            "--pod-refresh-interval",
+            "250ms",
         ])?;
         assert_eq!(a.pod_labels, vec!["team", "app.kubernetes.io/name"]);
         assert_eq!(a.prices().get("NVIDIA H100 80GB HBM3"), Some(&4.5));

@@ -60,12 +60,17 @@ pub fn parse_cgroup(text: &str) -> Result<PodCgroup, CgroupError> {
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         any_line = true;
         let mut fields = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next())
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
         else {
-            return Err(CgroupError::Malformed { line: line.to_owned() });
+            return Err(CgroupError::Malformed {
+                line: line.to_owned(),
+            });
         };
         if id.parse::<u32>().is_err() || !path.starts_with('/') {
-            return Err(CgroupError::Malformed { line: line.to_owned() });
+            return Err(CgroupError::Malformed {
+                line: line.to_owned(),
+            });
         }
         let parsed = parse_path(path);
         if id == "0" && controllers.is_empty() {
@@ -77,7 +82,9 @@ pub fn parse_cgroup(text: &str) -> Result<PodCgroup, CgroupError> {
         }
     }
     if !any_line {
-        return Err(CgroupError::Malformed { line: String::new() });
+        return Err(CgroupError::Malformed {
+            line: String::new(),
+        });
     }
     v1.ok_or(CgroupError::NotAPod)
 }
@@ -88,8 +95,14 @@ fn parse_path(path: &str) -> Option<PodCgroup> {
     let segments: Vec<&str> = path.split(['/', ':']).filter(|s| !s.is_empty()).collect();
     let pod_at = segments.iter().rposition(|s| pod_uid_of(s).is_some())?;
     let pod_uid = pod_uid_of(segments[pod_at])?;
-    let container_id = segments[pod_at + 1..].iter().rev().find_map(|s| container_id_of(s));
-    Some(PodCgroup { pod_uid, container_id })
+    let container_id = segments[pod_at + 1..]
+        .iter()
+        .rev()
+        .find_map(|s| container_id_of(s));
+    Some(PodCgroup {
+        pod_uid,
+        container_id,
+    })
 }
 
 /// `pod<uid>` (cgroupfs) or `kubepods[-qos]-pod<uid_underscored>.slice` (systemd).
@@ -143,7 +156,14 @@ mod tests {
     }
 
     fn expect(text: &str) {
-        assert_eq!(ok(text), PodCgroup { pod_uid: UID.into(), container_id: Some(CID.into()) }, "{text}");
+        assert_eq!(
+            ok(text),
+            PodCgroup {
+                pod_uid: UID.into(),
+                container_id: Some(CID.into())
+            },
+            "{text}"
+        );
     }
 
     #[test]
@@ -155,7 +175,9 @@ mod tests {
 
     #[test]
     fn v2_systemd_guaranteed_crio() {
-        expect(&format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope"));
+        expect(&format!(
+            "0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope"
+        ));
     }
 
     #[test]
@@ -193,7 +215,9 @@ mod tests {
 
     #[test]
     fn conmon_is_not_a_container() {
-        let found = ok(&format!("0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{CID}.scope"));
+        let found = ok(&format!(
+            "0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{CID}.scope"
+        ));
         assert_eq!(found.container_id, None);
     }
 
@@ -203,13 +227,19 @@ mod tests {
             parse_cgroup("0::/system.slice/nvidia-persistenced.service\n"),
             Err(CgroupError::NotAPod)
         ));
-        assert!(matches!(parse_cgroup("0::/user.slice/podman-pod.slice\n"), Err(CgroupError::NotAPod)));
+        assert!(matches!(
+            parse_cgroup("0::/user.slice/podman-pod.slice\n"),
+            Err(CgroupError::NotAPod)
+        ));
     }
 
     #[test]
     fn malformed_files() {
         for text in ["", "garbage", "x::/kubepods", "0::relative/path", "\n\n"] {
-            assert!(matches!(parse_cgroup(text), Err(CgroupError::Malformed { .. })), "{text:?}");
+            assert!(
+                matches!(parse_cgroup(text), Err(CgroupError::Malformed { .. })),
+                "{text:?}"
+            );
         }
     }
 

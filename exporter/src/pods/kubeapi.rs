@@ -45,9 +45,15 @@ pub struct MetaView {
 #[derive(Debug, thiserror::Error)]
 pub enum KubeConfigError {
     #[error("--kube-api-url {url}: {source}")]
-    Url { url: String, source: http::uri::InvalidUri },
+    Url {
+        url: String,
+        source: http::uri::InvalidUri,
+    },
     #[error("kubeconfig {path}: {source}")]
-    Kubeconfig { path: String, source: kube::config::KubeconfigError },
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
     #[error("no in-cluster config or kubeconfig: {0}")]
     Infer(#[from] kube::config::InferConfigError),
     #[error("kube client: {0}")]
@@ -56,16 +62,30 @@ pub enum KubeConfigError {
 
 /// `--kube-api-url` (plain HTTP, tests and `--simulate`), `--kubeconfig`, or
 /// the in-cluster service account / `$KUBECONFIG`.
-pub async fn client(url: Option<&str>, kubeconfig: Option<&PathBuf>) -> Result<Client, KubeConfigError> {
-    let config = if let Some(url) = url {
-        Config::new(url.parse().map_err(|source| KubeConfigError::Url { url: url.to_owned(), source })?)
+pub async fn client(
+    url: Option<&str>,
+    kubeconfig: Option<&PathBuf>,
+) -> Result<Client, KubeConfigError> {
+    let mut config = if let Some(url) = url {
+        Config::new(url.parse().map_err(|source| KubeConfigError::Url {
+            url: url.to_owned(),
+            source,
+        })?)
     } else if let Some(path) = kubeconfig {
-        let kc_err = |source| KubeConfigError::Kubeconfig { path: path.display().to_string(), source };
+        let kc_err = |source| KubeConfigError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        };
         let kc = kube::config::Kubeconfig::read_from(path).map_err(kc_err)?;
-        Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(kc_err)?
+        Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(kc_err)?
     } else {
         Config::infer().await?
     };
+    // The watch loop retries with its own backoff; the client's retries of
+    // 503s would hide an unhealthy API server from the stale flag for minutes.
+    config.default_retry = false;
     Ok(Client::try_from(config)?)
 }
 
@@ -76,16 +96,24 @@ pub fn pod_meta(pod: &Pod, labels: &[PodLabel]) -> Option<PodMeta> {
     let name = meta.name.clone().unwrap_or_default();
     let empty = Default::default();
     let pod_labels = meta.labels.as_ref().unwrap_or(&empty);
-    let (workload, workload_kind) = owner::workload(&name, meta.owner_references.as_deref().unwrap_or(&[]), pod_labels);
+    let (workload, workload_kind) = owner::workload(
+        &name,
+        meta.owner_references.as_deref().unwrap_or(&[]),
+        pod_labels,
+    );
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("");
     let containers = status
         .into_iter()
         .flat_map(|s| {
-            [&s.container_statuses, &s.init_container_statuses, &s.ephemeral_container_statuses]
-                .into_iter()
-                .flatten()
-                .flatten()
+            [
+                &s.container_statuses,
+                &s.init_container_statuses,
+                &s.ephemeral_container_statuses,
+            ]
+            .into_iter()
+            .flatten()
+            .flatten()
         })
         .filter_map(|c| {
             let id = c.container_id.as_deref()?;
@@ -100,7 +128,10 @@ pub fn pod_meta(pod: &Pod, labels: &[PodLabel]) -> Option<PodMeta> {
         terminal: matches!(phase, "Succeeded" | "Failed"),
         workload,
         workload_kind,
-        labels: labels.iter().map(|l| pod_labels.get(&l.key).cloned().unwrap_or_default()).collect(),
+        labels: labels
+            .iter()
+            .map(|l| pod_labels.get(&l.key).cloned().unwrap_or_default())
+            .collect(),
         containers,
     })
 }
@@ -115,7 +146,10 @@ pub async fn run(
     labels: Arc<[PodLabel]>,
     publish: impl Fn(MetaView) + Send + 'static,
 ) {
-    let mut view = MetaView { stale: true, ..MetaView::default() };
+    let mut view = MetaView {
+        stale: true,
+        ..MetaView::default()
+    };
     let mut backoff = Duration::from_millis(250);
     let max_backoff = Duration::from_secs(30);
     let mut client_logged = false;
@@ -132,7 +166,9 @@ pub async fn run(
             }
         };
         let api: Api<Pod> = Api::all(client);
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}")).any_semantic();
+        let config = watcher::Config::default()
+            .fields(&format!("spec.nodeName={node}"))
+            .any_semantic();
         let mut stream = watcher::watcher(api, config).boxed();
         let mut init: Option<HashMap<String, Arc<PodMeta>>> = None;
         while let Some(event) = stream.next().await {

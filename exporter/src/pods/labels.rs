@@ -13,7 +13,13 @@ pub struct PodLabel {
 pub fn sanitize(key: &str) -> String {
     let mut name = String::with_capacity(key.len() + 6);
     name.push_str("label_");
-    name.extend(key.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }));
+    name.extend(key.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
     name
 }
 
@@ -21,7 +27,11 @@ pub fn sanitize(key: &str) -> String {
 /// name ≤ 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends).
 pub fn parse_pod_label(key: &str) -> Result<String, String> {
     let name = key.rsplit_once('/').map_or(key, |(prefix, name)| {
-        if prefix.is_empty() || prefix.len() > 253 { "" } else { name }
+        if prefix.is_empty() || prefix.len() > 253 {
+            ""
+        } else {
+            name
+        }
     });
     let ends_ok = |s: &str| {
         s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -30,9 +40,13 @@ pub fn parse_pod_label(key: &str) -> Result<String, String> {
     if name.is_empty()
         || name.len() > 63
         || !ends_ok(name)
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     {
-        return Err(format!("{key:?} is not a Kubernetes label key (e.g. team, app.kubernetes.io/name)"));
+        return Err(format!(
+            "{key:?} is not a Kubernetes label key (e.g. team, app.kubernetes.io/name)"
+        ));
     }
     Ok(key.to_owned())
 }
@@ -47,9 +61,15 @@ pub fn intern(keys: &[String]) -> Result<Vec<PodLabel>, String> {
         }
         let name = sanitize(key);
         if let Some(other) = out.iter().find(|l| l.name == name) {
-            return Err(format!("pod labels {:?} and {key:?} both become {name}", other.key));
+            return Err(format!(
+                "pod labels {:?} and {key:?} both become {name}",
+                other.key
+            ));
         }
-        out.push(PodLabel { key: key.clone(), name: Box::leak(name.into_boxed_str()) });
+        out.push(PodLabel {
+            key: key.clone(),
+            name: Box::leak(name.into_boxed_str()),
+        });
     }
     Ok(out)
 }
@@ -61,7 +81,10 @@ mod tests {
     #[test]
     fn sanitizes_to_valid_names() {
         assert_eq!(sanitize("team"), "label_team");
-        assert_eq!(sanitize("app.kubernetes.io/name"), "label_app_kubernetes_io_name");
+        assert_eq!(
+            sanitize("app.kubernetes.io/name"),
+            "label_app_kubernetes_io_name"
+        );
         assert_eq!(sanitize("x-y.z"), "label_x_y_z");
     }
 
@@ -76,7 +99,11 @@ mod tests {
 
     #[test]
     fn collisions_are_errors_duplicates_are_not() {
-        let ok = intern(&["team".into(), "team".into(), "app.kubernetes.io/name".into()]);
+        let ok = intern(&[
+            "team".into(),
+            "team".into(),
+            "app.kubernetes.io/name".into(),
+        ]);
         assert_eq!(ok.map(|v| v.len()), Ok(2));
         assert!(intern(&["a.b".into(), "a-b".into()]).is_err());
     }

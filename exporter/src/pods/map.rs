@@ -47,28 +47,55 @@ pub fn pod_labels(
     if let Some(c) = container {
         labels.push(("container", c.to_owned()));
     }
-    labels.push(("workload", meta.map(|m| m.workload.clone()).unwrap_or_default()));
-    labels.push(("workload_kind", meta.map(|m| m.workload_kind.clone()).unwrap_or_default()));
+    labels.push((
+        "workload",
+        meta.map(|m| m.workload.clone()).unwrap_or_default(),
+    ));
+    labels.push((
+        "workload_kind",
+        meta.map(|m| m.workload_kind.clone()).unwrap_or_default(),
+    ));
     for (i, key) in label_keys.iter().enumerate() {
-        let value = meta.and_then(|m| m.labels.get(i).cloned()).unwrap_or_default();
+        let value = meta
+            .and_then(|m| m.labels.get(i).cloned())
+            .unwrap_or_default();
         labels.push((key.name, value));
     }
     labels
 }
 
 pub fn to_set(labels: &Labels) -> PodLabelSet {
-    PodLabelSet(labels.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect())
+    PodLabelSet(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    )
 }
 
 impl PodMap {
     pub fn build(kubelet: &KubeletSnapshot, meta: &MetaView, label_keys: &[PodLabel]) -> Self {
-        let pods: HashMap<String, Arc<PodMeta>> =
-            meta.pods.iter().filter(|(_, m)| !m.terminal).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let by_name: HashMap<(&str, &str), &PodMeta> =
-            meta.pods.values().map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m)).collect();
+        let pods: HashMap<String, Arc<PodMeta>> = meta
+            .pods
+            .iter()
+            .filter(|(_, m)| !m.terminal)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let by_name: HashMap<(&str, &str), &PodMeta> = meta
+            .pods
+            .values()
+            .map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m))
+            .collect();
         let fresh = meta.synced && !meta.stale;
         let mut holdings: Vec<Holding> = Vec::new();
-        for Allocation { namespace, pod, container, resource, device } in &kubelet.allocations {
+        for Allocation {
+            namespace,
+            pod,
+            container,
+            resource,
+            device,
+        } in &kubelet.allocations
+        {
             let m = by_name.get(&(namespace.as_str(), pod.as_str())).copied();
             // Terminal pods are gone; so is a pod a healthy watch no longer lists
             // (the kubelet may report it until its next refresh).
@@ -106,7 +133,12 @@ impl PodMap {
             }
             owners.insert(device.to_owned(), Arc::new(to_set(&labels)));
         }
-        Self { owners, holdings, pods, replicas: kubelet.replicas.clone() }
+        Self {
+            owners,
+            holdings,
+            pods,
+            replicas: kubelet.replicas.clone(),
+        }
     }
 }
 
@@ -158,11 +190,17 @@ mod tests {
     }
 
     fn keys() -> Vec<PodLabel> {
-        vec![PodLabel { key: "team".into(), name: "label_team" }]
+        vec![PodLabel {
+            key: "team".into(),
+            name: "label_team",
+        }]
     }
 
     fn get<'a>(set: &'a PodLabelSet, key: &str) -> Option<&'a str> {
-        set.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        set.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -181,16 +219,24 @@ mod tests {
         let view = MetaView {
             synced: true,
             stale: false,
-            pods: [meta("u1", "a", "p1", false), meta("u2", "a", "p2", false), meta("u3", "b", "p3", false), meta("u4", "a", "done", true)]
-                .into_iter()
-                .collect(),
+            pods: [
+                meta("u1", "a", "p1", false),
+                meta("u2", "a", "p2", false),
+                meta("u3", "b", "p3", false),
+                meta("u4", "a", "done", true),
+            ]
+            .into_iter()
+            .collect(),
         };
         let map = PodMap::build(&kubelet, &view, &keys());
         let o1 = map.owners.get("GPU-1").map(|s| &**s);
         assert_eq!(o1.and_then(|s| get(s, "pod")), Some("p1"));
         assert_eq!(o1.and_then(|s| get(s, "label_team")), Some("research"));
         assert_eq!(o1.and_then(|s| get(s, "workload_kind")), Some("Deployment"));
-        assert!(!map.owners.contains_key("GPU-2"), "shared GPU has no single owner");
+        assert!(
+            !map.owners.contains_key("GPU-2"),
+            "shared GPU has no single owner"
+        );
         assert!(!map.owners.contains_key("GPU-3"), "terminal pod dropped");
         let mig = map.owners.get("MIG-4").map(|s| &**s);
         assert_eq!(mig.and_then(|s| get(s, "container")), Some(""));
@@ -200,8 +246,15 @@ mod tests {
 
     #[test]
     fn deleted_pod_dropped_only_while_the_watch_is_healthy() {
-        let kubelet = KubeletSnapshot { allocations: vec![alloc("a", "gone", "c", "GPU-1")], replicas: HashMap::new() };
-        let mut view = MetaView { synced: true, stale: false, pods: HashMap::new() };
+        let kubelet = KubeletSnapshot {
+            allocations: vec![alloc("a", "gone", "c", "GPU-1")],
+            replicas: HashMap::new(),
+        };
+        let mut view = MetaView {
+            synced: true,
+            stale: false,
+            pods: HashMap::new(),
+        };
         assert!(PodMap::build(&kubelet, &view, &[]).owners.is_empty());
         view.stale = true;
         let map = PodMap::build(&kubelet, &view, &[]);

@@ -55,16 +55,29 @@ pub struct PodMapper {
 
 impl PodMapper {
     /// Starts the background tasks on `rt`. `node` selects the pods to watch.
-    pub fn start(args: &PodArgs, node: &str, rt: &tokio::runtime::Handle) -> Result<Arc<Self>, PodsError> {
-        let label_keys: Arc<[PodLabel]> = labels::intern(&args.pod_labels).map_err(PodsError::Labels)?.into();
+    pub fn start(
+        args: &PodArgs,
+        node: &str,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Arc<Self>, PodsError> {
+        let label_keys: Arc<[PodLabel]> = labels::intern(&args.pod_labels)
+            .map_err(PodsError::Labels)?
+            .into();
         let mapper = Arc::new(Self {
             enabled: !args.no_pods,
             node: node.to_owned(),
             proc_root: args.proc_root(),
             label_keys: label_keys.clone(),
-            prices: args.prices().into_iter().map(|(k, v)| (normalize_model(&k), v)).collect(),
+            prices: args
+                .prices()
+                .into_iter()
+                .map(|(k, v)| (normalize_model(&k), v))
+                .collect(),
             kubelet: ArcSwap::from_pointee(KubeletState::default()),
-            meta: ArcSwap::from_pointee(MetaView { stale: true, ..MetaView::default() }),
+            meta: ArcSwap::from_pointee(MetaView {
+                stale: true,
+                ..MetaView::default()
+            }),
             cache: Mutex::new(JoinCache::default()),
         });
         if args.no_pods {
@@ -79,8 +92,11 @@ impl PodMapper {
             "pod mapping on"
         );
         let weak = Arc::downgrade(&mapper);
-        let (socket, filter, interval) =
-            (args.socket(), ResourceFilter::new(&args.resource_names), args.pod_refresh_interval);
+        let (socket, filter, interval) = (
+            args.socket(),
+            ResourceFilter::new(&args.resource_names),
+            args.pod_refresh_interval,
+        );
         rt.spawn(async move { kubelet_loop(weak, socket, filter, interval).await });
         let weak = Arc::downgrade(&mapper);
         rt.spawn(kubeapi::run(
@@ -117,7 +133,13 @@ impl PodMapper {
         let mut families = self.allocation_families(&map, collected);
         families.extend(per_pod);
         families.extend(self.price_family(collected));
-        families.extend(self.self_families(&kubelet, &meta, &map, &cache.unattributed_total, &unattributed));
+        families.extend(self.self_families(
+            &kubelet,
+            &meta,
+            &map,
+            &cache.unattributed_total,
+            &unattributed,
+        ));
         (Arc::new(Joined { map, processes }), families)
     }
 
@@ -129,14 +151,25 @@ impl PodMapper {
         cache: &mut JoinCache,
         map: &PodMap,
         collected: &Collected,
-    ) -> (HashMap<u32, Arc<PodLabelSet>>, [Family; 2], BTreeMap<&'static str, u64>) {
+    ) -> (
+        HashMap<u32, Arc<PodLabelSet>>,
+        [Family; 2],
+        BTreeMap<&'static str, u64>,
+    ) {
         let mut seen: HashMap<u32, ()> = HashMap::with_capacity(collected.processes.len());
         let mut sets: HashMap<(String, String), Arc<PodLabelSet>> = HashMap::new();
         let mut processes = HashMap::new();
         let mut unattributed: BTreeMap<&'static str, u64> = BTreeMap::new();
-        let JoinCache { pids, unattributed_total, .. } = cache;
+        let JoinCache {
+            pids,
+            unattributed_total,
+            ..
+        } = cache;
         // (gpu uuid, mig uuid, pod uid) → (memory, sm, index)
-        let mut usage: BTreeMap<(Arc<str>, Option<Arc<str>>, String), (Option<f64>, Option<f64>, u32)> = BTreeMap::new();
+        let mut usage: BTreeMap<
+            (Arc<str>, Option<Arc<str>>, String),
+            (Option<f64>, Option<f64>, u32),
+        > = BTreeMap::new();
         for p in &collected.processes {
             let pid = p.proc_ref.pid;
             seen.insert(pid, ());
@@ -172,32 +205,55 @@ impl PodMapper {
             let set = sets
                 .entry((cg.pod_uid.clone(), container.clone()))
                 .or_insert_with(|| {
-                    let labels = pod_labels(&meta.namespace, &meta.name, Some(&container), Some(meta), &self.label_keys);
+                    let labels = pod_labels(
+                        &meta.namespace,
+                        &meta.name,
+                        Some(&container),
+                        Some(meta),
+                        &self.label_keys,
+                    );
                     Arc::new(super::map::to_set(&labels))
                 })
                 .clone();
             processes.insert(pid, set);
-            let key = (p.proc_ref.gpu.uuid.clone(), p.proc_ref.mig_uuid.clone(), cg.pod_uid.clone());
-            let entry = usage.entry(key).or_insert((None, None, p.proc_ref.gpu.index));
+            let key = (
+                p.proc_ref.gpu.uuid.clone(),
+                p.proc_ref.mig_uuid.clone(),
+                cg.pod_uid.clone(),
+            );
+            let entry = usage
+                .entry(key)
+                .or_insert((None, None, p.proc_ref.gpu.index));
             add(&mut entry.0, p.memory_used_bytes);
             add(&mut entry.1, p.sm_utilization_ratio);
         }
         pids.retain(|pid, _| seen.contains_key(pid));
 
-        let mut memory = Family::gauge("gpu_pod_memory_used_bytes", "GPU memory used by a pod's processes on a GPU or MIG instance.");
+        let mut memory = Family::gauge(
+            "gpu_pod_memory_used_bytes",
+            "GPU memory used by a pod's processes on a GPU or MIG instance.",
+        );
         let mut sm = Family::gauge(
             "gpu_pod_sm_utilization_ratio",
             "SM utilization of a pod's processes on a GPU or MIG instance (each pod its own share).",
         );
         for ((gpu_uuid, mig_uuid, uid), (mem, util, index)) in usage {
-            let Some(meta) = map.pods.get(&uid) else { continue };
+            let Some(meta) = map.pods.get(&uid) else {
+                continue;
+            };
             let mut labels: Labels = vec![
                 ("node", self.node.clone()),
                 ("gpu", index.to_string()),
                 ("uuid", gpu_uuid.to_string()),
                 ("mig_uuid", mig_uuid.as_deref().unwrap_or("").to_owned()),
             ];
-            labels.extend(pod_labels(&meta.namespace, &meta.name, None, Some(meta), &self.label_keys));
+            labels.extend(pod_labels(
+                &meta.namespace,
+                &meta.name,
+                None,
+                Some(meta),
+                &self.label_keys,
+            ));
             if let Some(v) = mem {
                 memory.push(Subject::Global, labels.clone(), v);
             }
@@ -215,7 +271,10 @@ impl PodMapper {
             where_.insert(&d.uuid, (d.index.to_string(), &d.uuid, ""));
         }
         for m in &collected.migs {
-            where_.insert(&m.mig_uuid, (m.gpu.index.to_string(), &m.gpu.uuid, &m.mig_uuid));
+            where_.insert(
+                &m.mig_uuid,
+                (m.gpu.index.to_string(), &m.gpu.uuid, &m.mig_uuid),
+            );
         }
         let mut alloc = Family::gauge(
             "gpu_pod_allocation",
@@ -225,7 +284,9 @@ impl PodMapper {
             let (gpu, uuid, mig) = match where_.get(h.device.as_str()) {
                 Some((gpu, uuid, mig)) => (gpu.clone(), (*uuid).to_owned(), (*mig).to_owned()),
                 // A device NVML does not list (lost GPU, unknown ID format).
-                None if h.device.starts_with("MIG-") => (String::new(), String::new(), h.device.clone()),
+                None if h.device.starts_with("MIG-") => {
+                    (String::new(), String::new(), h.device.clone())
+                }
                 None => (String::new(), h.device.clone(), String::new()),
             };
             let mut labels: Labels = vec![
@@ -245,11 +306,18 @@ impl PodMapper {
         if self.prices.is_empty() {
             return None;
         }
-        let mut family = Family::gauge("gpu_price_usd_per_hour", "Configured hourly price of the GPU (--gpu-price).");
+        let mut family = Family::gauge(
+            "gpu_price_usd_per_hour",
+            "Configured hourly price of the GPU (--gpu-price).",
+        );
         let info = collected.families.iter().find(|f| f.name == "gpu_info")?;
         for s in &info.samples {
-            let Subject::Device(_) = &s.subject else { continue };
-            let Some((_, model)) = s.labels.iter().find(|(k, _)| *k == "model") else { continue };
+            let Subject::Device(_) = &s.subject else {
+                continue;
+            };
+            let Some((_, model)) = s.labels.iter().find(|(k, _)| *k == "model") else {
+                continue;
+            };
             if let Some(price) = self.prices.get(&normalize_model(model)) {
                 family.push(s.subject.clone(), Vec::new(), *price);
             }
@@ -275,33 +343,57 @@ impl PodMapper {
             "GPU processes (counted once per pid) whose cgroup named no pod, by reason.",
         );
         for reason in REASONS {
-            now.push(Subject::Global, vec![("reason", reason.to_owned())], unattributed.get(reason).copied().unwrap_or(0) as f64);
+            now.push(
+                Subject::Global,
+                vec![("reason", reason.to_owned())],
+                unattributed.get(reason).copied().unwrap_or(0) as f64,
+            );
         }
         for reason in &REASONS[..3] {
-            total.push(Subject::Global, vec![("reason", (*reason).to_owned())], unattributed_total.get(reason).copied().unwrap_or(0) as f64);
+            total.push(
+                Subject::Global,
+                vec![("reason", (*reason).to_owned())],
+                unattributed_total.get(reason).copied().unwrap_or(0) as f64,
+            );
         }
         vec![
-            g("gpuscale_exporter_pod_mapping_up", "1 when the last kubelet pod-resources refresh succeeded.", bool_f(kubelet.up)),
+            g(
+                "gpuscale_exporter_pod_mapping_up",
+                "1 when the last kubelet pod-resources refresh succeeded.",
+                bool_f(kubelet.up),
+            ),
             g(
                 "gpuscale_exporter_pod_metadata_stale",
                 "1 while the pod watch is failing or not yet synced (last known metadata kept).",
                 bool_f(meta.stale || !meta.synced),
             ),
-            g("gpuscale_exporter_pods", "Non-terminal pods on this node known from the pod watch.", map.pods.len() as f64),
+            g(
+                "gpuscale_exporter_pods",
+                "Non-terminal pods on this node known from the pod watch.",
+                map.pods.len() as f64,
+            ),
             g(
                 "gpuscale_exporter_pod_refresh_duration_seconds",
                 "Duration of the last kubelet pod-resources refresh (List + GetAllocatableResources).",
                 kubelet.duration_seconds,
             ),
-            Family::counter("gpuscale_exporter_pod_refresh_errors_total", "Failed kubelet pod-resources refreshes.")
-                .with(Subject::Global, Vec::new(), kubelet.errors_total as f64),
+            Family::counter(
+                "gpuscale_exporter_pod_refresh_errors_total",
+                "Failed kubelet pod-resources refreshes.",
+            )
+            .with(Subject::Global, Vec::new(), kubelet.errors_total as f64),
             now,
             total,
         ]
     }
 }
 
-const REASONS: [&str; 4] = ["cgroup_unreadable", "cgroup_malformed", "not_a_pod", "pod_unknown"];
+const REASONS: [&str; 4] = [
+    "cgroup_unreadable",
+    "cgroup_malformed",
+    "not_a_pod",
+    "pod_unknown",
+];
 
 fn bool_f(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
@@ -322,7 +414,12 @@ fn normalize_model(model: &str) -> String {
 /// Refreshes the kubelet state on the timer; after a failure retries sooner
 /// (backoff from 250 ms, capped at the interval, so a restarted kubelet's
 /// labels are back within one interval).
-async fn kubelet_loop(mapper: std::sync::Weak<PodMapper>, socket: PathBuf, filter: ResourceFilter, interval: Duration) {
+async fn kubelet_loop(
+    mapper: std::sync::Weak<PodMapper>,
+    socket: PathBuf,
+    filter: ResourceFilter,
+    interval: Duration,
+) {
     let mut client = KubeletClient::new(socket);
     let mut failures: u32 = 0;
     let mut errors_total = 0;
@@ -334,10 +431,18 @@ async fn kubelet_loop(mapper: std::sync::Weak<PodMapper>, socket: PathBuf, filte
         let state = match result {
             Ok(snapshot) => {
                 if failures > 0 || !m.kubelet.load().up {
-                    info!(allocations = snapshot.allocations.len(), "kubelet pod-resources reachable");
+                    info!(
+                        allocations = snapshot.allocations.len(),
+                        "kubelet pod-resources reachable"
+                    );
                 }
                 failures = 0;
-                KubeletState { up: true, snapshot, duration_seconds, errors_total }
+                KubeletState {
+                    up: true,
+                    snapshot,
+                    duration_seconds,
+                    errors_total,
+                }
             }
             Err(e) => {
                 if failures == 0 {
@@ -345,7 +450,12 @@ async fn kubelet_loop(mapper: std::sync::Weak<PodMapper>, socket: PathBuf, filte
                 }
                 failures = failures.saturating_add(1);
                 errors_total += 1;
-                KubeletState { up: false, snapshot: KubeletSnapshot::default(), duration_seconds, errors_total }
+                KubeletState {
+                    up: false,
+                    snapshot: KubeletSnapshot::default(),
+                    duration_seconds,
+                    errors_total,
+                }
             }
         };
         m.kubelet.store(Arc::new(state));
@@ -365,6 +475,9 @@ mod tests {
 
     #[test]
     fn model_names() {
-        assert_eq!(normalize_model("NVIDIA H100 80GB HBM3"), normalize_model("h100 80gb hbm3"));
+        assert_eq!(
+            normalize_model("NVIDIA H100 80GB HBM3"),
+            normalize_model("h100 80gb hbm3")
+        );
     }
 }

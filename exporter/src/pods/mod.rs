@@ -20,3 +20,6 @@ pub mod podresources;
 
 pub use args::PodArgs;
 pub use mapper::{PodMapper, PodsError};
+
+#[cfg(test)]
+mod tests;

@@ -13,12 +13,19 @@ pub fn workload(
     owners: &[OwnerReference],
     labels: &BTreeMap<String, String>,
 ) -> (String, String) {
-    let Some(owner) = owners.iter().find(|o| o.controller == Some(true)).or_else(|| owners.first()) else {
+    let Some(owner) = owners
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| owners.first())
+    else {
         return (pod_name.to_owned(), "Pod".to_owned());
     };
     if owner.kind == "ReplicaSet"
         && let Some(hash) = labels.get("pod-template-hash")
-        && let Some(deployment) = owner.name.strip_suffix(hash.as_str()).and_then(|n| n.strip_suffix('-'))
+        && let Some(deployment) = owner
+            .name
+            .strip_suffix(hash.as_str())
+            .and_then(|n| n.strip_suffix('-'))
         && !deployment.is_empty()
     {
         return (deployment.to_owned(), "Deployment".to_owned());
@@ -42,12 +49,19 @@ mod tests {
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn replicaset_resolves_to_deployment_by_hash() {
-        let got = workload("web-7d4b9c-x2x", &[owner("ReplicaSet", "web-7d4b9c", true)], &labels(&[("pod-template-hash", "7d4b9c")]));
+        let got = workload(
+            "web-7d4b9c-x2x",
+            &[owner("ReplicaSet", "web-7d4b9c", true)],
+            &labels(&[("pod-template-hash", "7d4b9c")]),
+        );
         assert_eq!(got, ("web".into(), "Deployment".into()));
     }
 
@@ -60,7 +74,11 @@ mod tests {
     #[test]
     fn other_owners_as_they_are() {
         for kind in ["StatefulSet", "DaemonSet", "Job"] {
-            let got = workload("p", &[owner("Other", "x", false), owner(kind, "w", true)], &labels(&[]));
+            let got = workload(
+                "p",
+                &[owner("Other", "x", false), owner(kind, "w", true)],
+                &labels(&[]),
+            );
             assert_eq!(got, ("w".into(), kind.into()));
         }
     }

@@ -50,10 +50,14 @@ pub struct DeviceId {
 impl DeviceId {
     pub fn parse(id: &str) -> Self {
         match id.rsplit_once("::") {
-            Some((uuid, n)) if n.parse::<u32>().is_ok() => {
-                Self { uuid: uuid.to_owned(), replica: n.parse().ok() }
-            }
-            _ => Self { uuid: id.to_owned(), replica: None },
+            Some((uuid, n)) if n.parse::<u32>().is_ok() => Self {
+                uuid: uuid.to_owned(),
+                replica: n.parse().ok(),
+            },
+            _ => Self {
+                uuid: id.to_owned(),
+                replica: None,
+            },
         }
     }
 }
@@ -79,9 +83,15 @@ pub struct KubeletSnapshot {
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
     #[error("connecting to {path}: {source}")]
-    Connect { path: String, source: tonic::transport::Error },
+    Connect {
+        path: String,
+        source: tonic::transport::Error,
+    },
     #[error("pod-resources {call}: {status}")]
-    Call { call: &'static str, status: tonic::Status },
+    Call {
+        call: &'static str,
+        status: tonic::Status,
+    },
 }
 
 /// A client that reconnects after any failure (the kubelet recreates its
@@ -97,7 +107,10 @@ impl KubeletClient {
     }
 
     /// `List` + `GetAllocatableResources`, GPU resources only.
-    pub async fn fetch(&mut self, filter: &ResourceFilter) -> Result<KubeletSnapshot, KubeletError> {
+    pub async fn fetch(
+        &mut self,
+        filter: &ResourceFilter,
+    ) -> Result<KubeletSnapshot, KubeletError> {
         let result = self.fetch_once(filter).await;
         if result.is_err() {
             self.client = None;
@@ -105,7 +118,10 @@ impl KubeletClient {
         result
     }
 
-    async fn fetch_once(&mut self, filter: &ResourceFilter) -> Result<KubeletSnapshot, KubeletError> {
+    async fn fetch_once(
+        &mut self,
+        filter: &ResourceFilter,
+    ) -> Result<KubeletSnapshot, KubeletError> {
         let client = match &mut self.client {
             Some(c) => c,
             None => self.client.insert(self.connect().await?),
@@ -113,12 +129,18 @@ impl KubeletClient {
         let list = client
             .list(proto::ListPodResourcesRequest {})
             .await
-            .map_err(|status| KubeletError::Call { call: "List", status })?
+            .map_err(|status| KubeletError::Call {
+                call: "List",
+                status,
+            })?
             .into_inner();
         let allocatable = client
             .get_allocatable_resources(proto::AllocatableResourcesRequest {})
             .await
-            .map_err(|status| KubeletError::Call { call: "GetAllocatableResources", status })?
+            .map_err(|status| KubeletError::Call {
+                call: "GetAllocatableResources",
+                status,
+            })?
             .into_inner();
         Ok(snapshot(list, allocatable, filter))
     }
@@ -134,7 +156,10 @@ impl KubeletClient {
                 async move { UnixStream::connect(path).await.map(TokioIo::new) }
             }))
             .await
-            .map_err(|source| KubeletError::Connect { path: self.path.display().to_string(), source })?;
+            .map_err(|source| KubeletError::Connect {
+                path: self.path.display().to_string(),
+                source,
+            })?;
         Ok(PodResourcesListerClient::new(channel).max_decoding_message_size(16 << 20))
     }
 }
@@ -147,7 +172,11 @@ fn snapshot(
     let mut allocations = Vec::new();
     for pod in list.pod_resources {
         for container in pod.containers {
-            for devices in container.devices.iter().filter(|d| filter.matches(&d.resource_name)) {
+            for devices in container
+                .devices
+                .iter()
+                .filter(|d| filter.matches(&d.resource_name))
+            {
                 for id in &devices.device_ids {
                     allocations.push(Allocation {
                         namespace: pod.namespace.clone(),
@@ -161,12 +190,19 @@ fn snapshot(
         }
     }
     let mut replicas: HashMap<String, u32> = HashMap::new();
-    for devices in allocatable.devices.iter().filter(|d| filter.matches(&d.resource_name)) {
+    for devices in allocatable
+        .devices
+        .iter()
+        .filter(|d| filter.matches(&d.resource_name))
+    {
         for id in &devices.device_ids {
             *replicas.entry(DeviceId::parse(id).uuid).or_default() += 1;
         }
     }
-    KubeletSnapshot { allocations, replicas }
+    KubeletSnapshot {
+        allocations,
+        replicas,
+    }
 }
 
 #[cfg(test)]
@@ -175,10 +211,34 @@ mod tests {
 
     #[test]
     fn device_ids() {
-        assert_eq!(DeviceId::parse("GPU-a"), DeviceId { uuid: "GPU-a".into(), replica: None });
-        assert_eq!(DeviceId::parse("GPU-a::3"), DeviceId { uuid: "GPU-a".into(), replica: Some(3) });
-        assert_eq!(DeviceId::parse("MIG-b::0"), DeviceId { uuid: "MIG-b".into(), replica: Some(0) });
-        assert_eq!(DeviceId::parse("x::y"), DeviceId { uuid: "x::y".into(), replica: None });
+        assert_eq!(
+            DeviceId::parse("GPU-a"),
+            DeviceId {
+                uuid: "GPU-a".into(),
+                replica: None
+            }
+        );
+        assert_eq!(
+            DeviceId::parse("GPU-a::3"),
+            DeviceId {
+                uuid: "GPU-a".into(),
+                replica: Some(3)
+            }
+        );
+        assert_eq!(
+            DeviceId::parse("MIG-b::0"),
+            DeviceId {
+                uuid: "MIG-b".into(),
+                replica: Some(0)
+            }
+        );
+        assert_eq!(
+            DeviceId::parse("x::y"),
+            DeviceId {
+                uuid: "x::y".into(),
+                replica: None
+            }
+        );
     }
 
     #[test]
@@ -204,7 +264,10 @@ mod tests {
                 namespace: "ns".into(),
                 containers: vec![proto::ContainerResources {
                     name: "c".into(),
-                    devices: vec![dev("nvidia.com/gpu", &["GPU-a::1"]), dev("example.com/nic", &["eth1"])],
+                    devices: vec![
+                        dev("nvidia.com/gpu", &["GPU-a::1"]),
+                        dev("example.com/nic", &["eth1"]),
+                    ],
                     ..Default::default()
                 }],
             }],
@@ -215,7 +278,13 @@ mod tests {
         };
         let s = snapshot(list, alloc, &ResourceFilter::new(&[]));
         assert_eq!(s.allocations.len(), 1);
-        assert_eq!(s.allocations[0].device, DeviceId { uuid: "GPU-a".into(), replica: Some(1) });
+        assert_eq!(
+            s.allocations[0].device,
+            DeviceId {
+                uuid: "GPU-a".into(),
+                replica: Some(1)
+            }
+        );
         assert_eq!(s.replicas.get("GPU-a"), Some(&2));
         assert_eq!(s.replicas.get("GPU-b"), Some(&1));
     }
