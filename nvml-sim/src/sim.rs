@@ -20,7 +20,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Current Unix time in seconds.
 pub(crate) fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// The loaded scenario plus run-time state, shared by all calls while NVML is initialised.
@@ -55,7 +58,9 @@ impl World {
 
     /// Energy counter (mJ) of GPU `idx` at scenario time `t`; monotonic.
     pub fn energy_mj(&self, idx: usize, t: f64) -> u64 {
-        let Some(g) = self.scenario.gpus.get(idx) else { return 0 };
+        let Some(g) = self.scenario.gpus.get(idx) else {
+            return 0;
+        };
         let joules = g.energy_offset_joules + g.load.power_watts.integral(0.0, t.max(0.0));
         let mj = (joules * 1000.0).max(0.0) as u64;
         let mut acc = lock(&self.energy_mj);
@@ -77,18 +82,32 @@ struct Global {
     last_error: Option<String>,
 }
 
-static GLOBAL: Mutex<Global> = Mutex::new(Global { refcount: 0, world: None, first_init: None, last_error: None });
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    refcount: 0,
+    world: None,
+    first_init: None,
+    last_error: None,
+});
 
 fn load_world(first_init: Option<f64>) -> Result<World, String> {
     let scenario = match std::env::var_os(ENV_SCENARIO) {
-        Some(p) if !p.is_empty() => scenario::load(std::path::Path::new(&p)).map_err(|e| e.to_string())?,
-        _ => scenario::parse(scenario::DEFAULT_SCENARIO_YAML, scenario::DEFAULT_SCENARIO_ORIGIN)
-            .map_err(|e| e.to_string())?,
+        Some(p) if !p.is_empty() => {
+            scenario::load(std::path::Path::new(&p)).map_err(|e| e.to_string())?
+        }
+        _ => scenario::parse(
+            scenario::DEFAULT_SCENARIO_YAML,
+            scenario::DEFAULT_SCENARIO_ORIGIN,
+        )
+        .map_err(|e| e.to_string())?,
     };
     let epoch = match std::env::var(ENV_EPOCH) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
             Ok(e) if e.is_finite() => e,
-            _ => return Err(format!("{ENV_EPOCH}={v:?}: expected Unix seconds (a number)")),
+            _ => {
+                return Err(format!(
+                    "{ENV_EPOCH}={v:?}: expected Unix seconds (a number)"
+                ));
+            }
         },
         _ => first_init.unwrap_or_else(unix_now),
     };
@@ -104,7 +123,11 @@ pub(crate) fn init() -> nvmlReturn_t {
     }
     match load_world(g.first_init) {
         Ok(w) => {
-            if std::env::var(ENV_EPOCH).map(|v| v.trim().is_empty()).unwrap_or(true) && g.first_init.is_none() {
+            if std::env::var(ENV_EPOCH)
+                .map(|v| v.trim().is_empty())
+                .unwrap_or(true)
+                && g.first_init.is_none()
+            {
                 g.first_init = Some(w.epoch);
             }
             g.world = Some(Arc::new(w));
@@ -137,7 +160,10 @@ pub(crate) fn shutdown() -> nvmlReturn_t {
 
 /// The current world, or NVML_ERROR_UNINITIALIZED.
 pub(crate) fn world() -> Result<Arc<World>, nvmlReturn_t> {
-    lock(&GLOBAL).world.clone().ok_or(nvmlReturn_enum_NVML_ERROR_UNINITIALIZED)
+    lock(&GLOBAL)
+        .world
+        .clone()
+        .ok_or(nvmlReturn_enum_NVML_ERROR_UNINITIALIZED)
 }
 
 /// The last scenario load error, if the last init failed.

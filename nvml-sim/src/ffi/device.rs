@@ -4,7 +4,9 @@ use std::ffi::{c_char, c_int, c_uint};
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, get_str, guard, put, put_str};
+use super::{
+    Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, get_str, guard, put, put_str,
+};
 use crate::scenario::parse_pci_bus_id;
 use crate::scenario::{Architecture, Feature, Gpu};
 use crate::sim;
@@ -23,11 +25,18 @@ pub unsafe extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> nvmlReturn_t 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         super::nonnull(device)?;
-        let g = c.w.scenario.gpus.get(index as usize).ok_or(INVALID_ARGUMENT)?;
+        let g =
+            c.w.scenario
+                .gpus
+                .get(index as usize)
+                .ok_or(INVALID_ARGUMENT)?;
         if g.is_lost(c.t) {
             return Err(GPU_IS_LOST);
         }
@@ -36,12 +45,18 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let uuid = unsafe { get_str(uuid) }?;
@@ -63,14 +78,13 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: 
 
 fn find_by_pci(c: &Ctx, bus_id: &str) -> Result<nvmlDevice_t, nvmlReturn_t> {
     let want = parse_pci_bus_id(bus_id.trim()).ok_or(INVALID_ARGUMENT)?;
-    let (i, g) = c
-        .w
-        .scenario
-        .gpus
-        .iter()
-        .enumerate()
-        .find(|(_, g)| parse_pci_bus_id(&g.pci_bus_id) == Some(want))
-        .ok_or(NOT_FOUND)?;
+    let (i, g) =
+        c.w.scenario
+            .gpus
+            .iter()
+            .enumerate()
+            .find(|(_, g)| parse_pci_bus_id(&g.pci_bus_id) == Some(want))
+            .ok_or(NOT_FOUND)?;
     if g.is_lost(c.t) {
         return Err(GPU_IS_LOST);
     }
@@ -78,7 +92,10 @@ fn find_by_pci(c: &Ctx, bus_id: &str) -> Result<nvmlDevice_t, nvmlReturn_t> {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(bus_id: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let bus_id = unsafe { get_str(bus_id) }?;
@@ -89,24 +106,29 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(bus_id: *const c_char,
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId(bus_id: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId(
+    bus_id: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetHandleByPciBusId_v2(bus_id, device) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(serial: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(
+    serial: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let serial = unsafe { get_str(serial) }?;
         super::nonnull(device)?;
-        let (i, g) = c
-            .w
-            .scenario
-            .gpus
-            .iter()
-            .enumerate()
-            .find(|(_, g)| g.serial.as_deref() == Some(serial))
-            .ok_or(NOT_FOUND)?;
+        let (i, g) =
+            c.w.scenario
+                .gpus
+                .iter()
+                .enumerate()
+                .find(|(_, g)| g.serial.as_deref() == Some(serial))
+                .ok_or(NOT_FOUND)?;
         if g.is_lost(c.t) {
             return Err(GPU_IS_LOST);
         }
@@ -115,7 +137,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(serial: *const c_char, devi
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetIndex(
+    device: nvmlDevice_t,
+    index: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (i, _) = c.gpu(device, None)?;
@@ -124,7 +149,10 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minor: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: nvmlDevice_t,
+    minor: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (i, _) = c.gpu(device, None)?;
@@ -133,7 +161,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minor: *
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: nvmlDevice_t,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -146,7 +178,11 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_ch
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: nvmlDevice_t,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -159,7 +195,11 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_ch
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetSerial(
+    device: nvmlDevice_t,
+    serial: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -172,7 +212,11 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(device: nvmlDevice_t, serial: *mut 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(device: nvmlDevice_t, version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(
+    device: nvmlDevice_t,
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -206,7 +250,10 @@ fn fill_pci(g: &Gpu) -> Result<nvmlPciInfo_t, nvmlReturn_t> {
     p.pciSubSystemId = 0x16C1_10DE;
     let full = format!("{domain:08X}:{bus:02X}:{device:02X}.{func:X}");
     let legacy = format!("{:04X}:{bus:02X}:{device:02X}.{func:X}", domain & 0xffff);
-    for (dst, src) in [(&mut p.busId[..], full.as_bytes()), (&mut p.busIdLegacy[..], legacy.as_bytes())] {
+    for (dst, src) in [
+        (&mut p.busId[..], full.as_bytes()),
+        (&mut p.busIdLegacy[..], legacy.as_bytes()),
+    ] {
         let n = dst.len().saturating_sub(1);
         for (d, s) in dst.iter_mut().zip(src.iter().take(n)) {
             *d = *s as c_char;
@@ -216,7 +263,10 @@ fn fill_pci(g: &Gpu) -> Result<nvmlPciInfo_t, nvmlReturn_t> {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    device: nvmlDevice_t,
+    pci: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -226,17 +276,26 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
+    device: nvmlDevice_t,
+    pci: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetPciInfo_v3(device, pci) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo(
+    device: nvmlDevice_t,
+    pci: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetPciInfo_v3(device, pci) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetArchitecture(device: nvmlDevice_t, arch: *mut nvmlDeviceArchitecture_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetArchitecture(
+    device: nvmlDevice_t,
+    arch: *mut nvmlDeviceArchitecture_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -253,7 +312,10 @@ pub unsafe extern "C" fn nvmlDeviceGetArchitecture(device: nvmlDevice_t, arch: *
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetBrand(device: nvmlDevice_t, brand: *mut nvmlBrandType_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetBrand(
+    device: nvmlDevice_t,
+    brand: *mut nvmlBrandType_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -266,7 +328,11 @@ pub unsafe extern "C" fn nvmlDeviceGetBrand(device: nvmlDevice_t, brand: *mut nv
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(device: nvmlDevice_t, major: *mut c_int, minor: *mut c_int) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: nvmlDevice_t,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
@@ -281,7 +347,10 @@ pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(device: nvmlDevice_t
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(device: nvmlDevice_t, mode: *mut nvmlEnableState_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlEnableState_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         c.gpu(device, None)?;
@@ -290,7 +359,10 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(device: nvmlDevice_t, mode
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetComputeMode(device: nvmlDevice_t, mode: *mut nvmlComputeMode_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlComputeMode_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         c.dev(device)?;

@@ -58,7 +58,9 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
         19 => c"In use by another client",
         20 => c"Insufficient Memory",
         21 => c"No data",
-        22 => c"The requested vgpu operation is not available on target device because ECC is enabled",
+        22 => {
+            c"The requested vgpu operation is not available on target device because ECC is enabled"
+        }
         23 => c"Ran out of critical resources, other than memory",
         24 => c"The requested frequency is not supported",
         25 => c"The provided version is invalid/unsupported",
@@ -72,7 +74,10 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         unsafe { put_str(version, length, &c.w.scenario.driver_version) }
@@ -80,7 +85,10 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let s = &c.w.scenario;
@@ -103,17 +111,20 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(cuda: *mut c_int) -> nvm
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
-        let p = c
-            .w
-            .scenario
-            .gpus
-            .iter()
-            .flat_map(|g| g.processes.iter())
-            .find(|p| p.pid == pid)
-            .ok_or(NOT_FOUND)?;
+        let p =
+            c.w.scenario
+                .gpus
+                .iter()
+                .flat_map(|g| g.processes.iter())
+                .find(|p| p.pid == pid)
+                .ok_or(NOT_FOUND)?;
         unsafe { put_str(name, length, &p.name) }
     })
 }

@@ -57,7 +57,11 @@ pub(crate) unsafe fn put<T>(p: *mut T, v: T) -> R {
 }
 
 pub(crate) fn nonnull<T>(p: *const T) -> R {
-    if p.is_null() { Err(INVALID_ARGUMENT) } else { Ok(()) }
+    if p.is_null() {
+        Err(INVALID_ARGUMENT)
+    } else {
+        Ok(())
+    }
 }
 
 /// Copy `s` NUL-terminated into `buf` of `len` bytes.
@@ -89,7 +93,9 @@ pub(crate) unsafe fn get_str<'a>(p: *const c_char) -> Result<&'a str, nvmlReturn
         return Err(INVALID_ARGUMENT);
     }
     // SAFETY: caller contract.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| INVALID_ARGUMENT)
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| INVALID_ARGUMENT)
 }
 
 /// The state of one call: the world and "now".
@@ -133,7 +139,11 @@ impl Ctx {
 
     /// Resolve a physical GPU handle; MIG handles and features listed in
     /// `unsupported` give NVML_ERROR_NOT_SUPPORTED.
-    pub fn gpu(&self, h: nvmlDevice_t, feature: Option<Feature>) -> Result<(usize, &Gpu), nvmlReturn_t> {
+    pub fn gpu(
+        &self,
+        h: nvmlDevice_t,
+        feature: Option<Feature>,
+    ) -> Result<(usize, &Gpu), nvmlReturn_t> {
         let d = self.dev(h)?;
         if d.mig.is_some() {
             return Err(NOT_SUPPORTED);
@@ -149,11 +159,23 @@ impl Ctx {
 
 /// Round a non-negative float to an unsigned integer, saturating.
 pub(crate) fn to_u32(v: f64) -> c_uint {
-    if v.is_nan() || v <= 0.0 { 0 } else if v >= u32::MAX as f64 { u32::MAX } else { v.round() as u32 }
+    if v.is_nan() || v <= 0.0 {
+        0
+    } else if v >= u32::MAX as f64 {
+        u32::MAX
+    } else {
+        v.round() as u32
+    }
 }
 
 pub(crate) fn to_u64(v: f64) -> u64 {
-    if v.is_nan() || v <= 0.0 { 0 } else if v >= u64::MAX as f64 { u64::MAX } else { v.round() as u64 }
+    if v.is_nan() || v <= 0.0 {
+        0
+    } else if v >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        v.round() as u64
+    }
 }
 
 pub(crate) const MIB: u64 = 1024 * 1024;

@@ -1,1 +1,187 @@
-//! TODO
+//! Running processes and per-process utilization.
+
+use std::ffi::c_uint;
+
+use nvml_wrapper_sys::bindings::*;
+
+use super::{Ctx, INSUFFICIENT_SIZE, MIB, NOT_FOUND, NOT_SUPPORTED, R, guard, put, to_u32, to_u64};
+use crate::scenario::{Feature, Process};
+
+/// (process, gpu instance id, compute instance id) visible through a handle.
+fn visible(c: &Ctx, device: nvmlDevice_t) -> Result<Vec<(Process, u32, u32)>, nvmlReturn_t> {
+    let d = c.dev(device)?;
+    if d.gpu.unsupported(Feature::Processes) {
+        return Err(NOT_SUPPORTED);
+    }
+    let ids = |p: &Process| match &p.mig {
+        Some(u) => d
+            .gpu
+            .mig
+            .iter()
+            .find(|m| &m.uuid == u)
+            .map_or((u32::MAX, u32::MAX), |m| {
+                (m.gpu_instance_id, m.compute_instance_id)
+            }),
+        None => (u32::MAX, u32::MAX),
+    };
+    Ok(d.gpu
+        .processes
+        .iter()
+        .filter(|p| match d.mig {
+            Some((_, m)) => p.mig.as_deref() == Some(m.uuid.as_str()),
+            None => true,
+        })
+        .map(|p| {
+            let (gi, ci) = ids(p);
+            (p.clone(), gi, ci)
+        })
+        .collect())
+}
+
+/// The NVML count protocol: `*count` in = capacity, out = needed.
+unsafe fn fill<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> R {
+    super::nonnull(count)?;
+    // SAFETY: non-null.
+    let cap = unsafe { count.read_unaligned() } as usize;
+    unsafe { put(count, items.len() as c_uint) }?;
+    if items.is_empty() {
+        return Ok(());
+    }
+    if cap < items.len() || out.is_null() {
+        return Err(INSUFFICIENT_SIZE);
+    }
+    for (k, it) in items.into_iter().enumerate() {
+        // SAFETY: the caller provides `cap >= len` entries.
+        unsafe { out.add(k).write_unaligned(it) };
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        let items = visible(&c, device)?
+            .into_iter()
+            .map(|(p, gi, ci)| nvmlProcessInfo_t {
+                pid: p.pid,
+                usedGpuMemory: p.memory_mib * MIB,
+                gpuInstanceId: gi,
+                computeInstanceId: ci,
+            })
+            .collect();
+        unsafe { fill(count, infos, items) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v2_t,
+) -> nvmlReturn_t {
+    unsafe { nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v1_t,
+) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        let items = visible(&c, device)?
+            .into_iter()
+            .map(|(p, _, _)| nvmlProcessInfo_v1_t {
+                pid: p.pid,
+                usedGpuMemory: p.memory_mib * MIB,
+            })
+            .collect();
+        unsafe { fill(count, infos, items) }
+    })
+}
+
+/// Graphics and MPS process lists are always empty.
+unsafe fn empty<T>(device: nvmlDevice_t, count: *mut c_uint, infos: *mut T) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        c.dev(device)?;
+        unsafe { fill::<T>(count, infos, Vec::new()) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    unsafe { empty(device, count, infos) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v2_t,
+) -> nvmlReturn_t {
+    unsafe { empty(device, count, infos) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v1_t,
+) -> nvmlReturn_t {
+    unsafe { empty(device, count, infos) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    unsafe { empty(device, count, infos) }
+}
+
+/// One sample per process, stamped "now" (so always newer than any earlier
+/// `lastSeenTimeStamp`). NOT_FOUND without processes; NOT_SUPPORTED on MIG handles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlProcessUtilizationSample_t,
+    count: *mut c_uint,
+    last_seen: u64,
+) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        let (_, g) = c.gpu(device, Some(Feature::ProcessUtilization))?;
+        if g.unsupported(Feature::Processes) {
+            return Err(NOT_SUPPORTED);
+        }
+        let now_us = to_u64((c.w.epoch + c.t) * 1e6);
+        if g.processes.is_empty() || last_seen >= now_us {
+            return Err(NOT_FOUND);
+        }
+        let items: Vec<_> = g
+            .processes
+            .iter()
+            .map(|p| nvmlProcessUtilizationSample_t {
+                pid: p.pid,
+                timeStamp: now_us,
+                smUtil: to_u32(p.sm_utilization.at(c.t)),
+                memUtil: to_u32(p.memory_utilization.at(c.t)),
+                encUtil: 0,
+                decUtil: 0,
+            })
+            .collect();
+        unsafe { fill(count, utilization, items) }
+    })
+}

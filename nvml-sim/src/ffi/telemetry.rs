@@ -8,12 +8,22 @@ use super::{Ctx, INVALID_ARGUMENT, MIB, NOT_SUPPORTED, R, guard, put, to_u32, to
 use crate::scenario::{Feature, Gpu, ThrottleReason};
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, utilization: *mut nvmlUtilization_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlUtilization_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Utilization))?;
-        let mem = if g.unsupported(Feature::MemoryUtilization) { 0.0 } else { g.load.memory_utilization.at(c.t) };
-        let u = nvmlUtilization_t { gpu: to_u32(g.load.utilization.at(c.t)), memory: to_u32(mem) };
+        let mem = if g.unsupported(Feature::MemoryUtilization) {
+            0.0
+        } else {
+            g.load.memory_utilization.at(c.t)
+        };
+        let u = nvmlUtilization_t {
+            gpu: to_u32(g.load.utilization.at(c.t)),
+            memory: to_u32(mem),
+        };
         unsafe { put(utilization, u) }
     })
 }
@@ -25,7 +35,11 @@ fn memory(c: &Ctx, device: nvmlDevice_t) -> Result<(u64, u64, u64), nvmlReturn_t
         Some((_, m)) => {
             let used = match &m.load.memory_used_mib {
                 Some(cv) => cv.at(c.t),
-                None => d.gpu.processes_in_mig(&m.uuid).map(|p| p.memory_mib as f64).sum(),
+                None => d
+                    .gpu
+                    .processes_in_mig(&m.uuid)
+                    .map(|p| p.memory_mib as f64)
+                    .sum(),
             };
             let total = m.memory_mib * MIB;
             (total, 0, to_u64(used * MIB as f64).min(total))
@@ -41,7 +55,10 @@ fn memory(c: &Ctx, device: nvmlDevice_t) -> Result<(u64, u64, u64), nvmlReturn_t
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *mut nvmlMemory_v2_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         super::nonnull(mem)?;
@@ -52,24 +69,40 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         }
         let (total, reserved, used) = memory(&c, device)?;
-        let v = nvmlMemory_v2_t { version, total, reserved, free: total - reserved - used, used };
+        let v = nvmlMemory_v2_t {
+            version,
+            total,
+            reserved,
+            free: total - reserved - used,
+            used,
+        };
         unsafe { put(mem, v) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, mem: *mut nvmlMemory_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (total, reserved, used) = memory(&c, device)?;
         // v1 counts the reserved memory as used
-        let v = nvmlMemory_t { total, free: total - reserved - used, used: used + reserved };
+        let v = nvmlMemory_t {
+            total,
+            free: total - reserved - used,
+            used: used + reserved,
+        };
         unsafe { put(mem, v) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(
+    device: nvmlDevice_t,
+    power: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Power))?;
@@ -83,7 +116,10 @@ fn power_limit_mw(c: &Ctx, device: nvmlDevice_t) -> Result<c_uint, nvmlReturn_t>
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
+    device: nvmlDevice_t,
+    limit: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let v = power_limit_mw(&c, device)?;
@@ -92,17 +128,27 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, l
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimit(
+    device: nvmlDevice_t,
+    limit: *mut c_uint,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetEnforcedPowerLimit(device, limit) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerManagementDefaultLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerManagementDefaultLimit(
+    device: nvmlDevice_t,
+    limit: *mut c_uint,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetEnforcedPowerLimit(device, limit) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(device: nvmlDevice_t, min: *mut c_uint, max: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(
+    device: nvmlDevice_t,
+    min: *mut c_uint,
+    max: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
         let v = power_limit_mw(&c, device)?;
@@ -116,7 +162,10 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(device: nv
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_t, energy: *mut u64) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: nvmlDevice_t,
+    energy: *mut u64,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (i, _) = c.gpu(device, Some(Feature::Energy))?;
@@ -127,7 +176,11 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensor: nvmlTemperatureSensors_t, temp: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor: nvmlTemperatureSensors_t,
+    temp: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Temperature))?;
@@ -139,7 +192,11 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(device: nvmlDevice_t, sensor: 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t, kind: nvmlTemperatureThresholds_t, temp: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
+    device: nvmlDevice_t,
+    kind: nvmlTemperatureThresholds_t,
+    temp: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Temperature))?;
@@ -149,7 +206,9 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t,
             nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_SLOWDOWN => th.slowdown,
             nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_MEM_MAX => th.memory_max,
             nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_GPU_MAX => th.gpu_max,
-            k if k < nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_COUNT => return Err(NOT_SUPPORTED),
+            k if k < nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_COUNT => {
+                return Err(NOT_SUPPORTED);
+            }
             _ => return Err(INVALID_ARGUMENT),
         };
         unsafe { put(temp, v) }
@@ -157,11 +216,18 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(device: nvmlDevice_t,
 }
 
 fn num_fans(g: &Gpu) -> c_uint {
-    if g.unsupported(Feature::FanSpeed) { 0 } else { 1 }
+    if g.unsupported(Feature::FanSpeed) {
+        0
+    } else {
+        1
+    }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetNumFans(device: nvmlDevice_t, n: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetNumFans(
+    device: nvmlDevice_t,
+    n: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, None)?;
@@ -170,7 +236,11 @@ pub unsafe extern "C" fn nvmlDeviceGetNumFans(device: nvmlDevice_t, n: *mut c_ui
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_uint, speed: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
+    device: nvmlDevice_t,
+    fan: c_uint,
+    speed: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::FanSpeed))?;
@@ -182,7 +252,10 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(device: nvmlDevice_t, fan: c_u
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(
+    device: nvmlDevice_t,
+    speed: *mut c_uint,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetFanSpeed_v2(device, 0, speed) }
 }
 
@@ -214,7 +287,11 @@ fn current_clock(g: &Gpu, kind: nvmlClockType_t, t: f64) -> Result<u32, nvmlRetu
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Clocks))?;
@@ -224,7 +301,11 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvml
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Clocks))?;
@@ -234,7 +315,12 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(device: nvmlDevice_t, kind: n
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetClock(device: nvmlDevice_t, kind: nvmlClockType_t, id: nvmlClockId_t, mhz: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetClock(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    id: nvmlClockId_t,
+    mhz: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Clocks))?;
@@ -250,27 +336,43 @@ pub unsafe extern "C" fn nvmlDeviceGetClock(device: nvmlDevice_t, kind: nvmlCloc
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxCustomerBoostClock(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMaxCustomerBoostClock(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetMaxClockInfo(device, kind, clock) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevice_t, reasons: *mut u64) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
+    device: nvmlDevice_t,
+    reasons: *mut u64,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Throttle))?;
-        let bits = g.throttle_reasons(c.t).iter().fold(0u64, |acc, r| acc | r.bit());
+        let bits = g
+            .throttle_reasons(c.t)
+            .iter()
+            .fold(0u64, |acc, r| acc | r.bit());
         unsafe { put(reasons, bits) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(device: nvmlDevice_t, reasons: *mut u64) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    device: nvmlDevice_t,
+    reasons: *mut u64,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetCurrentClocksEventReasons(device, reasons) }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksEventReasons(device: nvmlDevice_t, reasons: *mut u64) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksEventReasons(
+    device: nvmlDevice_t,
+    reasons: *mut u64,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         c.gpu(device, Some(Feature::Throttle))?;
@@ -279,7 +381,10 @@ pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksEventReasons(device: nvmlDe
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksThrottleReasons(device: nvmlDevice_t, reasons: *mut u64) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksThrottleReasons(
+    device: nvmlDevice_t,
+    reasons: *mut u64,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetSupportedClocksEventReasons(device, reasons) }
 }
 
@@ -300,7 +405,11 @@ pub(crate) fn policy_reasons(policy: nvmlPerfPolicyType_t) -> Option<&'static [T
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(device: nvmlDevice_t, policy: nvmlPerfPolicyType_t, viol: *mut nvmlViolationTime_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
+    device: nvmlDevice_t,
+    policy: nvmlPerfPolicyType_t,
+    viol: *mut nvmlViolationTime_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Violation))?;
@@ -315,7 +424,10 @@ pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(device: nvmlDevice_t, poli
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(device: nvmlDevice_t, pstate: *mut nvmlPstates_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(
+    device: nvmlDevice_t,
+    pstate: *mut nvmlPstates_t,
+) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Pstate))?;
@@ -324,7 +436,10 @@ pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(device: nvmlDevice_t, pst
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPowerState(device: nvmlDevice_t, pstate: *mut nvmlPstates_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerState(
+    device: nvmlDevice_t,
+    pstate: *mut nvmlPstates_t,
+) -> nvmlReturn_t {
     unsafe { nvmlDeviceGetPerformanceState(device, pstate) }
 }
 
@@ -332,7 +447,11 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerState(device: nvmlDevice_t, pstate: *
 const CODEC_SAMPLING_US: c_uint = 167_000;
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, util: *mut c_uint, period_us: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
+    device: nvmlDevice_t,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Encoder))?;
@@ -346,7 +465,11 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(device: nvmlDevice_t, u
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(device: nvmlDevice_t, util: *mut c_uint, period_us: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
+    device: nvmlDevice_t,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Decoder))?;

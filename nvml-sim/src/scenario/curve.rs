@@ -162,21 +162,29 @@ impl Curve {
             Curve::Const(v) => (*v, *v),
             Curve::Sine(s) => (s.min.min(s.max), s.max.max(s.min)),
             Curve::Ramp(r) => (r.from.min(r.to), r.from.max(r.to)),
-            Curve::Steps(steps) => steps.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), s| {
-                (lo.min(s.value), hi.max(s.value))
-            }),
+            Curve::Steps(steps) => steps
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), s| {
+                    (lo.min(s.value), hi.max(s.value))
+                }),
         }
     }
 
     /// Problems with the curve's own parameters, if any.
     pub(crate) fn check(&self) -> Option<String> {
-        let finite = |name: &str, v: f64| (!v.is_finite()).then(|| format!("{name} must be a finite number"));
+        let finite = |name: &str, v: f64| {
+            (!v.is_finite()).then(|| format!("{name} must be a finite number"))
+        };
         match self {
             Curve::Const(v) => finite("value", *v),
             Curve::Sine(s) => finite("sine.min", s.min)
                 .or_else(|| finite("sine.max", s.max))
                 .or_else(|| finite("sine.period_s", s.period_s))
-                .or_else(|| (s.min > s.max).then(|| format!("sine.min ({}) is greater than sine.max ({})", s.min, s.max)))
+                .or_else(|| {
+                    (s.min > s.max).then(|| {
+                        format!("sine.min ({}) is greater than sine.max ({})", s.min, s.max)
+                    })
+                })
                 .or_else(|| (s.period_s <= 0.0).then(|| "sine.period_s must be > 0".to_string())),
             Curve::Ramp(r) => finite("ramp.from", r.from)
                 .or_else(|| finite("ramp.to", r.to))
@@ -193,7 +201,9 @@ impl Curve {
                         return Some(e);
                     }
                     if i > 0 && s.at_s <= steps[i - 1].at_s {
-                        return Some(format!("steps[{i}].at_s must be greater than the previous step's at_s"));
+                        return Some(format!(
+                            "steps[{i}].at_s must be greater than the previous step's at_s"
+                        ));
                     }
                 }
                 None
@@ -226,7 +236,11 @@ impl<'de> Visitor<'de> for CurveVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Curve, A::Error> {
         let key: String = match map.next_key()? {
             Some(k) => k,
-            None => return Err(de::Error::custom("empty curve, expected one of `sine`, `ramp`, `steps`")),
+            None => {
+                return Err(de::Error::custom(
+                    "empty curve, expected one of `sine`, `ramp`, `steps`",
+                ));
+            }
         };
         let curve = match key.as_str() {
             "sine" => Curve::Sine(map.next_value()?),
@@ -235,7 +249,9 @@ impl<'de> Visitor<'de> for CurveVisitor {
             other => return Err(de::Error::unknown_variant(other, CURVE_KINDS)),
         };
         if map.next_key::<de::IgnoredAny>()?.is_some() {
-            return Err(de::Error::custom("a curve has exactly one key: `sine`, `ramp` or `steps`"));
+            return Err(de::Error::custom(
+                "a curve has exactly one key: `sine`, `ramp` or `steps`",
+            ));
         }
         Ok(curve)
     }
@@ -286,18 +302,38 @@ mod tests {
 
     #[test]
     fn values_and_integrals() {
-        let sine = Curve::Sine(Sine { min: 20.0, max: 90.0, period_s: 60.0 });
+        let sine = Curve::Sine(Sine {
+            min: 20.0,
+            max: 90.0,
+            period_s: 60.0,
+        });
         assert!(approx(sine.at(0.0), 55.0));
         assert!(approx(sine.at(15.0), 90.0));
-        let ramp = Curve::Ramp(Ramp { from: 0.0, to: 100.0, over_s: 30.0 });
+        let ramp = Curve::Ramp(Ramp {
+            from: 0.0,
+            to: 100.0,
+            over_s: 30.0,
+        });
         assert!(approx(ramp.at(15.0), 50.0));
         assert!(approx(ramp.at(100.0), 100.0));
-        let steps = Curve::Steps(vec![Step { at_s: 0.0, value: 10.0 }, Step { at_s: 30.0, value: 95.0 }]);
+        let steps = Curve::Steps(vec![
+            Step {
+                at_s: 0.0,
+                value: 10.0,
+            },
+            Step {
+                at_s: 30.0,
+                value: 95.0,
+            },
+        ]);
         assert!(approx(steps.at(29.9), 10.0));
         assert!(approx(steps.at(30.0), 95.0));
         for c in [&sine, &ramp, &steps, &Curve::Const(7.0)] {
             for (a, b) in [(0.0, 10.0), (5.0, 47.0), (-3.0, 100.0)] {
-                assert!((c.integral(a, b) - numeric(c, a, b)).abs() < 0.5, "{c:?} {a} {b}");
+                assert!(
+                    (c.integral(a, b) - numeric(c, a, b)).abs() < 0.5,
+                    "{c:?} {a} {b}"
+                );
             }
         }
     }

@@ -88,7 +88,13 @@ impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScenarioError::Io { origin, message } => write!(f, "{origin}: {message}"),
-            ScenarioError::Invalid { origin, line, column, path, message } => {
+            ScenarioError::Invalid {
+                origin,
+                line,
+                column,
+                path,
+                message,
+            } => {
                 write!(f, "{origin}:{line}:{column}: ")?;
                 if !path.is_empty() {
                     write!(f, "{path}: ")?;
@@ -102,7 +108,10 @@ impl fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// Convert a deserialization error (with its path) into a located error.
-pub(crate) fn from_serde(origin: &str, e: serde_path_to_error::Error<yaml_serde::Error>) -> ScenarioError {
+pub(crate) fn from_serde(
+    origin: &str,
+    e: serde_path_to_error::Error<yaml_serde::Error>,
+) -> ScenarioError {
     let path = e.path().to_string();
     let mut path = if path == "." { String::new() } else { path };
     // serde_path_to_error marks keys it could not read as `?`
@@ -110,7 +119,10 @@ pub(crate) fn from_serde(origin: &str, e: serde_path_to_error::Error<yaml_serde:
         path = stripped.to_string();
     }
     let inner = e.inner();
-    let (line, column) = inner.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+    let (line, column) = inner
+        .location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((1, 1));
     let mut message = inner.to_string();
     // yaml_serde appends " at line L column C" and may prefix its own path.
     let suffix = format!(" at line {line} column {column}");
@@ -123,7 +135,13 @@ pub(crate) fn from_serde(origin: &str, e: serde_path_to_error::Error<yaml_serde:
     {
         message = rest.to_string();
     }
-    ScenarioError::Invalid { origin: origin.to_string(), line, column, path, message }
+    ScenarioError::Invalid {
+        origin: origin.to_string(),
+        line,
+        column,
+        path,
+        message,
+    }
 }
 
 /// Build a located error for a semantic problem at `path` in `text`.
@@ -138,7 +156,13 @@ pub(crate) fn locate(origin: &str, text: &str, path: FieldPath, message: String)
             None => break (1, 1),
         }
     };
-    ScenarioError::Invalid { origin: origin.to_string(), line, column, path: path.to_string(), message }
+    ScenarioError::Invalid {
+        origin: origin.to_string(),
+        line,
+        column,
+        path: path.to_string(),
+        message,
+    }
 }
 
 /// Where the YAML node at `path` starts, if it exists.
@@ -250,6 +274,10 @@ impl<'de> Visitor<'de> for Locator<'_> {
 
 impl Locator<'_> {
     fn leaf<E: de::Error>(self) -> Result<(), E> {
-        if self.path.is_empty() { Err(E::custom(HERE)) } else { Ok(()) }
+        if self.path.is_empty() {
+            Err(E::custom(HERE))
+        } else {
+            Ok(())
+        }
     }
 }

@@ -7,7 +7,7 @@
 
 mod curve;
 mod error;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,8 +39,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
 /// Read, parse and validate a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError::Io { origin: origin.clone(), message: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
+        origin: origin.clone(),
+        message: e.to_string(),
+    })?;
     parse(&text, &origin)
 }
 
@@ -113,7 +115,10 @@ impl Architecture {
     }
     /// MIG exists on Ampere (A100/A30), Hopper and Blackwell.
     pub fn has_mig(self) -> bool {
-        matches!(self, Architecture::Ampere | Architecture::Hopper | Architecture::Blackwell)
+        matches!(
+            self,
+            Architecture::Ampere | Architecture::Hopper | Architecture::Blackwell
+        )
     }
     /// Row remapping exists on Ampere and newer.
     pub fn has_row_remapping(self) -> bool {
@@ -184,7 +189,12 @@ pub struct MaxClocks {
 
 impl Default for MaxClocks {
     fn default() -> Self {
-        MaxClocks { graphics: 1980, sm: 1980, memory: 2619, video: 1755 }
+        MaxClocks {
+            graphics: 1980,
+            sm: 1980,
+            memory: 2619,
+            video: 1755,
+        }
     }
 }
 
@@ -200,7 +210,12 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds { shutdown: 92, slowdown: 87, gpu_max: 85, memory_max: 95 }
+        Thresholds {
+            shutdown: 92,
+            slowdown: 87,
+            gpu_max: 85,
+            memory_max: 95,
+        }
     }
 }
 
@@ -214,7 +229,10 @@ pub struct Pcie {
 
 impl Default for Pcie {
     fn default() -> Self {
-        Pcie { generation: 5, width: 16 }
+        Pcie {
+            generation: 5,
+            width: 16,
+        }
     }
 }
 
@@ -296,7 +314,9 @@ impl Gpu {
     }
     /// Processes running in the MIG instance with `uuid`.
     pub fn processes_in_mig<'a>(&'a self, uuid: &'a str) -> impl Iterator<Item = &'a Process> + 'a {
-        self.processes.iter().filter(move |p| p.mig.as_deref() == Some(uuid))
+        self.processes
+            .iter()
+            .filter(move |p| p.mig.as_deref() == Some(uuid))
     }
     /// Used memory (MiB) at `t`: `load.memory_used_mib`, or the sum of the processes' memory.
     pub fn memory_used_mib(&self, t: f64) -> f64 {
@@ -348,7 +368,11 @@ impl Gpu {
     }
     /// ECC errors of `kind` that happened by `t`.
     pub fn ecc_count(&self, kind: EccErrorType, t: f64) -> u64 {
-        self.ecc_errors.iter().filter(|e| e.kind == kind && e.at_s <= t).map(|e| e.count).sum()
+        self.ecc_errors
+            .iter()
+            .filter(|e| e.kind == kind && e.at_s <= t)
+            .map(|e| e.count)
+            .sum()
     }
     /// NVLink errors of `kind` on `link` that happened by `t`.
     pub fn nvlink_error_count(&self, link: u32, kind: NvlinkErrorType, t: f64) -> u64 {
@@ -640,7 +664,9 @@ pub struct DeviceAlloc {
 impl DeviceAlloc {
     /// The device UUIDs with any time-slicing replica suffix (`::n`) removed.
     pub fn device_uuids(&self) -> impl Iterator<Item = &str> {
-        self.ids.iter().map(|id| id.split_once("::").map_or(id.as_str(), |(u, _)| u))
+        self.ids
+            .iter()
+            .map(|id| id.split_once("::").map_or(id.as_str(), |(u, _)| u))
     }
 }
 
@@ -651,9 +677,10 @@ impl Scenario {
     }
     /// The (gpu index, mig index) with this MIG uuid.
     pub fn mig_by_uuid(&self, uuid: &str) -> Option<(usize, usize)> {
-        self.gpus.iter().enumerate().find_map(|(i, g)| {
-            g.mig.iter().position(|m| m.uuid == uuid).map(|j| (i, j))
-        })
+        self.gpus
+            .iter()
+            .enumerate()
+            .find_map(|(i, g)| g.mig.iter().position(|m| m.uuid == uuid).map(|j| (i, j)))
     }
 }
 

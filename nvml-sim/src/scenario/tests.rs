@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 use super::*;
 
 fn err(text: &str) -> ScenarioError {
@@ -21,7 +23,11 @@ fn default_scenario_loads_and_validates() {
     assert_eq!(s.node, "sim-node-1");
     assert!(s.gpus[5].mig_enabled());
     assert_eq!(s.gpus[5].mig.len(), 3);
-    assert!(s.gpus.iter().all(|g| g.xids.is_empty() && g.lost_at_s.is_none()));
+    assert!(
+        s.gpus
+            .iter()
+            .all(|g| g.xids.is_empty() && g.lost_at_s.is_none())
+    );
     assert!(s.gpus.iter().any(|g| !g.ecc_errors.is_empty()));
     let t = s.gpus[4].throttle_reasons(10.0);
     assert!(t.contains(&ThrottleReason::SwThermal) && t.contains(&ThrottleReason::HwThermal));
@@ -29,14 +35,26 @@ fn default_scenario_loads_and_validates() {
     for pod in &s.pods {
         for c in &pod.containers {
             for pid in &c.pids {
-                assert!(s.gpus.iter().any(|g| g.processes.iter().any(|p| p.pid == *pid)), "pid {pid}");
+                assert!(
+                    s.gpus
+                        .iter()
+                        .any(|g| g.processes.iter().any(|p| p.pid == *pid)),
+                    "pid {pid}"
+                );
             }
         }
     }
     // the GPU 6 replicas
-    let chat: Vec<_> = s.pods.iter().filter(|p| p.owner.as_ref().is_some_and(|o| o.name == "chat")).collect();
+    let chat: Vec<_> = s
+        .pods
+        .iter()
+        .filter(|p| p.owner.as_ref().is_some_and(|o| o.name == "chat"))
+        .collect();
     assert_eq!(chat.len(), 2);
-    assert_eq!(chat[0].containers[0].devices[0].ids[0], format!("{}::0", s.gpus[6].uuid));
+    assert_eq!(
+        chat[0].containers[0].devices[0].ids[0],
+        format!("{}::0", s.gpus[6].uuid)
+    );
 }
 
 #[test]
@@ -65,24 +83,49 @@ fn unknown_key_is_an_error() {
     let text = format!("{GPU}    colour: green\n");
     let e = err(&text);
     let s = e.to_string();
-    assert!(s.starts_with("t.yaml:6:5: gpus[0].colour: unknown field `colour`"), "{s}");
+    assert!(
+        s.starts_with("t.yaml:6:5: gpus[0].colour: unknown field `colour`"),
+        "{s}"
+    );
     let e = err("nodes: x\n");
-    assert!(e.to_string().starts_with("t.yaml:1:1: nodes: unknown field `nodes`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("t.yaml:1:1: nodes: unknown field `nodes`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn bad_curves() {
-    let e = err(&format!("{GPU}    load:\n      utilization: {{ cosine: {{ min: 1, max: 2, period_s: 3 }} }}\n"));
-    assert!(e.to_string().starts_with("t.yaml:7:20: gpus[0].load.utilization: unknown variant `cosine`"), "{e}");
-    let e = err(&format!("{GPU}    load:\n      utilization: {{ sine: {{ min: 1, max: 2 }} }}\n"));
-    assert!(e.to_string().contains("gpus[0].load.utilization.sine: missing field `period_s`"), "{e}");
-    let e = err(&format!("{GPU}    load:\n      utilization: {{ sine: {{ min: 10, max: 120, period_s: 3 }} }}\n"));
+    let e = err(&format!(
+        "{GPU}    load:\n      utilization: {{ cosine: {{ min: 1, max: 2, period_s: 3 }} }}\n"
+    ));
+    assert!(
+        e.to_string()
+            .starts_with("t.yaml:7:20: gpus[0].load.utilization: unknown variant `cosine`"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{GPU}    load:\n      utilization: {{ sine: {{ min: 1, max: 2 }} }}\n"
+    ));
+    assert!(
+        e.to_string()
+            .contains("gpus[0].load.utilization.sine: missing field `period_s`"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{GPU}    load:\n      utilization: {{ sine: {{ min: 10, max: 120, period_s: 3 }} }}\n"
+    ));
     assert_eq!(e.path(), Some("gpus[0].load.utilization"));
     assert_eq!(e.position(), Some((7, 20)));
     assert!(e.message().contains("within 0..=100"), "{e}");
-    let e = err(&format!("{GPU}    load:\n      utilization: {{ steps: [] }}\n"));
+    let e = err(&format!(
+        "{GPU}    load:\n      utilization: {{ steps: [] }}\n"
+    ));
     assert!(e.message().contains("steps must not be empty"), "{e}");
-    let e = err(&format!("{GPU}    load:\n      utilization: {{ ramp: {{ from: 0, to: 1, over_s: 1 }}, sine: {{ min: 0, max: 1, period_s: 1 }} }}\n"));
+    let e = err(&format!(
+        "{GPU}    load:\n      utilization: {{ ramp: {{ from: 0, to: 1, over_s: 1 }}, sine: {{ min: 0, max: 1, period_s: 1 }} }}\n"
+    ));
     assert!(e.message().contains("exactly one key"), "{e}");
 }
 
@@ -94,13 +137,19 @@ fn semantic_errors_are_located() {
     assert_eq!(e.position(), Some((7, 11)));
     assert!(e.message().contains("duplicate UUID"));
 
-    let e = err(&format!("{GPU}    processes:\n      - {{ pid: 1, name: x, memory_mib: 1, mig: MIG-1 }}\n"));
+    let e = err(&format!(
+        "{GPU}    processes:\n      - {{ pid: 1, name: x, memory_mib: 1, mig: MIG-1 }}\n"
+    ));
     assert_eq!(e.path(), Some("gpus[0].processes[0].mig"));
     assert_eq!(e.position().map(|p| p.0), Some(7));
     assert!(e.message().contains("no MIG instance"));
 
     let e = err(&format!("{GPU}    unsupported: [fans]\n"));
-    assert!(e.to_string().contains("gpus[0].unsupported[0]: unknown variant `fans`"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("gpus[0].unsupported[0]: unknown variant `fans`"),
+        "{e}"
+    );
 
     let pods = format!(
         "{GPU}pods:\n  - namespace: a\n    name: b\n    uid: c\n    containers:\n      - name: x\n        id: {}\n        devices: [ {{ resource: nvidia.com/gpu, ids: [GPU-99] }} ]\n",

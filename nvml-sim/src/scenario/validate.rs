@@ -18,7 +18,10 @@ pub(crate) struct Violation {
 type Res = Result<(), Violation>;
 
 fn fail(path: FieldPath, message: impl Into<String>) -> Res {
-    Err(Violation { path, message: message.into() })
+    Err(Violation {
+        path,
+        message: message.into(),
+    })
 }
 
 fn root() -> FieldPath {
@@ -31,8 +34,15 @@ fn check_curve(c: &Curve, path: FieldPath, lo: f64, hi: f64, what: &str) -> Res 
     }
     let (min, max) = c.range();
     if min < lo || max > hi {
-        let range = if hi.is_infinite() { format!(">= {lo}") } else { format!("within {lo}..={hi}") };
-        return fail(path, format!("{what} must be {range}, the curve ranges over {min}..={max}"));
+        let range = if hi.is_infinite() {
+            format!(">= {lo}")
+        } else {
+            format!("within {lo}..={hi}")
+        };
+        return fail(
+            path,
+            format!("{what} must be {range}, the curve ranges over {min}..={max}"),
+        );
     }
     Ok(())
 }
@@ -80,13 +90,22 @@ pub(crate) fn validate(s: &Scenario) -> Res {
     let ok = parts.next().is_some_and(|p| p.parse::<u32>().is_ok())
         && parts.next().is_some_and(|p| p.parse::<u32>().is_ok());
     if !ok || dv.len() >= 80 {
-        return fail(root().key("driver_version"), format!("expected a version like \"570.172.08\", got {dv:?}"));
+        return fail(
+            root().key("driver_version"),
+            format!("expected a version like \"570.172.08\", got {dv:?}"),
+        );
     }
     if s.cuda_version < 1000 {
-        return fail(root().key("cuda_version"), "expected NVML's integer form major*1000 + minor*10, e.g. 12080");
+        return fail(
+            root().key("cuda_version"),
+            "expected NVML's integer form major*1000 + minor*10, e.g. 12080",
+        );
     }
     if s.gpus.len() > MAX_GPUS {
-        return fail(root().key("gpus"), format!("at most {MAX_GPUS} GPUs are supported"));
+        return fail(
+            root().key("gpus"),
+            format!("at most {MAX_GPUS} GPUs are supported"),
+        );
     }
 
     let mut uuids: HashMap<&str, FieldPath> = HashMap::new();
@@ -98,16 +117,36 @@ pub(crate) fn validate(s: &Scenario) -> Res {
         }
         match g.uuid.strip_prefix("GPU-") {
             Some(body) if is_uuid_body(body) && g.uuid.len() < 80 => {}
-            _ => return fail(p().key("uuid"), format!("expected \"GPU-\" followed by a hex UUID, got {:?}", g.uuid)),
+            _ => {
+                return fail(
+                    p().key("uuid"),
+                    format!("expected \"GPU-\" followed by a hex UUID, got {:?}", g.uuid),
+                );
+            }
         }
         if let Some(prev) = uuids.insert(&g.uuid, p()) {
-            return fail(p().key("uuid"), format!("duplicate UUID {:?} (also at {prev})", g.uuid));
+            return fail(
+                p().key("uuid"),
+                format!("duplicate UUID {:?} (also at {prev})", g.uuid),
+            );
         }
         let Some(bdf) = parse_pci_bus_id(&g.pci_bus_id) else {
-            return fail(p().key("pci_bus_id"), format!("expected \"DDDDDDDD:BB:DD.F\" (hex), got {:?}", g.pci_bus_id));
+            return fail(
+                p().key("pci_bus_id"),
+                format!(
+                    "expected \"DDDDDDDD:BB:DD.F\" (hex), got {:?}",
+                    g.pci_bus_id
+                ),
+            );
         };
         if let Some(prev) = buses.insert(bdf, i) {
-            return fail(p().key("pci_bus_id"), format!("duplicate PCI bus id {:?} (also gpus[{prev}])", g.pci_bus_id));
+            return fail(
+                p().key("pci_bus_id"),
+                format!(
+                    "duplicate PCI bus id {:?} (also gpus[{prev}])",
+                    g.pci_bus_id
+                ),
+            );
         }
         if let Some(serial) = &g.serial
             && (serial.is_empty() || serial.len() >= 30)
@@ -137,7 +176,10 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             return fail(p().key("pcie").key("width"), "must be 1, 2, 4, 8, 16 or 32");
         }
         if g.nvlinks > 18 {
-            return fail(p().key("nvlinks"), "at most 18 NVLink links (NVML_NVLINK_MAX_LINKS)");
+            return fail(
+                p().key("nvlinks"),
+                "at most 18 NVLink links (NVML_NVLINK_MAX_LINKS)",
+            );
         }
         if !(g.energy_offset_joules.is_finite() && g.energy_offset_joules >= 0.0) {
             return fail(p().key("energy_offset_joules"), "must be >= 0");
@@ -152,11 +194,29 @@ pub(crate) fn validate(s: &Scenario) -> Res {
         pct(&l.utilization, lp().key("utilization"))?;
         pct(&l.memory_utilization, lp().key("memory_utilization"))?;
         if let Some(c) = &l.memory_used_mib {
-            check_curve(c, lp().key("memory_used_mib"), 0.0, (g.memory_mib - g.reserved_mib) as f64, "memory_used_mib (at most memory_mib - reserved_mib)")?;
+            check_curve(
+                c,
+                lp().key("memory_used_mib"),
+                0.0,
+                (g.memory_mib - g.reserved_mib) as f64,
+                "memory_used_mib (at most memory_mib - reserved_mib)",
+            )?;
         }
         nonneg(&l.power_watts, lp().key("power_watts"))?;
-        check_curve(&l.temperature_celsius, lp().key("temperature_celsius"), 0.0, 200.0, "a temperature")?;
-        check_curve(&l.memory_temperature_celsius, lp().key("memory_temperature_celsius"), 0.0, 200.0, "a temperature")?;
+        check_curve(
+            &l.temperature_celsius,
+            lp().key("temperature_celsius"),
+            0.0,
+            200.0,
+            "a temperature",
+        )?;
+        check_curve(
+            &l.memory_temperature_celsius,
+            lp().key("memory_temperature_celsius"),
+            0.0,
+            200.0,
+            "a temperature",
+        )?;
         pct(&l.fan_speed, lp().key("fan_speed"))?;
         for (name, c, max) in [
             ("graphics_clock_mhz", &l.graphics_clock_mhz, mc.graphics),
@@ -165,20 +225,44 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             ("video_clock_mhz", &l.video_clock_mhz, mc.video),
         ] {
             if let Some(c) = c {
-                check_curve(c, lp().key(name), 0.0, max as f64, "a clock (at most the max clock)")?;
+                check_curve(
+                    c,
+                    lp().key(name),
+                    0.0,
+                    max as f64,
+                    "a clock (at most the max clock)",
+                )?;
             }
         }
-        check_curve(&l.pstate, lp().key("pstate"), 0.0, 15.0, "a performance state")?;
+        check_curve(
+            &l.pstate,
+            lp().key("pstate"),
+            0.0,
+            15.0,
+            "a performance state",
+        )?;
         pct(&l.encoder_utilization, lp().key("encoder_utilization"))?;
         pct(&l.decoder_utilization, lp().key("decoder_utilization"))?;
         pct(&l.sm_active, lp().key("sm_active"))?;
         pct(&l.sm_occupancy, lp().key("sm_occupancy"))?;
         pct(&l.tensor_active, lp().key("tensor_active"))?;
         pct(&l.dram_active, lp().key("dram_active"))?;
-        nonneg(&l.pcie_tx_bytes_per_second, lp().key("pcie_tx_bytes_per_second"))?;
-        nonneg(&l.pcie_rx_bytes_per_second, lp().key("pcie_rx_bytes_per_second"))?;
-        nonneg(&l.nvlink_tx_bytes_per_second, lp().key("nvlink_tx_bytes_per_second"))?;
-        nonneg(&l.nvlink_rx_bytes_per_second, lp().key("nvlink_rx_bytes_per_second"))?;
+        nonneg(
+            &l.pcie_tx_bytes_per_second,
+            lp().key("pcie_tx_bytes_per_second"),
+        )?;
+        nonneg(
+            &l.pcie_rx_bytes_per_second,
+            lp().key("pcie_rx_bytes_per_second"),
+        )?;
+        nonneg(
+            &l.nvlink_tx_bytes_per_second,
+            lp().key("nvlink_tx_bytes_per_second"),
+        )?;
+        nonneg(
+            &l.nvlink_rx_bytes_per_second,
+            lp().key("nvlink_rx_bytes_per_second"),
+        )?;
 
         for (j, iv) in g.throttle.iter().enumerate() {
             let tp = || p().key("throttle").index(j);
@@ -199,22 +283,34 @@ pub(crate) fn validate(s: &Scenario) -> Res {
         for (j, e) in g.ecc_errors.iter().enumerate() {
             check_time(e.at_s, p().key("ecc_errors").index(j).key("at_s"))?;
             if !g.ecc {
-                return fail(p().key("ecc_errors").index(j), "ECC errors on a GPU with `ecc: false`");
+                return fail(
+                    p().key("ecc_errors").index(j),
+                    "ECC errors on a GPU with `ecc: false`",
+                );
             }
         }
         for (j, e) in g.nvlink_errors.iter().enumerate() {
             check_time(e.at_s, p().key("nvlink_errors").index(j).key("at_s"))?;
             if e.link >= g.nvlinks {
-                return fail(p().key("nvlink_errors").index(j).key("link"), format!("link {} does not exist (nvlinks: {})", e.link, g.nvlinks));
+                return fail(
+                    p().key("nvlink_errors").index(j).key("link"),
+                    format!("link {} does not exist (nvlinks: {})", e.link, g.nvlinks),
+                );
             }
         }
 
         // MIG
         if g.mig_enabled() && !g.architecture.has_mig() {
-            return fail(p().key("mig"), format!("{:?} GPUs have no MIG", g.architecture).to_lowercase());
+            return fail(
+                p().key("mig"),
+                format!("{:?} GPUs have no MIG", g.architecture).to_lowercase(),
+            );
         }
         if g.mig.len() > MAX_MIG_PER_GPU {
-            return fail(p().key("mig"), format!("at most {MAX_MIG_PER_GPU} MIG instances per GPU"));
+            return fail(
+                p().key("mig"),
+                format!("at most {MAX_MIG_PER_GPU} MIG instances per GPU"),
+            );
         }
         let mut gis = HashSet::new();
         let mut mig_mem = 0u64;
@@ -222,23 +318,43 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             let mp = || p().key("mig").index(j);
             match m.uuid.strip_prefix("MIG-") {
                 Some(body) if is_uuid_body(body) && m.uuid.len() < 80 => {}
-                _ => return fail(mp().key("uuid"), format!("expected \"MIG-\" followed by a hex UUID, got {:?}", m.uuid)),
+                _ => {
+                    return fail(
+                        mp().key("uuid"),
+                        format!("expected \"MIG-\" followed by a hex UUID, got {:?}", m.uuid),
+                    );
+                }
             }
             if let Some(prev) = uuids.insert(&m.uuid, mp()) {
-                return fail(mp().key("uuid"), format!("duplicate UUID {:?} (also at {prev})", m.uuid));
+                return fail(
+                    mp().key("uuid"),
+                    format!("duplicate UUID {:?} (also at {prev})", m.uuid),
+                );
             }
             if m.profile.is_empty() || m.profile.len() > 40 {
-                return fail(mp().key("profile"), "must be 1 to 40 characters, e.g. 3g.40gb");
+                return fail(
+                    mp().key("profile"),
+                    "must be 1 to 40 characters, e.g. 3g.40gb",
+                );
             }
             if !gis.insert(m.gpu_instance_id) {
-                return fail(mp().key("gpu_instance_id"), format!("duplicate gpu_instance_id {}", m.gpu_instance_id));
+                return fail(
+                    mp().key("gpu_instance_id"),
+                    format!("duplicate gpu_instance_id {}", m.gpu_instance_id),
+                );
             }
             if m.memory_mib == 0 {
                 return fail(mp().key("memory_mib"), "must be > 0");
             }
             mig_mem += m.memory_mib;
             if let Some(c) = &m.load.memory_used_mib {
-                check_curve(c, mp().key("load").key("memory_used_mib"), 0.0, m.memory_mib as f64, "memory_used_mib (at most the instance's memory_mib)")?;
+                check_curve(
+                    c,
+                    mp().key("load").key("memory_used_mib"),
+                    0.0,
+                    m.memory_mib as f64,
+                    "memory_used_mib (at most the instance's memory_mib)",
+                )?;
             }
             pct(&m.load.sm_active, mp().key("load").key("sm_active"))?;
             pct(&m.load.sm_occupancy, mp().key("load").key("sm_occupancy"))?;
@@ -246,7 +362,13 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             pct(&m.load.dram_active, mp().key("load").key("dram_active"))?;
         }
         if mig_mem > g.memory_mib {
-            return fail(p().key("mig"), format!("MIG instances hold {mig_mem} MiB, more than memory_mib {}", g.memory_mib));
+            return fail(
+                p().key("mig"),
+                format!(
+                    "MIG instances hold {mig_mem} MiB, more than memory_mib {}",
+                    g.memory_mib
+                ),
+            );
         }
 
         // processes
@@ -257,7 +379,10 @@ pub(crate) fn validate(s: &Scenario) -> Res {
                 return fail(pp().key("pid"), "must be > 0");
             }
             if !pids.insert(pr.pid) {
-                return fail(pp().key("pid"), format!("duplicate pid {} on this GPU", pr.pid));
+                return fail(
+                    pp().key("pid"),
+                    format!("duplicate pid {} on this GPU", pr.pid),
+                );
             }
             if pr.name.is_empty() {
                 return fail(pp().key("name"), "must not be empty");
@@ -267,14 +392,23 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             match &pr.mig {
                 Some(m) => {
                     let Some(inst) = g.mig.iter().find(|x| &x.uuid == m) else {
-                        return fail(pp().key("mig"), format!("no MIG instance {m:?} on this GPU"));
+                        return fail(
+                            pp().key("mig"),
+                            format!("no MIG instance {m:?} on this GPU"),
+                        );
                     };
                     if pr.memory_mib > inst.memory_mib {
-                        return fail(pp().key("memory_mib"), "more than the MIG instance's memory_mib");
+                        return fail(
+                            pp().key("memory_mib"),
+                            "more than the MIG instance's memory_mib",
+                        );
                     }
                 }
                 None if g.mig_enabled() => {
-                    return fail(pp().key("mig"), "the GPU is in MIG mode: name the MIG instance the process runs in");
+                    return fail(
+                        pp().key("mig"),
+                        "the GPU is in MIG mode: name the MIG instance the process runs in",
+                    );
                 }
                 None => {}
             }
@@ -296,10 +430,16 @@ pub(crate) fn validate(s: &Scenario) -> Res {
             return fail(p().key("name"), "must not be empty");
         }
         if !names.insert((pod.namespace.as_str(), pod.name.as_str())) {
-            return fail(p().key("name"), format!("duplicate pod {}/{}", pod.namespace, pod.name));
+            return fail(
+                p().key("name"),
+                format!("duplicate pod {}/{}", pod.namespace, pod.name),
+            );
         }
         if pod.uid.is_empty() || !uids.insert(pod.uid.as_str()) {
-            return fail(p().key("uid"), format!("missing or duplicate uid {:?}", pod.uid));
+            return fail(
+                p().key("uid"),
+                format!("missing or duplicate uid {:?}", pod.uid),
+            );
         }
         if let Some(o) = &pod.owner
             && (o.kind.is_empty() || o.name.is_empty())
@@ -310,15 +450,32 @@ pub(crate) fn validate(s: &Scenario) -> Res {
         for (j, c) in pod.containers.iter().enumerate() {
             let cp = || p().key("containers").index(j);
             if c.name.is_empty() || !cnames.insert(c.name.as_str()) {
-                return fail(cp().key("name"), format!("missing or duplicate container name {:?}", c.name));
+                return fail(
+                    cp().key("name"),
+                    format!("missing or duplicate container name {:?}", c.name),
+                );
             }
-            if c.id.len() != 64 || !c.id.chars().all(|ch| ch.is_ascii_digit() || ('a'..='f').contains(&ch)) {
-                return fail(cp().key("id"), "a container ID is 64 lowercase hex characters");
+            if c.id.len() != 64
+                || !c
+                    .id
+                    .chars()
+                    .all(|ch| ch.is_ascii_digit() || ('a'..='f').contains(&ch))
+            {
+                return fail(
+                    cp().key("id"),
+                    "a container ID is 64 lowercase hex characters",
+                );
             }
             for (k, d) in c.devices.iter().enumerate() {
                 let dp = || cp().key("devices").index(k);
                 if !d.resource.contains('/') {
-                    return fail(dp().key("resource"), format!("expected an extended resource name like nvidia.com/gpu, got {:?}", d.resource));
+                    return fail(
+                        dp().key("resource"),
+                        format!(
+                            "expected an extended resource name like nvidia.com/gpu, got {:?}",
+                            d.resource
+                        ),
+                    );
                 }
                 for (m, id) in d.ids.iter().enumerate() {
                     let (uuid, replica) = match id.split_once("::") {
@@ -328,13 +485,24 @@ pub(crate) fn validate(s: &Scenario) -> Res {
                     if let Some(r) = replica
                         && r.parse::<u32>().is_err()
                     {
-                        return fail(dp().key("ids").index(m), format!("replica suffix of {id:?} must be a number (<uuid>::<n>)"));
+                        return fail(
+                            dp().key("ids").index(m),
+                            format!("replica suffix of {id:?} must be a number (<uuid>::<n>)"),
+                        );
                     }
                     if s.gpu_by_uuid(uuid).is_none() && s.mig_by_uuid(uuid).is_none() {
-                        return fail(dp().key("ids").index(m), format!("unknown device {uuid:?}: no GPU or MIG instance has this UUID"));
+                        return fail(
+                            dp().key("ids").index(m),
+                            format!(
+                                "unknown device {uuid:?}: no GPU or MIG instance has this UUID"
+                            ),
+                        );
                     }
                     if s.gpu_by_uuid(uuid).is_some_and(|(_, g)| g.mig_enabled()) {
-                        return fail(dp().key("ids").index(m), format!("GPU {uuid:?} is in MIG mode: allocate its MIG instances"));
+                        return fail(
+                            dp().key("ids").index(m),
+                            format!("GPU {uuid:?} is in MIG mode: allocate its MIG instances"),
+                        );
                     }
                 }
             }

@@ -23,14 +23,21 @@ pub fn lib_path() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().unwrap();
-    let name = format!("{}gpuscale_nvml_sim{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    let name = format!(
+        "{}gpuscale_nvml_sim{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
     for dir in exe.ancestors().skip(1).take(3) {
         let p = dir.join(&name);
         if p.exists() {
             return p;
         }
     }
-    panic!("{name} not found next to {}; build it with `cargo build -p gpuscale-nvml-sim`", exe.display());
+    panic!(
+        "{name} not found next to {}; build it with `cargo build -p gpuscale-nvml-sim`",
+        exe.display()
+    );
 }
 
 /// Holds the global test lock and a temporary scenario file.
@@ -57,7 +64,10 @@ impl Session {
             }
             match epoch_offset_s {
                 Some(off) => {
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_secs_f64();
                     std::env::set_var("GPUSCALE_SIM_EPOCH", format!("{}", now - off));
                 }
                 None => std::env::remove_var("GPUSCALE_SIM_EPOCH"),
@@ -67,6 +77,9 @@ impl Session {
     }
 
     pub fn nvml(&self) -> Nvml {
-        Nvml::builder().lib_path(&OsString::from(lib_path())).init().unwrap()
+        Nvml::builder()
+            .lib_path(&OsString::from(lib_path()))
+            .init()
+            .unwrap()
     }
 }
