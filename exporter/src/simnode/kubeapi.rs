@@ -74,7 +74,9 @@ impl FakeKubeApi {
                         let s = s.clone();
                         async move { Ok::<_, Infallible>(handle(&s, req)) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
                 });
             }
         });
@@ -92,7 +94,11 @@ impl FakeKubeApi {
         let rv = st.rv;
         pod.metadata.resource_version = Some(rv.to_string());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let kind = if st.pods.contains_key(&uid) { "MODIFIED" } else { "ADDED" };
+        let kind = if st.pods.contains_key(&uid) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
         st.events.push((rv, kind, to_value(&pod)));
         st.pods.insert(uid, pod);
         drop(st);
@@ -103,10 +109,13 @@ impl FakeKubeApi {
     pub fn delete(&self, namespace: &str, name: &str) -> bool {
         let mut st = self.shared.lock();
         let uid = st.pods.iter().find_map(|(uid, p)| {
-            (p.metadata.namespace.as_deref() == Some(namespace) && p.metadata.name.as_deref() == Some(name))
-                .then(|| uid.clone())
+            (p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.name.as_deref() == Some(name))
+            .then(|| uid.clone())
         });
-        let Some(mut pod) = uid.and_then(|u| st.pods.remove(&u)) else { return false };
+        let Some(mut pod) = uid.and_then(|u| st.pods.remove(&u)) else {
+            return false;
+        };
         st.rv += 1;
         let rv = st.rv;
         pod.metadata.resource_version = Some(rv.to_string());
@@ -121,7 +130,10 @@ impl FakeKubeApi {
             .lock()
             .pods
             .values()
-            .find(|p| p.metadata.namespace.as_deref() == Some(namespace) && p.metadata.name.as_deref() == Some(name))
+            .find(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.metadata.name.as_deref() == Some(name)
+            })
             .cloned()
     }
 
@@ -133,7 +145,10 @@ impl FakeKubeApi {
 
     /// (list requests, watch requests) served so far.
     pub fn requests(&self) -> (u64, u64) {
-        (self.shared.lists.load(Ordering::Relaxed), self.shared.watches.load(Ordering::Relaxed))
+        (
+            self.shared.lists.load(Ordering::Relaxed),
+            self.shared.watches.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -151,20 +166,39 @@ fn to_value(pod: &Pod) -> Value {
 fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let query = parse_query(req.uri().query().unwrap_or(""));
     if shared.lock().down {
-        return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "simulated API server is down");
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "simulated API server is down",
+        );
     }
     if req.method() != hyper::Method::GET || req.uri().path() != "/api/v1/pods" {
-        return status(StatusCode::NOT_FOUND, "NotFound", &format!("{} is not served by the simulated API", req.uri().path()));
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("{} is not served by the simulated API", req.uri().path()),
+        );
     }
-    let node = query.get("fieldSelector").and_then(|f| f.strip_prefix("spec.nodeName=")).map(str::to_owned);
+    let node = query
+        .get("fieldSelector")
+        .and_then(|f| f.strip_prefix("spec.nodeName="))
+        .map(str::to_owned);
     if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         shared.watches.fetch_add(1, Ordering::Relaxed);
-        let from: u64 = query.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let from: u64 = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         return watch_response(shared.clone(), node, from);
     }
     shared.lists.fetch_add(1, Ordering::Relaxed);
     let st = shared.lock();
-    let items: Vec<Value> = st.pods.values().filter(|p| on_node(p, node.as_deref())).map(to_value).collect();
+    let items: Vec<Value> = st
+        .pods
+        .values()
+        .filter(|p| on_node(p, node.as_deref()))
+        .map(to_value)
+        .collect();
     let body = json!({
         "apiVersion": "v1",
         "kind": "PodList",
@@ -206,7 +240,10 @@ fn watch_response(shared: Arc<Shared>, node: Option<String>, from: u64) -> Respo
                     chunk
                 };
                 if !chunk.is_empty() {
-                    return Some((Ok::<_, Infallible>(Frame::data(Bytes::from(chunk))), (shared, rx, last)));
+                    return Some((
+                        Ok::<_, Infallible>(Frame::data(Bytes::from(chunk))),
+                        (shared, rx, last),
+                    ));
                 }
                 if rx.changed().await.is_err() {
                     return None;
@@ -215,7 +252,10 @@ fn watch_response(shared: Arc<Shared>, node: Option<String>, from: u64) -> Respo
         }
     });
     let mut resp = Response::new(StreamBody::new(stream).boxed());
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -235,7 +275,10 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
 fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
     *resp.status_mut() = code;
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -256,7 +299,10 @@ fn percent_decode(s: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                match u8::from_str_radix(
+                    std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                    16,
+                ) {
                     Ok(b) => {
                         out.push(b);
                         i += 3;
@@ -280,7 +326,10 @@ mod tests {
     #[test]
     fn query_decoding() {
         let q = parse_query("fieldSelector=spec.nodeName%3Dsim-node&watch=true&resourceVersion=12");
-        assert_eq!(q.get("fieldSelector").map(String::as_str), Some("spec.nodeName=sim-node"));
+        assert_eq!(
+            q.get("fieldSelector").map(String::as_str),
+            Some("spec.nodeName=sim-node")
+        );
         assert_eq!(q.get("watch").map(String::as_str), Some("true"));
         assert_eq!(percent_decode("a%2"), "a%2");
     }

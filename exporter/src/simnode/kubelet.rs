@@ -9,10 +9,12 @@ use tokio::net::UnixListener;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
-use crate::pods::podresources::proto::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
+use crate::pods::podresources::proto::pod_resources_lister_server::{
+    PodResourcesLister, PodResourcesListerServer,
+};
 use crate::pods::podresources::proto::{
-    AllocatableResourcesRequest, AllocatableResourcesResponse, GetPodResourcesRequest, GetPodResourcesResponse,
-    ListPodResourcesRequest, ListPodResourcesResponse,
+    AllocatableResourcesRequest, AllocatableResourcesResponse, GetPodResourcesRequest,
+    GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse,
 };
 
 /// What the fake kubelet answers.
@@ -33,7 +35,10 @@ impl Service {
 
 #[tonic::async_trait]
 impl PodResourcesLister for Service {
-    async fn list(&self, _: Request<ListPodResourcesRequest>) -> Result<Response<ListPodResourcesResponse>, Status> {
+    async fn list(
+        &self,
+        _: Request<ListPodResourcesRequest>,
+    ) -> Result<Response<ListPodResourcesResponse>, Status> {
         Ok(Response::new(self.data().list))
     }
 
@@ -44,15 +49,27 @@ impl PodResourcesLister for Service {
         Ok(Response::new(self.data().allocatable))
     }
 
-    async fn get(&self, req: Request<GetPodResourcesRequest>) -> Result<Response<GetPodResourcesResponse>, Status> {
+    async fn get(
+        &self,
+        req: Request<GetPodResourcesRequest>,
+    ) -> Result<Response<GetPodResourcesResponse>, Status> {
         let req = req.into_inner();
         self.data()
             .list
             .pod_resources
             .into_iter()
             .find(|p| p.name == req.pod_name && p.namespace == req.pod_namespace)
-            .map(|p| Response::new(GetPodResourcesResponse { pod_resources: Some(p) }))
-            .ok_or_else(|| Status::not_found(format!("pod {}/{} not found", req.pod_namespace, req.pod_name)))
+            .map(|p| {
+                Response::new(GetPodResourcesResponse {
+                    pod_resources: Some(p),
+                })
+            })
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "pod {}/{} not found",
+                    req.pod_namespace, req.pod_name
+                ))
+            })
     }
 }
 
@@ -65,8 +82,17 @@ pub struct FakeKubelet {
 
 impl FakeKubelet {
     /// Serves `data` on a new socket at `path`.
-    pub fn start(path: &Path, data: KubeletData, rt: &tokio::runtime::Handle) -> std::io::Result<Self> {
-        let mut kubelet = Self { path: path.to_owned(), data: Arc::new(Mutex::new(data)), stop: None, rt: rt.clone() };
+    pub fn start(
+        path: &Path,
+        data: KubeletData,
+        rt: &tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
+        let mut kubelet = Self {
+            path: path.to_owned(),
+            data: Arc::new(Mutex::new(data)),
+            stop: None,
+            rt: rt.clone(),
+        };
         kubelet.resume()?;
         Ok(kubelet)
     }

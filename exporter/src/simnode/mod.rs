@@ -26,7 +26,10 @@ use crate::pods::podresources::proto;
 #[derive(Debug, thiserror::Error)]
 pub enum SimNodeError {
     #[error("simulated node: {what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimNodeError {
@@ -59,8 +62,12 @@ impl SimNode {
         std::fs::create_dir_all(dir.join("proc")).map_err(io(dir.display().to_string()))?;
         let pods: Vec<(usize, SimPod)> = scenario.pods.iter().cloned().enumerate().collect();
         let allocatable = allocatable(scenario);
-        let data = KubeletData { list: list(pods.iter().map(|(_, p)| p)), allocatable: allocatable.clone() };
-        let kubelet = FakeKubelet::start(&dir.join("kubelet.sock"), data, rt).map_err(io("kubelet socket"))?;
+        let data = KubeletData {
+            list: list(pods.iter().map(|(_, p)| p)),
+            allocatable: allocatable.clone(),
+        };
+        let kubelet = FakeKubelet::start(&dir.join("kubelet.sock"), data, rt)
+            .map_err(io("kubelet socket"))?;
         let api = FakeKubeApi::start(rt).map_err(io("API server"))?;
         let sim = Self {
             dir,
@@ -71,10 +78,14 @@ impl SimNode {
             kubelet: Mutex::new(kubelet),
             api,
         };
-        let in_pods: HashSet<u32> = pods.iter().flat_map(|(_, p)| p.containers.iter().flat_map(|c| c.pids.clone())).collect();
+        let in_pods: HashSet<u32> = pods
+            .iter()
+            .flat_map(|(_, p)| p.containers.iter().flat_map(|c| c.pids.clone()))
+            .collect();
         for gpu in &scenario.gpus {
             for p in gpu.processes.iter().filter(|p| !in_pods.contains(&p.pid)) {
-                procfs::write(&sim.proc_root(), p.pid, procfs::HOST_CGROUP).map_err(io("/proc tree"))?;
+                procfs::write(&sim.proc_root(), p.pid, procfs::HOST_CGROUP)
+                    .map_err(io("/proc tree"))?;
             }
         }
         for (i, pod) in pods {
@@ -124,7 +135,10 @@ impl SimNode {
     /// Deletes a pod from the API and the kubelet and removes its processes.
     pub fn delete_pod(&self, namespace: &str, name: &str) -> bool {
         let mut pods = self.lock_pods();
-        let Some(at) = pods.iter().position(|(_, p)| p.namespace == namespace && p.name == name) else {
+        let Some(at) = pods
+            .iter()
+            .position(|(_, p)| p.namespace == namespace && p.name == name)
+        else {
             return false;
         };
         let (_, pod) = pods.remove(at);
@@ -141,10 +155,16 @@ impl SimNode {
     /// real kubelet does for a while after a pod terminates).
     pub fn set_phase(&self, namespace: &str, name: &str, phase: PodPhase) -> bool {
         let pods = self.lock_pods();
-        let Some((i, pod)) = pods.iter().find(|(_, p)| p.namespace == namespace && p.name == name) else {
+        let Some((i, pod)) = pods
+            .iter()
+            .find(|(_, p)| p.namespace == namespace && p.name == name)
+        else {
             return false;
         };
-        let pod = SimPod { phase, ..pod.clone() };
+        let pod = SimPod {
+            phase,
+            ..pod.clone()
+        };
         self.api.apply(api_pod(&pod, &self.node, *i));
         true
     }
@@ -177,7 +197,10 @@ impl SimNode {
     }
 
     fn sync_kubelet(&self, pods: &[(usize, SimPod)]) {
-        let data = KubeletData { list: list(pods.iter().map(|(_, p)| p)), allocatable: self.allocatable.clone() };
+        let data = KubeletData {
+            list: list(pods.iter().map(|(_, p)| p)),
+            allocatable: self.allocatable.clone(),
+        };
         self.lock_kubelet().set(data);
     }
 
@@ -231,13 +254,20 @@ fn list<'a>(pods: impl Iterator<Item = &'a SimPod>) -> proto::ListPodResourcesRe
 fn allocatable(scenario: &Scenario) -> proto::AllocatableResourcesResponse {
     // device uuid → (resource, replicas)
     let mut used: BTreeMap<String, (String, Option<u32>)> = BTreeMap::new();
-    for d in scenario.pods.iter().flat_map(|p| &p.containers).flat_map(|c| &c.devices) {
+    for d in scenario
+        .pods
+        .iter()
+        .flat_map(|p| &p.containers)
+        .flat_map(|c| &c.devices)
+    {
         for id in &d.ids {
             let (uuid, replica) = match id.split_once("::") {
                 Some((u, n)) => (u, n.parse::<u32>().ok()),
                 None => (id.as_str(), None),
             };
-            let entry = used.entry(uuid.to_owned()).or_insert((d.resource.clone(), None));
+            let entry = used
+                .entry(uuid.to_owned())
+                .or_insert((d.resource.clone(), None));
             if let Some(n) = replica {
                 entry.1 = Some(entry.1.unwrap_or(0).max(n + 1));
             }
@@ -263,7 +293,11 @@ fn allocatable(scenario: &Scenario) -> proto::AllocatableResourcesResponse {
     proto::AllocatableResourcesResponse {
         devices: by_resource
             .into_iter()
-            .map(|(resource_name, device_ids)| proto::ContainerDevices { resource_name, device_ids, topology: None })
+            .map(|(resource_name, device_ids)| proto::ContainerDevices {
+                resource_name,
+                device_ids,
+                topology: None,
+            })
             .collect(),
         ..Default::default()
     }
@@ -277,17 +311,31 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
     let mut labels = pod.labels.clone();
     let owner = pod.owner.as_ref().map(|o| {
         let (kind, name, api_version) = if o.kind == "Deployment" {
-            let hash = labels.get("pod-template-hash").cloned().unwrap_or_else(|| template_hash(&o.name));
+            let hash = labels
+                .get("pod-template-hash")
+                .cloned()
+                .unwrap_or_else(|| template_hash(&o.name));
             labels.insert("pod-template-hash".into(), hash.clone());
-            ("ReplicaSet".to_owned(), format!("{}-{hash}", o.name), "apps/v1")
+            (
+                "ReplicaSet".to_owned(),
+                format!("{}-{hash}", o.name),
+                "apps/v1",
+            )
         } else {
-            let api = if o.kind == "Job" { "batch/v1" } else { "apps/v1" };
+            let api = if o.kind == "Job" {
+                "batch/v1"
+            } else {
+                "apps/v1"
+            };
             (o.kind.clone(), o.name.clone(), api)
         };
         OwnerReference {
             api_version: api_version.into(),
             kind,
-            uid: format!("00000000-0000-4000-8000-{:012x}", fnv(&name) & 0xffff_ffff_ffff),
+            uid: format!(
+                "00000000-0000-4000-8000-{:012x}",
+                fnv(&name) & 0xffff_ffff_ffff
+            ),
             name,
             controller: Some(true),
             block_owner_deletion: Some(true),
@@ -310,7 +358,14 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
         },
         spec: Some(PodSpec {
             node_name: Some(node.to_owned()),
-            containers: pod.containers.iter().map(|c| Container { name: c.name.clone(), ..Container::default() }).collect(),
+            containers: pod
+                .containers
+                .iter()
+                .map(|c| Container {
+                    name: c.name.clone(),
+                    ..Container::default()
+                })
+                .collect(),
             ..PodSpec::default()
         }),
         status: Some(PodStatus {
@@ -348,5 +403,7 @@ fn template_hash(name: &str) -> String {
 }
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }

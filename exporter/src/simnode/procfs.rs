@@ -20,7 +20,12 @@ pub enum Layout {
 
 impl Layout {
     pub fn for_index(i: usize) -> Self {
-        [Self::ContainerdSystemdV2, Self::ContainerdCgroupfsV2, Self::CrioSystemdV1, Self::DockerCgroupfsV1][i % 4]
+        [
+            Self::ContainerdSystemdV2,
+            Self::ContainerdCgroupfsV2,
+            Self::CrioSystemdV1,
+            Self::DockerCgroupfsV1,
+        ][i % 4]
     }
 
     /// The `containerID` scheme in the pod status.
@@ -45,11 +50,16 @@ pub fn cgroup_text(layout: Layout, qos: &str, uid: &str, cid: &str) -> String {
         if qos.is_empty() {
             format!("/kubepods.slice/kubepods-pod{uid_}.slice/{runtime}-{cid}.scope")
         } else {
-            format!("/kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{uid_}.slice/{runtime}-{cid}.scope")
+            format!(
+                "/kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{uid_}.slice/{runtime}-{cid}.scope"
+            )
         }
     };
-    let cgroupfs =
-        if qos.is_empty() { format!("/kubepods/pod{uid}/{cid}") } else { format!("/kubepods/{qos}/pod{uid}/{cid}") };
+    let cgroupfs = if qos.is_empty() {
+        format!("/kubepods/pod{uid}/{cid}")
+    } else {
+        format!("/kubepods/{qos}/pod{uid}/{cid}")
+    };
     match layout {
         Layout::ContainerdSystemdV2 => format!("0::{}\n", systemd("cri-containerd")),
         Layout::ContainerdCgroupfsV2 => format!("0::{cgroupfs}\n"),
@@ -59,9 +69,20 @@ pub fn cgroup_text(layout: Layout, qos: &str, uid: &str, cid: &str) -> String {
 }
 
 fn v1_lines(path: &str) -> String {
-    let controllers = ["memory", "cpu,cpuacct", "devices", "pids", "blkio", "freezer", "name=systemd"];
-    let mut text: String =
-        controllers.iter().enumerate().map(|(i, c)| format!("{}:{c}:{path}\n", controllers.len() - i)).collect();
+    let controllers = [
+        "memory",
+        "cpu,cpuacct",
+        "devices",
+        "pids",
+        "blkio",
+        "freezer",
+        "name=systemd",
+    ];
+    let mut text: String = controllers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{}:{c}:{path}\n", controllers.len() - i))
+        .collect();
     text.push_str("0::/\n");
     text
 }
@@ -94,8 +115,16 @@ mod tests {
         for i in 0..12 {
             let text = cgroup_text(Layout::for_index(i), qos_for_index(i), uid, cid);
             let parsed = parse_cgroup(&text).map_err(|e| e.to_string());
-            assert_eq!(parsed.as_ref().map(|p| p.pod_uid.as_str()), Ok(uid), "{text}");
-            assert_eq!(parsed.as_ref().ok().and_then(|p| p.container_id.as_deref()), Some(cid), "{text}");
+            assert_eq!(
+                parsed.as_ref().map(|p| p.pod_uid.as_str()),
+                Ok(uid),
+                "{text}"
+            );
+            assert_eq!(
+                parsed.as_ref().ok().and_then(|p| p.container_id.as_deref()),
+                Some(cid),
+                "{text}"
+            );
         }
     }
 }
