@@ -70,6 +70,9 @@ pub struct Cli {
     /// Log filter, e.g. info, debug, gpuscale_exporter=debug.
     #[arg(long, env = "GPUSCALE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+
+    #[command(flatten)]
+    pub pods: crate::pods::PodArgs,
 }
 
 impl Cli {

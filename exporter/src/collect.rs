@@ -306,7 +306,7 @@ impl Loop {
     }
 
     fn publish(&mut self, mut out: Collected, states: &BTreeMap<u32, GpuState>) {
-        let mut families = merge(std::mem::take(&mut out.families));
+        // The join reads `gpu_info` (GPU models for prices): join before taking the families.
         let (lookup, pod_families): (Arc<dyn PodLookup>, Vec<Family>) = match &self.join {
             Some(join) => match catch_unwind(AssertUnwindSafe(|| join(&out))) {
                 Ok(r) => r,
@@ -317,6 +317,7 @@ impl Loop {
             },
             None => (Arc::new(NoPods), Vec::new()),
         };
+        let mut families = merge(std::mem::take(&mut out.families));
         families.extend(pod_families);
         families.extend(selfmetrics::families(
             &self.stats,

@@ -9,8 +9,10 @@ use gpuscale_exporter::cli::Cli;
 use gpuscale_exporter::collect::{self, Config};
 use gpuscale_exporter::logging;
 use gpuscale_exporter::nvml::library::{self, LibSource};
+use gpuscale_exporter::pods::PodMapper;
 use gpuscale_exporter::server::Server;
 use gpuscale_exporter::server::webconfig::WebConfig;
+use gpuscale_exporter::simnode::SimNode;
 use gpuscale_exporter::snapshot::Store;
 use gpuscale_nvml_sim::scenario;
 use tracing::{error, info, warn};
@@ -130,7 +132,11 @@ async fn run(
         node: node_name(&cli, simulated.as_ref()),
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
-    let collector = collect::spawn(config, store.clone(), None, stop.clone());
+    let (join, sim_node) = match start_pods(&cli, simulated.as_ref(), &config.node) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let collector = collect::spawn(config, store.clone(), join, stop.clone());
     let (tx, rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(Server { store, web }.run(listener, rx));
     wait_for_signal().await;
@@ -144,7 +150,43 @@ async fn run(
     {
         warn!("collection thread did not stop cleanly");
     }
+    drop(sim_node);
     ExitCode::SUCCESS
+}
+
+/// Pod identity. Under `--simulate` the scenario's pods are served by a
+/// simulated node (kubelet socket, API server, /proc tree) that lives until
+/// shutdown; pod flags given explicitly win over its endpoints.
+fn start_pods(
+    cli: &Cli,
+    simulated: Option<&scenario::Scenario>,
+    node: &str,
+) -> Result<(Option<collect::Join>, Option<SimNode>), ExitCode> {
+    if cli.pods.no_pods {
+        info!("pod mapping disabled (--no-pods)");
+        return Ok((None, None));
+    }
+    let rt = tokio::runtime::Handle::current();
+    let sim_node = match simulated.map(|s| SimNode::start(s, &rt)).transpose() {
+        Ok(n) => n,
+        Err(e) => {
+            error!(error = %e, "cannot start the simulated node");
+            return Err(ExitCode::FAILURE);
+        }
+    };
+    let args = match &sim_node {
+        Some(n) => cli.pods.clone().or_defaults(&n.pod_args()),
+        None => cli.pods.clone(),
+    };
+    // The simulated pods are bound to the scenario's node.
+    let watch_node = sim_node.as_ref().map_or(node, |n| n.node_name());
+    match PodMapper::start(&args, watch_node, &rt) {
+        Ok(mapper) => Ok((Some(Box::new(move |c| mapper.join(c))), sim_node)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(USAGE))
+        }
+    }
 }
 
 async fn wait_for_signal() {
