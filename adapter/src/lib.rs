@@ -5,6 +5,8 @@
 //! config, presets, selector → PromQL) → `api/` (discovery, values, Status
 //! errors) guarded by `auth/` → `server` (TLS listeners).
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod api;
 pub mod auth;
 pub mod cli;

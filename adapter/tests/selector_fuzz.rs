@@ -3,6 +3,8 @@
 //! whose first (and only) namespace matcher is the request's namespace, so
 //! no selector can change the query's structure or reach another namespace.
 
+#![allow(clippy::unwrap_used)]
+
 use gpuscale_adapter::config::MetricsConfig;
 use gpuscale_adapter::presets;
 use gpuscale_adapter::selector::{Requirement, to_matchers, translate};

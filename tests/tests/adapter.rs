@@ -43,7 +43,7 @@ fn identity(dir: &Path, name: &str, leaf: &gpuscale_e2e::adapter::pki::Leaf) -> 
     Identity {
         cert: Some(write(dir, &format!("{name}.crt"), &leaf.cert_pem)),
         key: Some(write(dir, &format!("{name}.key"), &leaf.key_pem)),
-        token: None,
+        ..Identity::default()
     }
 }
 
@@ -112,7 +112,8 @@ fn world() -> &'static World {
         let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
         let stranger_id = identity(&dir, "stranger", &rogue.client("alice", &[]));
         let stranger = client::kubeconfig(&dir, "stranger", &adapter.url(), &serving_ca, &stranger_id);
-        let anonymous = client::kubeconfig(&dir, "anonymous", &adapter.url(), &serving_ca, &Identity::default());
+        let nobody = Identity { basic: Some(("nobody".into(), "guess".into())), ..Identity::default() };
+        let anonymous = client::kubeconfig(&dir, "anonymous", &adapter.url(), &serving_ca, &nobody);
         World {
             proxy: identity(&dir, "proxy", &front.client("front-proxy-client", &[])),
             mallory: identity(&dir, "mallory", &front.client("mallory", &[])),
@@ -411,6 +412,8 @@ fn injection_attempts_in_selectors_are_400() {
 
 #[test]
 fn no_client_certificate_is_401() {
+    // kubectl with neither a client certificate nor a token (only a basic-auth
+    // password, which the adapter does not accept).
     let out = kubectl_raw(&world().anonymous, "/apis/external.metrics.k8s.io/v1beta1");
     assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
     let (code, body) = curl_as(

@@ -58,18 +58,18 @@ impl Authenticator {
     ) -> Result<User, AuthError> {
         let mut why = String::from("no client certificate or bearer token");
         if !certs.is_empty() {
-            match self.from_certificate(certs, headers) {
+            match self.certificate_user(certs, headers) {
                 Ok(user) => return Ok(user),
                 Err(e) => why = e,
             }
         }
         if let Some(token) = bearer(headers) {
-            return self.from_token(token).await;
+            return self.token_user(token).await;
         }
         Err(AuthError::Unauthorized(why))
     }
 
-    fn from_certificate(
+    fn certificate_user(
         &self,
         certs: &[CertificateDer<'static>],
         headers: &HeaderMap,
@@ -118,19 +118,19 @@ impl Authenticator {
         ))
     }
 
-    async fn from_token(&self, token: &str) -> Result<User, AuthError> {
+    async fn token_user(&self, token: &str) -> Result<User, AuthError> {
         let kube = self
             .kube
             .as_ref()
             .ok_or_else(|| AuthError::Unauthorized("bearer tokens are not accepted".into()))?;
         {
             let cache = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((at, user)) = cache.get(token) {
-                if at.elapsed() < self.token_ttl {
-                    return user
-                        .clone()
-                        .ok_or_else(|| AuthError::Unauthorized("invalid bearer token".into()));
-                }
+            if let Some((at, user)) = cache.get(token)
+                && at.elapsed() < self.token_ttl
+            {
+                return user
+                    .clone()
+                    .ok_or_else(|| AuthError::Unauthorized("invalid bearer token".into()));
             }
         }
         let user = kube.token_review(token).await.map_err(|e| {

@@ -20,12 +20,15 @@ pub enum Attributes {
     NonResource { path: String, verb: String },
 }
 
+/// A cached review: when, allowed, reason.
+type Decision = (Instant, bool, String);
+
 /// Authorizes through SubjectAccessReview.
 pub struct Authorizer {
     kube: Arc<KubeAuthApi>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
-    cache: Mutex<HashMap<(User, Attributes), (Instant, bool, String)>>,
+    cache: Mutex<HashMap<(User, Attributes), Decision>>,
 }
 
 /// Members of this group are allowed without a review, as in Kubernetes'

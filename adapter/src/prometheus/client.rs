@@ -182,7 +182,7 @@ impl PromClient {
             .map_err(|e| QueryError::Transport(e.to_string()))?
             .to_bytes();
         // Prometheus answers 400/422 for bad queries with a JSON error body.
-        if !status.is_success() && !(status == 400 || status == 422) {
+        if !(status.is_success() || status == 400 || status == 422) {
             return Err(QueryError::Http {
                 status: status.as_u16(),
                 body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),

@@ -55,6 +55,9 @@ pub struct Identity {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
     pub token: Option<String>,
+    /// Basic-auth user name and password: not a credential the adapter
+    /// accepts (kubectl prompts for one when a kubeconfig has none).
+    pub basic: Option<(String, String)>,
 }
 
 /// What `kubectl get --raw` printed.
@@ -85,10 +88,10 @@ pub fn kubeconfig(dir: &Path, name: &str, server: &str, ca: &Path, who: &Identit
     if let Some(t) = &who.token {
         user.push_str(&format!("    token: {t}\n"));
     }
-    if user.is_empty() {
-        user.push_str("    {}\n");
+    if let Some((u, p)) = &who.basic {
+        user.push_str(&format!("    username: {u}\n    password: {p}\n"));
     }
-    let user = if user.trim() == "{}" {
+    let user = if user.is_empty() {
         "  user: {}\n".to_string()
     } else {
         format!("  user:\n{user}")
