@@ -3,7 +3,8 @@
 
 mod common;
 
-use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
 
 #[test]
@@ -44,4 +45,72 @@ fn default_scenario_basics() {
     assert_eq!(by_uuid.index().unwrap(), 7);
     let by_pci = nvml.device_by_pci_bus_id("00000000:DB:00.0").unwrap();
     assert_eq!(by_pci.index().unwrap(), 7);
+}
+
+#[test]
+fn default_scenario_stories() {
+    let s = common::Session::new(None, None);
+    let nvml = s.nvml();
+    // GPU 2: allocated but idle
+    let d2 = nvml.device_by_index(2).unwrap();
+    assert_eq!(d2.utilization_rates().unwrap().gpu, 0);
+    assert_eq!(d2.running_compute_processes().unwrap().len(), 1);
+    assert!(
+        d2.current_throttle_reasons()
+            .unwrap()
+            .contains(ThrottleReasons::GPU_IDLE)
+    );
+    // GPU 3: memory-bound
+    let d3 = nvml.device_by_index(3).unwrap();
+    assert!(d3.memory_info().unwrap().used > 76 * 1024 * 1024 * 1024);
+    assert!(d3.utilization_rates().unwrap().gpu <= 18);
+    // GPU 4: thermally throttled
+    let d4 = nvml.device_by_index(4).unwrap();
+    let r = d4.current_throttle_reasons().unwrap();
+    assert!(
+        r.contains(ThrottleReasons::SW_THERMAL_SLOWDOWN | ThrottleReasons::HW_THERMAL_SLOWDOWN)
+    );
+    assert!(d4.temperature(TemperatureSensor::Gpu).unwrap() >= 87);
+    assert!(d4.clock_info(Clock::SM).unwrap() < 1500);
+    // GPU 5: MIG, two instances in use, one free
+    let d5 = nvml.device_by_index(5).unwrap();
+    assert_eq!(d5.mig_mode().unwrap().current, 1);
+    let migs: Vec<_> = (0..d5.mig_device_count().unwrap())
+        .filter_map(|i| d5.mig_device_by_index(i).ok())
+        .collect();
+    assert_eq!(migs.len(), 3);
+    let busy: Vec<usize> = migs
+        .iter()
+        .map(|m| m.running_compute_processes().unwrap().len())
+        .collect();
+    assert_eq!(busy, vec![1, 1, 0]);
+    assert!(matches!(
+        d5.utilization_rates(),
+        Err(NvmlError::NotSupported)
+    ));
+    // GPU 6: time-sliced, two processes with different utilization
+    let d6 = nvml.device_by_index(6).unwrap();
+    let us = d6.process_utilization_stats(None).unwrap();
+    assert_eq!(us.len(), 2);
+    assert_ne!(us[0].sm_util, us[1].sm_util);
+    // GPU 7: unused
+    let d7 = nvml.device_by_index(7).unwrap();
+    assert!(d7.running_compute_processes().unwrap().is_empty());
+    assert_eq!(d7.memory_info().unwrap().used, 0);
+    // corrected ECC errors on GPU 1, nothing uncorrected anywhere
+    let d1 = nvml.device_by_index(1).unwrap();
+    assert_eq!(
+        d1.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+            .unwrap(),
+        3
+    );
+    for i in 0..8 {
+        let d = nvml.device_by_index(i).unwrap();
+        assert_eq!(
+            d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+                .unwrap(),
+            0
+        );
+        assert!(d.gpm_support().unwrap());
+    }
 }
