@@ -1,0 +1,289 @@
+//! Pod identity, end to end: the real exporter binary on a simulated node,
+//! its pod mapper talking to a kubelet pod-resources socket, a Kubernetes API
+//! and a /proc tree that speak the real protocols.
+
+use gpuscale_e2e::exporter::{Exporter, Metrics};
+use gpuscale_e2e::pods::{STORY_SCENARIO, TestNode, many_pods_scenario, parse, write_scenario};
+use gpuscale_nvml_sim::scenario::PodPhase;
+
+const GPU0: &str = "GPU-00000000-0000-4000-8000-000000000000";
+const GPU1: &str = "GPU-11111111-0000-4000-8000-000000000000";
+const GPU3: &str = "GPU-33333333-0000-4000-8000-000000000000";
+const GPU4: &str = "GPU-44444444-0000-4000-8000-000000000000";
+const MIG1: &str = "MIG-22222222-0001-4000-8000-000000000000";
+const MIG2: &str = "MIG-22222222-0002-4000-8000-000000000000";
+
+const POD_FLAGS: [&str; 8] = [
+    "--pod-label",
+    "team",
+    "--pod-label",
+    "app.kubernetes.io/name",
+    "--resource-name",
+    "nvidia.com/gpu.shared",
+    "--gpu-price",
+    "NVIDIA H100 80GB HBM3=4.5",
+];
+
+fn label<'a>(m: &'a Metrics, name: &str, uuid: &str, key: &str) -> Option<&'a str> {
+    let found = m.find(name, &[("uuid", uuid)]);
+    assert_eq!(found.len(), 1, "one {name} for {uuid}: {found:?}");
+    found[0].labels.get(key).map(String::as_str)
+}
+
+fn mapped(m: &Metrics) -> bool {
+    m.get("gpuscale_exporter_pod_mapping_up", &[]) == Some(1.0)
+        && m.get("gpuscale_exporter_pod_metadata_stale", &[]) == Some(0.0)
+        && m.has("gpu_pod_sm_utilization_ratio")
+}
+
+/// `--simulate` alone: the scenario's pods come through the simulated node's
+/// kubelet socket, API server and /proc tree.
+#[test]
+fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "story.yaml", STORY_SCENARIO);
+    let exporter = Exporter::simulate(&scenario, &POD_FLAGS);
+    let m = exporter.scrape_until("pods mapped", mapped);
+
+    // Exclusive GPU: device series carry the pod, so `avg by (namespace)` works.
+    let util = m.find("gpu_utilization_ratio", &[("uuid", GPU0)]);
+    assert_eq!(util.len(), 1);
+    let l = &util[0].labels;
+    for (k, v) in [
+        ("namespace", "ml-train"),
+        ("pod", "trainer-0"),
+        ("container", "main"),
+        ("workload", "trainer"),
+        ("workload_kind", "StatefulSet"),
+        ("label_team", "research"),
+        ("label_app_kubernetes_io_name", "trainer"),
+    ] {
+        assert_eq!(l.get(k).map(String::as_str), Some(v), "{k} on {l:?}");
+    }
+    assert!((util[0].value - 0.9).abs() < 1e-9);
+
+    // Time-sliced GPU: no pod on the device series; each pod its own usage.
+    assert_eq!(label(&m, "gpu_utilization_ratio", GPU1, "pod"), None);
+    let sm = |pod: &str| {
+        m.value(
+            "gpu_pod_sm_utilization_ratio",
+            &[("uuid", GPU1), ("pod", pod)],
+        )
+    };
+    assert!((sm("web-6d8f7c9b5-aaaaa") - 0.60).abs() < 1e-9);
+    assert!((sm("web-6d8f7c9b5-bbbbb") - 0.10).abs() < 1e-9);
+    let mem = m.value(
+        "gpu_pod_memory_used_bytes",
+        &[
+            ("uuid", GPU1),
+            ("pod", "web-6d8f7c9b5-bbbbb"),
+            ("workload", "web"),
+            ("workload_kind", "Deployment"),
+        ],
+    );
+    assert_eq!(mem, 5000.0 * 1024.0 * 1024.0);
+    assert_eq!(
+        m.find(
+            "gpu_pod_allocation",
+            &[("uuid", GPU1), ("resource", "nvidia.com/gpu.shared")]
+        )
+        .len(),
+        2
+    );
+
+    // MIG instances held by different pods.
+    let mig = |uuid: &str| {
+        m.find("gpu_mig_memory_used_bytes", &[("mig_uuid", uuid)])[0]
+            .labels
+            .clone()
+    };
+    assert_eq!(
+        mig(MIG1).get("pod").map(String::as_str),
+        Some("asr-5b7c9d8f6-m3n4p")
+    );
+    assert_eq!(mig(MIG1).get("workload").map(String::as_str), Some("asr"));
+    assert_eq!(
+        mig(MIG2).get("workload_kind").map(String::as_str),
+        Some("Job")
+    );
+
+    // Processes carry their own pod; the host process none.
+    assert_eq!(
+        m.find(
+            "gpu_process_memory_used_bytes",
+            &[("pid", "2002"), ("pod", "web-6d8f7c9b5-bbbbb")]
+        )
+        .len(),
+        1
+    );
+    let host = m.find("gpu_process_memory_used_bytes", &[("pid", "1999")]);
+    assert_eq!(host.len(), 1);
+    assert_eq!(host[0].labels.get("pod"), None);
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_unattributed_processes",
+            &[("reason", "not_a_pod")]
+        ),
+        1.0
+    );
+
+    // The Succeeded pod is gone; unallocated GPUs carry no pod labels.
+    assert_eq!(label(&m, "gpu_utilization_ratio", GPU3, "pod"), None);
+    assert_eq!(label(&m, "gpu_utilization_ratio", GPU4, "pod"), None);
+    assert!(
+        m.find("gpu_pod_allocation", &[("pod", "finished-q9w8e")])
+            .is_empty()
+    );
+    assert_eq!(m.value("gpuscale_exporter_pods", &[]), 5.0);
+    assert_eq!(m.find("gpu_pod_allocation", &[]).len(), 5);
+
+    // Cost: a price per GPU of the configured model only.
+    assert_eq!(
+        m.value(
+            "gpu_price_usd_per_hour",
+            &[("uuid", GPU0), ("pod", "trainer-0")]
+        ),
+        4.5
+    );
+    assert!(
+        m.find("gpu_price_usd_per_hour", &[("uuid", GPU4)])
+            .is_empty()
+    );
+}
+
+/// The node changes under a running exporter: a pod deleted, a pod
+/// terminating, the kubelet restarting, the API server going down; and a
+/// garbled cgroup file from the start.
+#[test]
+fn node_changes_while_the_exporter_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "story.yaml", STORY_SCENARIO);
+    let node = TestNode::start(&parse(STORY_SCENARIO));
+    // A garbled cgroup file (the host process's): unattributed and counted, no crash.
+    std::fs::write(node.sim.proc_root().join("1999/cgroup"), "garbage\n").expect("write cgroup");
+    let mut args: Vec<String> = POD_FLAGS.iter().map(|s| s.to_string()).collect();
+    args.extend(node.flags());
+    args.extend(["--pod-refresh-interval".into(), "200ms".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let exporter = Exporter::simulate(&scenario, &args);
+    let m = exporter.scrape_until("pods mapped", mapped);
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_unattributed_processes",
+            &[("reason", "cgroup_malformed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_unattributed_processes_total",
+            &[("reason", "cgroup_malformed")]
+        ),
+        1.0
+    );
+    let (lists_before, _) = node.sim.api().requests();
+
+    // Pod deleted mid-run: its series go.
+    assert!(node.sim.delete_pod("ml-train", "trainer-0"));
+    let m = exporter.scrape_until("trainer-0 gone", |m| {
+        m.find("gpu_pod_allocation", &[("pod", "trainer-0")])
+            .is_empty()
+    });
+    assert_eq!(label(&m, "gpu_utilization_ratio", GPU0, "pod"), None);
+
+    // A pod turning terminal: dropped though the kubelet still lists it.
+    assert!(node.sim.set_phase("batch", "etl-x7k2p", PodPhase::Failed));
+    let m = exporter.scrape_until("etl gone", |m| {
+        m.find("gpu_pod_allocation", &[("pod", "etl-x7k2p")])
+            .is_empty()
+    });
+    assert_eq!(m.value("gpuscale_exporter_pods", &[]), 3.0);
+
+    // Kubelet down (socket removed): metrics flow without pod labels.
+    node.sim.stop_kubelet();
+    let m = exporter.scrape_until("mapping down", |m| {
+        m.get("gpuscale_exporter_pod_mapping_up", &[]) == Some(0.0)
+    });
+    assert!(m.find("gpu_pod_allocation", &[]).is_empty());
+    assert!(
+        !m.find("gpu_utilization_ratio", &[]).is_empty(),
+        "GPU metrics keep flowing"
+    );
+    // …and back within one refresh once the socket is recreated.
+    node.sim.start_kubelet().expect("kubelet restart");
+    exporter.scrape_until("labels back", |m| {
+        m.find("gpu_pod_allocation", &[("pod", "asr-5b7c9d8f6-m3n4p")])
+            .len()
+            == 1
+    });
+
+    // API server down: last known metadata kept, marked stale.
+    node.sim.set_api_down(true);
+    let m = exporter.scrape_until("stale", |m| {
+        m.get("gpuscale_exporter_pod_metadata_stale", &[]) == Some(1.0)
+    });
+    assert_eq!(
+        m.find(
+            "gpu_process_memory_used_bytes",
+            &[("pid", "2001"), ("workload", "web")]
+        )
+        .len(),
+        1
+    );
+    node.sim.set_api_down(false);
+    exporter.scrape_until("fresh", |m| {
+        m.get("gpuscale_exporter_pod_metadata_stale", &[]) == Some(0.0)
+    });
+
+    // Scrapes never reach the API server: one list at start plus relists
+    // after the outage, however many scrapes happened.
+    for _ in 0..20 {
+        exporter.scrape();
+    }
+    let (lists_after, _) = node.sim.api().requests();
+    assert!(
+        lists_after - lists_before <= 3,
+        "API lists: {lists_before} → {lists_after}"
+    );
+}
+
+/// 110 pods (the kubelet's default maximum) time-slicing 8 GPUs.
+#[test]
+fn kubelet_maximum_of_110_pods_on_8_gpus() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "busy.yaml", &many_pods_scenario(8, 110));
+    let exporter = Exporter::simulate(&scenario, &["--pod-label", "team"]);
+    let m = exporter.scrape_until("110 pods mapped", |m| {
+        m.get("gpuscale_exporter_pods", &[]) == Some(110.0)
+            && m.find("gpu_pod_sm_utilization_ratio", &[]).len() == 110
+    });
+    assert_eq!(m.find("gpu_pod_allocation", &[]).len(), 110);
+    assert_eq!(
+        m.find("gpu_process_memory_used_bytes", &[("label_team", "team-3")])
+            .len(),
+        11
+    );
+    // Shared GPUs: no pod labels on device series; every pod its own value.
+    assert!(
+        m.find("gpu_utilization_ratio", &[])
+            .iter()
+            .all(|s| !s.labels.contains_key("pod"))
+    );
+    for p in [0usize, 57, 109] {
+        let v = m.value(
+            "gpu_pod_sm_utilization_ratio",
+            &[("pod", &format!("worker-{p}"))],
+        );
+        assert!(
+            (v - (1 + p % 50) as f64 / 100.0).abs() < 1e-9,
+            "worker-{p}: {v}"
+        );
+    }
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_unattributed_processes",
+            &[("reason", "pod_unknown")]
+        ),
+        0.0
+    );
+}
