@@ -1,0 +1,134 @@
+//! docs/adapter.md and the code must agree: flags and their defaults, config
+//! keys, presets (names, windows, queries) and self-metric families.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+
+use clap::CommandFactory as _;
+use gpuscale_adapter::cli::Args;
+use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, TOP_KEYS};
+use gpuscale_adapter::presets;
+use gpuscale_adapter::selfmetrics::FAMILIES;
+
+fn doc() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/adapter.md");
+    std::fs::read_to_string(path).expect("docs/adapter.md")
+}
+
+fn section(doc: &str, title: &str) -> String {
+    let start = doc
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("section {title} missing"));
+    let rest = &doc[start + title.len() + 5..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
+/// Table rows whose first cell is code: the cells, backticks removed.
+fn rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn flags_and_defaults_match_the_cli() {
+    let cmd = Args::command();
+    let code: BTreeSet<(String, String)> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            let long = a.get_long()?;
+            if long == "help" || long == "version" {
+                return None;
+            }
+            let default = a
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(",");
+            let default = if default == "false" {
+                String::new()
+            } else {
+                default
+            };
+            Some((format!("--{long}"), default))
+        })
+        .collect();
+    let documented: BTreeSet<(String, String)> = rows(&section(&doc(), "Flags"))
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    assert_eq!(documented, code, "docs/adapter.md ## Flags vs the CLI");
+}
+
+#[test]
+fn config_keys_match_the_parser() {
+    let documented: BTreeSet<String> = rows(&section(&doc(), "Metrics config"))
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let code: BTreeSet<String> = TOP_KEYS
+        .iter()
+        .chain(METRIC_KEYS)
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(documented, code);
+}
+
+#[test]
+fn presets_match_names_windows_and_queries() {
+    let text = section(&doc(), "Presets");
+    let table = rows(&text);
+    let names: Vec<&str> = table.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, presets::NAMES);
+    let config = MetricsConfig::presets();
+    for r in &table {
+        let def = config.get(&r[0]).unwrap();
+        assert_eq!(
+            r[1],
+            format!("{}s", def.window.as_secs()),
+            "window of {}",
+            r[0]
+        );
+        let line = format!("- `{}`: `{}`", def.name, def.query);
+        assert!(
+            text.contains(&line),
+            "docs/adapter.md lacks the query of {}:\n{line}",
+            def.name
+        );
+    }
+}
+
+#[test]
+fn self_metrics_match_the_families() {
+    let documented: Vec<(String, String, String)> = rows(&section(&doc(), "Self-metrics"))
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone(), r[2].replace(['`', ' '], "")))
+        .collect();
+    let code: Vec<(String, String, String)> = FAMILIES
+        .iter()
+        .map(|(n, t, l)| (n.to_string(), t.to_string(), l.to_string()))
+        .collect();
+    assert_eq!(documented, code);
+}
+
+#[test]
+fn the_rendered_metrics_are_the_documented_families() {
+    let m = gpuscale_adapter::selfmetrics::SelfMetrics::default();
+    let text = m.render(&Default::default());
+    let typed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let names: Vec<&str> = FAMILIES.iter().map(|f| f.0).collect();
+    assert_eq!(typed, names);
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Load test of gpuscale-adapter's request path: HTTPS keep-alive connections
+# asking for many distinct (namespace, selector) keys that the poll cache
+# answers from memory. Prints wrk's latency distribution and the adapter's
+# resident memory. Needs: prometheus (Debian package), wrk, curl.
+#
+#   bench/adapter-load.sh                 # 1000 keys, 8 connections, 30 s
+#   KEYS=5000 CONNS=16 DURATION=60s bench/adapter-load.sh
+#
+# The adapter runs with --dev (self-signed TLS, no authentication: wrk cannot
+# present client certificates); see docs/performance.md for what that leaves out.
+set -euo pipefail
+
+KEYS=${KEYS:-1000}
+CONNS=${CONNS:-8}
+THREADS=${THREADS:-2}
+DURATION=${DURATION:-30s}
+PROFILE=${PROFILE:-release}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d -t gpuscale-adapter-bench-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+if [ "$PROFILE" = release ]; then
+  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
+  bin="$root/target/release/gpuscale-adapter"
+else
+  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
+  bin="$root/target/debug/gpuscale-adapter"
+fi
+
+prom_port=$(free_port)
+api_port=$(free_port)
+metrics_port=$(free_port)
+
+cat >"$work/prometheus.yml" <<YAML
+global:
+  scrape_interval: 15s
+scrape_configs: []
+YAML
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+pids+=($!)
+
+# One metric whose query always has a value, so every key is a cached 200.
+cat >"$work/bench.yaml" <<'YAML'
+metrics:
+  - name: bench_queue_depth
+    query: sum(bench_queue{${matchers}}) or vector(1)
+YAML
+
+"$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
+  --config "$work/bench.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
+  --log-format json >"$work/adapter.log" 2>&1 &
+adapter=$!
+pids+=($adapter)
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 &&
+    curl -fsS "http://127.0.0.1:$metrics_port/healthz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+
+# KEYS distinct (namespace, selector) pairs: 10 namespaces × KEYS/10 workloads.
+cat >"$work/keys.lua" <<LUA
+local keys = $KEYS
+local i = 0
+init = function(args)
+  i = math.random(0, keys - 1)
+end
+request = function()
+  i = (i + 1) % keys
+  local path = string.format(
+    "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns-%d/bench_queue_depth?labelSelector=workload%%3Dw%d",
+    i % 10, i)
+  return wrk.format("GET", path)
+end
+LUA
+
+url="https://127.0.0.1:$api_port"
+echo "== warm-up: every key once through a miss (single-flight), then from memory"
+wrk -t1 -c"$CONNS" -d5s -s "$work/keys.lua" "$url" >/dev/null
+cached=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
+  awk '/^gpuscale_adapter_prometheus_queries_total/ {s+=$2} END {print s+0}')
+echo "prometheus queries so far: $cached"
+
+echo "== measured: $KEYS keys, $CONNS keep-alive TLS connections, $THREADS threads, $DURATION"
+wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/keys.lua" "$url"
+
+echo "== adapter memory"
+grep -E '^(VmRSS|VmHWM)' "/proc/$adapter/status"
+echo "== adapter self-metrics (request latency histogram, code 200)"
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
+  grep -E '^gpuscale_adapter_request_duration_seconds_(bucket|count).*code="200"' | head -20
