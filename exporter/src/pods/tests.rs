@@ -73,7 +73,7 @@ pods:
 "#;
 
 struct Fixture {
-    rt: tokio::runtime::Runtime,
+    _rt: tokio::runtime::Runtime,
     sim: SimNode,
     mapper: Arc<PodMapper>,
     collected: Collected,
@@ -156,7 +156,7 @@ fn fixture() -> Fixture {
         processes,
     };
     Fixture {
-        rt,
+        _rt: rt,
         sim,
         mapper,
         collected,
