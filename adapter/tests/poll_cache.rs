@@ -1,0 +1,193 @@
+//! The poll cache against a Prometheus HTTP fake: single-flight on a miss,
+//! background re-reads, the freshness bound, and empty/NaN never becoming
+//! numbers.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpuscale_adapter::config::{EmptyPolicy, MetricDef};
+use gpuscale_adapter::prometheus::{CacheSettings, ClientSettings, PollCache, PromClient};
+use gpuscale_adapter::provider::ProviderError;
+use gpuscale_adapter::selfmetrics::SelfMetrics;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+/// What the fake answers.
+#[derive(Clone, Copy)]
+enum Mode {
+    Value(f64),
+    Empty,
+    NaN,
+    Down,
+}
+
+struct Fake {
+    url: String,
+    mode: Arc<Mutex<Mode>>,
+    queries: Arc<AtomicUsize>,
+}
+
+async fn fake(mode: Mode) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let mode = Arc::new(Mutex::new(mode));
+    let queries = Arc::new(AtomicUsize::new(0));
+    let (m, q) = (mode.clone(), queries.clone());
+    tokio::spawn(async move {
+        loop {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let (m, q) = (m.clone(), q.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                q.fetch_add(1, Ordering::SeqCst);
+                // Long enough for concurrent callers to pile up on a miss.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let mode = *m.lock().unwrap();
+                let (status, body) = match mode {
+                    Mode::Value(v) => (200, format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[1,"{v}"]}}]}}}}"#)),
+                    Mode::Empty => (200, r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.to_string()),
+                    Mode::NaN => (200, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#.to_string()),
+                    Mode::Down => (500, "internal error".to_string()),
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    Fake { url, mode, queries }
+}
+
+fn cache(url: &str, poll: Duration) -> Arc<PollCache> {
+    let client = PromClient::new(&ClientSettings {
+        url: url.to_string(),
+        bearer_token_file: None,
+        ca_file: None,
+        headers: vec!["X-Scope-OrgID: team-a".into()],
+        timeout: Duration::from_secs(10),
+        max_concurrency: 4,
+    })
+    .unwrap();
+    Arc::new(PollCache::new(
+        Arc::new(client),
+        Arc::new(SelfMetrics::default()),
+        CacheSettings {
+            poll_interval: poll,
+            idle_expiry: Duration::from_secs(600),
+            refresh_concurrency: 4,
+        },
+    ))
+}
+
+fn def(empty: EmptyPolicy, freshness: Duration) -> Arc<MetricDef> {
+    Arc::new(MetricDef {
+        name: "m".into(),
+        query: "q{${matchers}}".into(),
+        empty,
+        freshness,
+        window: Duration::from_secs(60),
+        description: String::new(),
+    })
+}
+
+/// Wait (without asserting on time) until the fake has answered `n` queries.
+async fn queries_reach(f: &Fake, n: usize) {
+    while f.queries.load(Ordering::SeqCst) < n {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the answer of the n-th query land in the cache.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn a_miss_runs_one_query_however_many_requests_wait() {
+    let f = fake(Mode::Value(4.0)).await;
+    let c = cache(&f.url, Duration::from_secs(3600));
+    let d = def(EmptyPolicy::Error, Duration::from_secs(30));
+    let gets = (0..20).map(|_| c.get(d.clone(), "q{namespace=\"a\"}".into()));
+    for r in futures::future::join_all(gets).await {
+        assert_eq!(r.unwrap()[0].value, 4.0);
+    }
+    assert_eq!(f.queries.load(Ordering::SeqCst), 1);
+    // A later request is answered from memory.
+    c.get(d, "q{namespace=\"a\"}".into()).await.unwrap();
+    assert_eq!(f.queries.load(Ordering::SeqCst), 1);
+    assert_eq!(c.len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_reread_keeps_the_last_value_within_its_freshness() {
+    let f = fake(Mode::Value(2.5)).await;
+    let c = cache(&f.url, Duration::from_millis(50));
+    tokio::spawn(c.clone().run_poller());
+    let fresh = def(EmptyPolicy::Error, Duration::from_secs(3600));
+    assert_eq!(
+        c.get(fresh.clone(), "q1".into()).await.unwrap()[0].value,
+        2.5
+    );
+    *f.mode.lock().unwrap() = Mode::Down;
+    let seen = f.queries.load(Ordering::SeqCst);
+    queries_reach(&f, seen + 2).await;
+    assert_eq!(c.get(fresh, "q1".into()).await.unwrap()[0].value, 2.5);
+}
+
+#[tokio::test]
+async fn past_its_freshness_a_failed_read_is_an_error() {
+    let f = fake(Mode::Value(2.5)).await;
+    let c = cache(&f.url, Duration::from_millis(50));
+    tokio::spawn(c.clone().run_poller());
+    let stale = def(EmptyPolicy::Error, Duration::from_millis(1));
+    c.get(stale.clone(), "q2".into()).await.ok();
+    *f.mode.lock().unwrap() = Mode::Down;
+    let seen = f.queries.load(Ordering::SeqCst);
+    queries_reach(&f, seen + 2).await;
+    let err = c.get(stale, "q2".into()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Unavailable(m) if m.contains("HTTP 500")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn empty_and_nan_replace_the_value_with_an_error_at_once() {
+    let f = fake(Mode::Value(1.0)).await;
+    let c = cache(&f.url, Duration::from_millis(50));
+    tokio::spawn(c.clone().run_poller());
+    let d = def(EmptyPolicy::Error, Duration::from_secs(3600));
+    c.get(d.clone(), "q3".into()).await.unwrap();
+    for (mode, needle) in [(Mode::Empty, "no series"), (Mode::NaN, "NaN")] {
+        *f.mode.lock().unwrap() = mode;
+        let seen = f.queries.load(Ordering::SeqCst);
+        queries_reach(&f, seen + 2).await;
+        let err = c.get(d.clone(), "q3".into()).await.unwrap_err();
+        assert!(
+            matches!(&err, ProviderError::Unavailable(m) if m.contains(needle)),
+            "{err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn empty_is_zero_only_when_the_metric_says_so() {
+    let f = fake(Mode::Empty).await;
+    let c = cache(&f.url, Duration::from_secs(3600));
+    let zero = def(EmptyPolicy::Zero, Duration::from_secs(30));
+    assert_eq!(c.get(zero, "q4".into()).await.unwrap()[0].value, 0.0);
+    let strict = Arc::new(MetricDef {
+        name: "strict".into(),
+        ..(*def(EmptyPolicy::Error, Duration::from_secs(30))).clone()
+    });
+    assert!(c.get(strict, "q4".into()).await.is_err());
+}
