@@ -98,6 +98,11 @@ impl ReloadingResolver {
         })
     }
 
+    /// The certificate served now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.load_full()
+    }
+
     /// Poll the files' modification times and reload on change; a broken
     /// file is logged and the previous certificate kept.
     pub async fn watch(self: Arc<Self>, cert: PathBuf, key: PathBuf, every: Duration) {
