@@ -40,6 +40,8 @@ struct JoinCache {
     /// pid → its cgroup's pod, or why not; pids gone from NVML are evicted.
     pids: HashMap<u32, Result<PodCgroup, &'static str>>,
     unattributed_total: BTreeMap<&'static str, u64>,
+    /// Duration of the previous join (reported one cycle late).
+    last_join_seconds: f64,
 }
 
 pub struct PodMapper {
@@ -120,6 +122,7 @@ impl PodMapper {
         if !self.enabled {
             return (Arc::new(NoPods), Vec::new());
         }
+        let started = Instant::now();
         let kubelet = self.kubelet.load_full();
         let meta = self.meta.load_full();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -133,13 +136,8 @@ impl PodMapper {
         let mut families = self.allocation_families(&map, collected);
         families.extend(per_pod);
         families.extend(self.price_family(collected));
-        families.extend(self.self_families(
-            &kubelet,
-            &meta,
-            &map,
-            &cache.unattributed_total,
-            &unattributed,
-        ));
+        families.extend(self.self_families(&kubelet, &meta, &map, &cache, &unattributed));
+        cache.last_join_seconds = started.elapsed().as_secs_f64();
         (Arc::new(Joined { map, processes }), families)
     }
 
@@ -330,9 +328,10 @@ impl PodMapper {
         kubelet: &KubeletState,
         meta: &MetaView,
         map: &PodMap,
-        unattributed_total: &BTreeMap<&'static str, u64>,
+        cache: &JoinCache,
         unattributed: &BTreeMap<&'static str, u64>,
     ) -> Vec<Family> {
+        let unattributed_total = &cache.unattributed_total;
         let g = |name, help, v: f64| Family::gauge(name, help).with(Subject::Global, Vec::new(), v);
         let mut now = Family::gauge(
             "gpuscale_exporter_unattributed_processes",
@@ -376,6 +375,11 @@ impl PodMapper {
                 "gpuscale_exporter_pod_refresh_duration_seconds",
                 "Duration of the last kubelet pod-resources refresh (List + GetAllocatableResources).",
                 kubelet.duration_seconds,
+            ),
+            g(
+                "gpuscale_exporter_pod_join_duration_seconds",
+                "Duration of the previous pod join (labels, pids, per-pod families) in the collection loop.",
+                cache.last_join_seconds,
             ),
             Family::counter(
                 "gpuscale_exporter_pod_refresh_errors_total",

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Pod mapping under load: the exporter on a simulated node with 110 pods (the
+# kubelet's default maximum) time-slicing 8 GPUs, one GPU process per pod,
+# served through the simulated kubelet socket, API server and /proc tree.
+# Prints the mapping cost (kubelet refresh, per-collection join), the
+# exporter's resident memory, and wrk's scrape latency/throughput at 8 and 64
+# connections, with pod mapping on and off (--no-pods) for comparison.
+# Needs: wrk, curl.
+#
+#   bench/pods-load.sh                       # 110 pods, 8 GPUs, 15 s per wrk run
+#   PODS=220 DURATION=30s bench/pods-load.sh
+set -euo pipefail
+
+GPUS=${GPUS:-8}
+PODS=${PODS:-110}
+DURATION=${DURATION:-15s}
+THREADS=${THREADS:-2}
+INTERVAL=${INTERVAL:-1s}
+PROFILE=${PROFILE:-release}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d -t gpuscale-pods-bench-XXXXXX)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ "$PROFILE" = release ]; then
+  (cd "$root" && cargo build --release -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
+else
+  (cd "$root" && cargo build -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
+fi
+bin="$root/target/$PROFILE/gpuscale-exporter"
+sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
+
+# Scenario: pod p holds replica p/GPUS of GPU p%GPUS and runs pid 10000+p.
+scenario="$work/busy.yaml"
+{
+  echo "node: busy-node"
+  echo "gpus:"
+  for ((g = 0; g < GPUS; g++)); do
+    printf '  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-%08x-0000-4000-8000-00000000abcd\n' "$g"
+    printf '    pci_bus_id: "00000000:%02x:00.0"\n    memory_mib: 81559\n    load: { utilization: 80 }\n    processes:\n' $((16 + g))
+    for ((p = g; p < PODS; p += GPUS)); do
+      printf '      - { pid: %d, name: worker, memory_mib: %d, sm_utilization: %d }\n' $((10000 + p)) $((100 + p)) $((1 + p % 50))
+    done
+  done
+  echo "pods:"
+  for ((p = 0; p < PODS; p++)); do
+    printf '  - namespace: ns-%d\n    name: worker-%d\n    uid: %08x-0000-4000-8000-00000000beef\n' $((p % 10)) "$p" "$p"
+    printf '    owner: { kind: Deployment, name: worker-%d }\n    labels: { team: team-%d }\n' $((p % 10)) $((p % 10))
+    printf '    containers:\n      - name: main\n        id: %064x\n' "$p"
+    printf '        devices: [ { resource: nvidia.com/gpu, ids: ["GPU-%08x-0000-4000-8000-00000000abcd::%d"] } ]\n' $((p % GPUS)) $((p / GPUS))
+    printf '        pids: [%d]\n' $((10000 + p))
+  done
+} > "$scenario"
+
+metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
+hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$pid/status"; }
+
+run() {
+  local label=$1; shift
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  addr="127.0.0.1:$port"
+  "$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "$addr" \
+    --collect-interval "$INTERVAL" --pod-label team --log-level warn "$@" > "$work/$label.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 100); do
+    curl -sf "http://$addr/readyz" > /dev/null 2>&1 && break
+    sleep 0.1
+  done
+  if [ "$label" = pods ]; then
+    for _ in $(seq 1 100); do
+      [ "$(metric gpuscale_exporter_pods)" = "$PODS" ] && break
+      sleep 0.1
+    done
+  fi
+  sleep 3 # a few collections with the full map
+  echo "== $label: $PODS pods on $GPUS GPUs =="
+  echo "series: $(curl -s "http://$addr/metrics" | grep -vc '^#')  bytes: $(curl -s "http://$addr/metrics" | wc -c)"
+  if [ "$label" = pods ]; then
+    echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')"
+    echo "kubelet refresh (List + GetAllocatableResources): $(metric gpuscale_exporter_pod_refresh_duration_seconds) s"
+    echo "pod join per collection: $(metric gpuscale_exporter_pod_join_duration_seconds) s"
+  fi
+  echo "collection (collectors only): $(metric gpuscale_exporter_collection_duration_seconds) s"
+  echo "RSS before load: $(rss_kib) KiB"
+  echo "-- wrk 8 connections"
+  wrk -t"$THREADS" -c8 -d"$DURATION" --latency "http://$addr/metrics" | grep -E 'Requests/sec|50%|90%|99%'
+  echo "-- wrk 64 connections"
+  wrk -t"$THREADS" -c64 -d"$DURATION" --latency "http://$addr/metrics" | grep -E 'Requests/sec|50%|90%|99%'
+  echo "RSS after load: $(rss_kib) KiB  peak (VmHWM): $(hwm_kib) KiB"
+  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+}
+
+run pods
+run no-pods --no-pods
