@@ -17,8 +17,10 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// GPU pressure per pod: the largest of SM utilization, DRAM bandwidth
-/// activity and memory fullness over the pod's GPUs; averaged over pods.
-pub const GPU_PRESSURE_QUERY: &str = r#"avg(max by (namespace, pod) (label_replace(gpu_utilization_ratio{${matchers}}, "signal", "utilization", "", "") or label_replace(gpu_dram_active_ratio{${matchers}}, "signal", "dram", "", "") or label_replace(gpu_memory_used_bytes{${matchers}} / gpu_memory_total_bytes{${matchers}}, "signal", "memory", "", "")))"#;
+/// activity and memory fullness of the GPUs the pod holds alone, and the
+/// pod's own SM utilization (which also covers shared GPUs and MIG
+/// instances); averaged over pods.
+pub const GPU_PRESSURE_QUERY: &str = r#"avg(max by (namespace, pod) (label_replace(gpu_utilization_ratio{${matchers}}, "signal", "utilization", "", "") or label_replace(gpu_dram_active_ratio{${matchers}}, "signal", "dram", "", "") or label_replace(gpu_memory_used_bytes{${matchers}} / gpu_memory_total_bytes{${matchers}}, "signal", "memory", "", "") or label_replace(gpu_pod_sm_utilization_ratio{${matchers}}, "signal", "pod_sm", "", "")))"#;
 
 fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
     MetricDef {

@@ -200,6 +200,7 @@ fn each_preset_returns_the_value_the_data_implies() {
         ("gpu_pressure", "workload=chat", "825m"),
         ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
         ("gpu_pressure", "pod in (chat-0)", "900m"),
+        ("gpu_pressure", "workload=tts", "400m"),
     ] {
         assert_eq!(
             read("inference", metric, selector),
