@@ -203,10 +203,9 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
         "unsupported field left out"
     );
     assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g1, 1024000.0);
-    assert!(
-        m.find("gpu_fan_speed_ratio", &[]).is_empty(),
-        "no GPU has a fan reading here"
-    );
+    assert!(m.get("gpu_fan_speed_ratio", &g0).is_none(), "unsupported fan left out");
+    // A supported fan that stands still is a real 0.
+    assert_eq!(m.value("gpu_fan_speed_ratio", &[("uuid", GPU2)]), 0.0);
 
     // MIG instances with their own memory and GPM activity; processes by instance.
     let a = [("uuid", GPU2), ("mig_uuid", MIG_A)];
