@@ -403,10 +403,12 @@ def node_gpu():
            f'sum(gpuscale_exporter_pods{{{C}}})')
     d.stat("Pod refresh time", "Duration of the last kubelet pod-resources refresh (slowest exporter).",
            f'max(gpuscale_exporter_pod_refresh_duration_seconds{{{C}}})', unit="s")
+    d.stat("Pod join time", "Duration of the last join of GPU data with the pod map (slowest exporter).",
+           f'max(gpuscale_exporter_pod_join_duration_seconds{{{C}}})', unit="s")
     d.stat("Pod refresh errors", "Failed kubelet refreshes over the time range.",
            f'sum(increase(gpuscale_exporter_pod_refresh_errors_total{{{C}}}[$__range]))', decimals=0, thresholds=ORANGE_AT(1))
     d.stat("Unattributed processes", "GPU processes of the last collection that could not be joined to a pod.",
-           f'sum(gpuscale_exporter_unattributed_processes{{{C}}})', thresholds=ORANGE_AT(1))
+           f'sum(gpuscale_exporter_unattributed_processes{{{C}}})', thresholds=ORANGE_AT(1), w=8)
     d.ts("Unattributed processes by reason", "GPU processes without a pod, by reason (each pid counted once, per second).", [
         {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}}})', "legend": "{{reason}} now"},
         {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_processes_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],

@@ -223,7 +223,7 @@ impl Webhook {
 }
 
 /// Metric families of gpuscale-adapter that the rules and dashboards use
-/// (issue contract; docs/adapter.md lists them once the adapter documents them).
+/// (checked against docs/adapter.md by `adapter_metric_names_match_the_adapter_docs`).
 pub const ADAPTER_METRICS: &[&str] = &[
     "gpuscale_adapter_up",
     "gpuscale_adapter_build_info",
@@ -278,7 +278,7 @@ pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
     match path {
         "/adapter" => {
             s.push_str("# TYPE gpuscale_adapter_up gauge\ngpuscale_adapter_up 1\n");
-            s.push_str("# TYPE gpuscale_adapter_build_info gauge\ngpuscale_adapter_build_info{version=\"0.0.0-e2e\",revision=\"fake\"} 1\n");
+            s.push_str("# TYPE gpuscale_adapter_build_info gauge\ngpuscale_adapter_build_info{version=\"0.0.0-e2e\"} 1\n");
             s.push_str(&format!("# TYPE gpuscale_adapter_metric_value gauge\ngpuscale_adapter_metric_value{{metric=\"{m}\"}} 7\n"));
             s.push_str(&format!("# TYPE gpuscale_adapter_metric_age_seconds gauge\ngpuscale_adapter_metric_age_seconds{{metric=\"{m}\"}} 2\n"));
             s.push_str("# TYPE gpuscale_adapter_requests_total counter\n");
