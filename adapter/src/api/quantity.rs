@@ -12,8 +12,9 @@ pub enum QuantityError {
     OutOfRange(f64),
 }
 
-/// Format `v` as a canonical decimal-SI quantity (nano precision), as
-/// `resource.Quantity.String()` would: `1500m`, `3`, `2k`, `250u`.
+/// Format `v` as a canonical decimal-SI quantity, as
+/// `resource.Quantity.String()` would: `1500m`, `3`, `2k`; milli precision,
+/// except that a non-zero value below 0.5m keeps nano precision (`250u`).
 pub fn format(v: f64) -> Result<String, QuantityError> {
     if v.is_nan() {
         return Err(QuantityError::NaN);
@@ -24,12 +25,16 @@ pub fn format(v: f64) -> Result<String, QuantityError> {
     if v.abs() >= 9.0e18 {
         return Err(QuantityError::OutOfRange(v));
     }
-    let mut mantissa = (v * 1e9).round() as i128;
+    // Milli precision, as the HPA reads values (`NewMilliQuantity`); a
+    // non-zero value that would round to 0m keeps nano precision instead.
+    let (mut mantissa, mut idx) = ((v * 1e3).round() as i128, 2);
+    if mantissa == 0 {
+        (mantissa, idx) = ((v * 1e9).round() as i128, 0);
+    }
     if mantissa == 0 {
         return Ok("0".into());
     }
     const SUFFIX: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
-    let mut idx = 0;
     while idx + 1 < SUFFIX.len() && mantissa % 1000 == 0 {
         mantissa /= 1000;
         idx += 1;
@@ -74,6 +79,9 @@ mod tests {
         assert_eq!(format(0.1 + 0.2).unwrap(), "300m");
         assert_eq!(format(-0.75).unwrap(), "-750m");
         assert_eq!(format(0.0).unwrap(), "0");
+        assert_eq!(format(0.955014162).unwrap(), "955m");
+        assert_eq!(format(0.0025).unwrap(), "3m");
+        assert_eq!(format(1e-10).unwrap(), "0");
         assert_eq!(format(1e6).unwrap(), "1M");
         assert_eq!(format(f64::NAN), Err(QuantityError::NaN));
         assert_eq!(format(f64::INFINITY), Err(QuantityError::Infinite));
