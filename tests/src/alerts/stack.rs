@@ -196,16 +196,16 @@ impl Webhook {
         let received: Arc<Mutex<Vec<Notified>>> = Arc::default();
         let r = received.clone();
         let server = Server::start(move |req| {
-            if req.method == "POST" {
-                if let Ok(v) = serde_json::from_slice::<Value>(&req.body) {
-                    let mut r = r.lock().expect("webhook lock");
-                    for a in v["alerts"].as_array().into_iter().flatten() {
-                        r.push(Notified {
-                            status: a["status"].as_str().unwrap_or("").to_string(),
-                            labels: a["labels"].as_object().cloned().unwrap_or_default(),
-                            annotations: a["annotations"].as_object().cloned().unwrap_or_default(),
-                        });
-                    }
+            if req.method == "POST"
+                && let Ok(v) = serde_json::from_slice::<Value>(&req.body)
+            {
+                let mut r = r.lock().expect("webhook lock");
+                for a in v["alerts"].as_array().into_iter().flatten() {
+                    r.push(Notified {
+                        status: a["status"].as_str().unwrap_or("").to_string(),
+                        labels: a["labels"].as_object().cloned().unwrap_or_default(),
+                        annotations: a["annotations"].as_object().cloned().unwrap_or_default(),
+                    });
                 }
             }
             Response::text(String::new())
