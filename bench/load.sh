@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Load test of gpuscale-exporter's /metrics on the simulated node: latency at
+# 8 connections, throughput at 64, resident memory, and the cost of
+# collection (CPU while idle at a 1 s interval). Needs wrk (Debian package).
+#
+#   bench/load.sh                         # built-in 8-GPU scenario
+#   SCENARIO=path.yaml DURATION=30s bench/load.sh
+#
+# The load generator shares the machine with the exporter, as in CI.
+set -euo pipefail
+
+DURATION=${DURATION:-20s}
+IDLE_SECONDS=${IDLE_SECONDS:-30}
+SCENARIO=${SCENARIO:-}
+PROFILE=${PROFILE:-release}
+EXTRA_ARGS=${EXTRA_ARGS:-}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d -t gpuscale-exporter-bench-XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ "$PROFILE" = release ]; then
+  (cd "$root" && cargo build -q --release -p gpuscale-exporter -p gpuscale-nvml-sim)
+  dir="$root/target/release"
+else
+  (cd "$root" && cargo build -q -p gpuscale-exporter -p gpuscale-nvml-sim)
+  dir="$root/target/debug"
+fi
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+# shellcheck disable=SC2086
+"$dir/gpuscale-exporter" --simulate $SCENARIO --simulator-lib "$dir/libgpuscale_nvml_sim.so" \
+  --listen "127.0.0.1:$port" --collect-interval 1s --log-level warn $EXTRA_ARGS >"$work/exporter.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+url="http://127.0.0.1:$port/metrics"
+bytes=$(curl -fsS "$url" | wc -c)
+series=$(curl -fsS "$url" | grep -vc '^#')
+echo "exposition: $bytes bytes, $series series"
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+
+# Collection cost: CPU used while nobody scrapes, at a 1 s interval.
+c0=$(cpu); sleep "$IDLE_SECONDS"; c1=$(cpu)
+awk -v d="$((c1 - c0))" -v t="$ticks" -v s="$IDLE_SECONDS" \
+  'BEGIN { printf "collection cost: %.2f%% of one core (1 s interval, %d s idle)\n", 100 * d / t / s, s }'
+echo "rss idle: $(( $(rss_kib) / 1024 )) MiB"
+
+echo "--- 8 connections, $DURATION"
+wrk -t2 -c8 -d"$DURATION" --latency "$url" | tee "$work/wrk8.txt" | grep -E "Latency|50%|90%|99%|Requests/sec"
+echo "--- 64 connections, $DURATION"
+wrk -t2 -c64 -d"$DURATION" --latency "$url" | tee "$work/wrk64.txt" | grep -E "Latency|50%|99%|Requests/sec"
+echo "--- 64 connections, gzip, $DURATION"
+wrk -t2 -c64 -d"$DURATION" -H 'Accept-Encoding: gzip' "$url" | grep -E "Requests/sec"
+echo "rss after load: $(( $(rss_kib) / 1024 )) MiB (VmHWM $(awk '/^VmHWM/ {print int($2/1024)}' "/proc/$pid/status") MiB)"
