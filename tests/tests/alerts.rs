@@ -622,6 +622,75 @@ fn end_to_end_alerts_and_dashboards() {
     );
     assert_eq!(evaluated, rules::all_rules().len());
 
+    // 3b. The recording rules on the real exporter output: GPU shares (whole,
+    // MIG by memory, time-sliced split), cost from the price flag, waste classes.
+    let value = |q: &str| -> f64 {
+        let r = prom.query(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert_eq!(r.len(), 1, "{q}: expected one series, got {r:?}");
+        r[0]["value"][1]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let close = |q: &str, want: f64| {
+        let got = value(q);
+        assert!(
+            (got - want).abs() < 1e-6 * want.abs().max(1.0),
+            "{q} = {got}, want {want}"
+        );
+    };
+    let mig_share = 40192.0 / 81559.0;
+    close(r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0);
+    close(r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share);
+    close(r#"gpuscale:gpu_allocation:share{pod="alice-0"}"#, 0.5);
+    close(
+        r#"namespace:gpu_allocated:sum{namespace="ml-serve"}"#,
+        1.0 + 2.0 * mig_share,
+    );
+    close(
+        r#"namespace:gpu_cost_usd_per_hour:sum{namespace="ml-serve"}"#,
+        4.0 * (1.0 + 2.0 * mig_share),
+    );
+    close(
+        r#"namespace:gpu_cost_usd_per_hour:sum{namespace="notebooks"}"#,
+        4.0,
+    );
+    close(
+        r#"namespace_workload:gpu_cost_usd_per_hour:sum{workload="llama-train"}"#,
+        4.0,
+    );
+    close(
+        r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-2"}"#,
+        0.0,
+    );
+    close(
+        r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-0"}"#,
+        0.6,
+    );
+    let classes: BTreeMap<String, String> = prom
+        .query("gpuscale:gpu_allocation_waste:share")
+        .expect("waste")
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["pod"].as_str().unwrap_or("").to_string(),
+                s["metric"]["waste_class"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, String> = [
+        ("vllm-2", "idle_replica"),
+        ("alice-0", "oversized"),
+        ("bob-0", "oversized"),
+    ]
+    .iter()
+    .map(|(p, c)| (p.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(classes, want, "waste classes");
+
     // 4. Every dashboard query and variable returns data.
     let mut empty = Vec::new();
     let mut queries = 0;
