@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates the Grafana dashboards in this directory (stdlib only).
 
-    python3 dashboards/generate.py
+    python3 dashboards/generate.py            # write the JSON files
+    python3 dashboards/generate.py --check    # exit 1 if they are out of date
 
 The JSON files are what users import and what the end-to-end test
 (tests/tests/alerts.rs) evaluates against a real Prometheus; this script is
@@ -17,6 +18,7 @@ Query conventions (the e2e test relies on them):
 """
 import json
 import os
+import sys
 
 DIR = os.path.dirname(os.path.abspath(__file__))
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -526,13 +528,26 @@ def autoscaling():
 
 
 def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
     for d in (fleet(), node_gpu(), workloads(), autoscaling()):
         name = d.uid.replace("gpuscale-", "") + ".json"
-        with open(os.path.join(DIR, name), "w") as f:
-            json.dump(d.json(), f, indent=2, ensure_ascii=False)
-            f.write("\n")
+        path = os.path.join(DIR, name)
+        text = json.dumps(d.json(), indent=2, ensure_ascii=False) + "\n"
+        if check:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() != text:
+                        stale.append(name)
+            except FileNotFoundError:
+                stale.append(name)
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
         n = sum(1 for p in d.panels if p["type"] != "row")
         print(f"{name}: {n} panels, {sum(len(p.get('targets', [])) for p in d.panels)} queries")
+    if stale:
+        sys.exit(f"out of date with dashboards/generate.py: {', '.join(stale)} (run python3 dashboards/generate.py)")
 
 
 if __name__ == "__main__":

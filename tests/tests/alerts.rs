@@ -844,3 +844,14 @@ fn deploy_manifests_are_generated_from_the_rule_files() {
         }
     }
 }
+
+#[test]
+fn dashboards_are_what_the_generator_writes() {
+    if !on_path("python3") {
+        eprintln!("python3 not on PATH: skipping the dashboards/generate.py --check comparison");
+        return;
+    }
+    run(Command::new("python3")
+        .arg(repo_root().join("dashboards/generate.py"))
+        .arg("--check"));
+}
