@@ -27,6 +27,11 @@ pub struct Exporter {
 impl Exporter {
     /// Starts the exporter with `args` (plus `--listen`), not waiting for readiness.
     pub fn spawn(args: &[&str]) -> Self {
+        Self::spawn_with_probe(args, true)
+    }
+
+    /// As [`Exporter::spawn`]; `probe` waits for plain-HTTP /healthz (off for TLS).
+    pub fn spawn_with_probe(args: &[&str], probe: bool) -> Self {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("log file");
         let listen = format!("127.0.0.1:{port}");
@@ -40,7 +45,9 @@ impl Exporter {
             .spawn()
             .expect("start gpuscale-exporter");
         let me = Self { child, port, log };
-        me.wait_http();
+        if probe {
+            me.wait_http();
+        }
         me
     }
 

@@ -203,7 +203,10 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
         "unsupported field left out"
     );
     assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g1, 1024000.0);
-    assert!(m.get("gpu_fan_speed_ratio", &g0).is_none(), "unsupported fan left out");
+    assert!(
+        m.get("gpu_fan_speed_ratio", &g0).is_none(),
+        "unsupported fan left out"
+    );
     // A supported fan that stands still is a real 0.
     assert_eq!(m.value("gpu_fan_speed_ratio", &[("uuid", GPU2)]), 0.0);
 
@@ -504,4 +507,78 @@ fn the_built_in_default_scenario_is_an_eight_gpu_node() {
             .iter()
             .any(|s| s.value == 1.0)
     );
+}
+
+#[test]
+fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    std::fs::write(dir.path().join("tls.crt"), cert.cert.pem()).expect("write cert");
+    std::fs::write(dir.path().join("tls.key"), cert.signing_key.serialize_pem())
+        .expect("write key");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: {hash}\n"),
+    )
+    .expect("write web config");
+    let exporter = Exporter::spawn_with_probe(
+        &[
+            "--simulate",
+            "--collect-interval",
+            "200ms",
+            "--web-config-file",
+            web.to_str().expect("utf-8"),
+        ],
+        false,
+    );
+    let curl = |extra: &[&str]| {
+        let url = format!("https://localhost:{}/metrics", exporter.port);
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--resolve"])
+            .arg(format!("localhost:{}:127.0.0.1", exporter.port))
+            .arg("--cacert")
+            .arg(dir.path().join("tls.crt"))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("curl (Debian package curl) must be installed");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while curl(&["-u", "prometheus:s3cret"]) != "200" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "TLS scrape never succeeded; log:\n{}",
+            exporter.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(curl(&[]), "401", "no credentials");
+    assert_eq!(curl(&["-u", "prometheus:wrong"]), "401", "wrong password");
+    // Plain HTTP is not served on a TLS port.
+    assert!(ureq::get(&exporter.url("/metrics")).call().is_err());
+}
+
+#[test]
+fn a_web_config_with_unknown_keys_is_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: typo\n",
+    )
+    .expect("write");
+    let out = Command::new(bins::exporter())
+        .args([
+            "--simulate",
+            "--web-config-file",
+            web.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run exporter");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("web.yml") && err.contains("cert_fil"), "{err}");
 }
