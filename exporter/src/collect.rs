@@ -178,34 +178,23 @@ impl Loop {
         let count = nvml.device_count()?;
         let (mut gpus, mut migs, mut states) = (Vec::new(), Vec::new(), BTreeMap::new());
         for index in 0..count {
-            let device = match nvml.device_by_index(index) {
-                Ok(d) => d,
-                Err(e) => {
+            let answered = nvml
+                .device_by_index(index)
+                .map_err(|e| ("nvmlDeviceGetHandleByIndex_v2", e));
+            let answered = answered.and_then(|d| {
+                d.uuid()
+                    .map(|u| (d, u))
+                    .map_err(|e| ("nvmlDeviceGetUUID", e))
+            });
+            let (device, uuid) = match answered {
+                Ok((d, u)) => (d, Arc::<str>::from(u)),
+                Err((function, e)) => {
                     let state = if matches!(e, NvmlError::GpuLost) {
                         "lost"
                     } else {
                         "error"
                     };
-                    self.reader.fail(index, "nvmlDeviceGetHandleByIndex_v2", &e);
-                    states.insert(
-                        index,
-                        GpuState {
-                            uuid: self.uuids.get(&index).cloned(),
-                            state,
-                        },
-                    );
-                    continue;
-                }
-            };
-            let uuid: Arc<str> = match device.uuid() {
-                Ok(u) => Arc::from(u),
-                Err(e) => {
-                    let state = if matches!(e, NvmlError::GpuLost) {
-                        "lost"
-                    } else {
-                        "error"
-                    };
-                    self.reader.fail(index, "nvmlDeviceGetUUID", &e);
+                    self.reader.fail(index, function, &e);
                     states.insert(
                         index,
                         GpuState {

@@ -140,6 +140,11 @@ fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), N
     while !stop.load(Ordering::Relaxed) {
         match set.wait(500) {
             Ok(event) => {
+                if !event.event_type.contains(EventTypes::CRITICAL_XID_ERROR) {
+                    let uuid = event.device.uuid().unwrap_or_default();
+                    warn!(uuid = %uuid, event = ?event.event_type, "ECC error event");
+                    continue;
+                }
                 let xid = match event.event_data {
                     Some(XidError::Value(v)) => v,
                     _ => continue,
