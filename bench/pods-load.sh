@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Pod mapping under load: the exporter on a simulated node with 110 pods (the
 # kubelet's default maximum) time-slicing 8 GPUs, one GPU process per pod,
-# served through the simulated kubelet socket, API server and /proc tree.
+# served through the simulated kubelet socket, API server and /proc tree. The
+# pod servers run in a second exporter process (the "node"), so the measured
+# exporter holds only what it holds in production: the mapper.
 # Prints the mapping cost (kubelet refresh, per-collection join), the
 # exporter's resident memory, and wrk's scrape latency/throughput at 8 and 64
 # connections, with pod mapping on and off (--no-pods) for comparison.
@@ -21,8 +23,9 @@ PROFILE=${PROFILE:-release}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d -t gpuscale-pods-bench-XXXXXX)
 pid=
+node_pid=
 cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  for p in $pid $node_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -61,11 +64,19 @@ metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n { print $2 }'
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$pid/status"; }
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The node: an exporter whose simulated pod servers the measured one reads.
+"$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "127.0.0.1:$(free_port)" \
+  --collect-interval 1h --log-format json > "$work/node.log" 2>&1 &
+node_pid=$!
+for _ in $(seq 1 100); do grep -qs '"socket"' "$work/node.log" && break; sleep 0.1; done
+field() { grep '"socket"' "$work/node.log" | head -1 | sed -E "s/.*\"$1\":\"([^\"]*)\".*/\1/"; }
+node_flags=(--pod-resources-socket "$(field socket)" --kube-api-url "$(field api)" --proc-root "$(field proc_root)")
+
 run() {
   local label=$1; shift
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  addr="127.0.0.1:$port"
+  addr="127.0.0.1:$(free_port)"
   "$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "$addr" \
     --collect-interval "$INTERVAL" --pod-label team --log-level warn "$@" > "$work/$label.log" 2>&1 &
   pid=$!
@@ -89,13 +100,16 @@ run() {
   fi
   echo "collection (collectors only): $(metric gpuscale_exporter_collection_duration_seconds) s"
   echo "RSS before load: $(rss_kib) KiB"
-  echo "-- wrk 8 connections"
-  wrk -t"$THREADS" -c8 -d"$DURATION" --latency "http://$addr/metrics" | grep -E 'Requests/sec|50%|90%|99%'
-  echo "-- wrk 64 connections"
-  wrk -t"$THREADS" -c64 -d"$DURATION" --latency "http://$addr/metrics" | grep -E 'Requests/sec|50%|90%|99%'
+  for enc in identity gzip; do
+    for c in 8 64; do
+      echo "-- wrk $c connections, Accept-Encoding: $enc"
+      wrk -t"$THREADS" -c"$c" -d"$DURATION" --latency -H "Accept-Encoding: $enc" "http://$addr/metrics" |
+        grep -E '^ +(50|99)%|Requests/sec' | tr -s ' ' | paste -sd' '
+    done
+  done
   echo "RSS after load: $(rss_kib) KiB  peak (VmHWM): $(hwm_kib) KiB"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 }
 
-run pods
+run pods "${node_flags[@]}"
 run no-pods --no-pods

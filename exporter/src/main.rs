@@ -167,6 +167,12 @@ fn start_pods(
         return Ok((None, None));
     }
     let rt = tokio::runtime::Handle::current();
+    let p = &cli.pods;
+    // With every pod endpoint given explicitly there is nothing to simulate.
+    let all_explicit = p.pod_resources_socket.is_some()
+        && p.proc_root.is_some()
+        && (p.kube_api_url.is_some() || p.kubeconfig.is_some());
+    let simulated = simulated.filter(|_| !all_explicit);
     let sim_node = match simulated.map(|s| SimNode::start(s, &rt)).transpose() {
         Ok(n) => n,
         Err(e) => {
@@ -175,7 +181,16 @@ fn start_pods(
         }
     };
     let args = match &sim_node {
-        Some(n) => cli.pods.clone().or_defaults(&n.pod_args()),
+        Some(n) => {
+            let sim = n.pod_args();
+            info!(
+                socket = %n.socket().display(),
+                api = sim.kube_api_url.as_deref().unwrap_or(""),
+                proc_root = %n.proc_root().display(),
+                "simulated node serving the scenario's pods"
+            );
+            cli.pods.clone().or_defaults(&sim)
+        }
         None => cli.pods.clone(),
     };
     // The simulated pods are bound to the scenario's node.

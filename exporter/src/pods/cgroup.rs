@@ -207,6 +207,15 @@ mod tests {
     }
 
     #[test]
+    fn v2_seen_from_another_cgroup_namespace() {
+        // A containerized exporter reads host /proc from inside its own
+        // cgroup namespace: paths are relative to it.
+        expect(&format!(
+            "0::/../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/cri-containerd-{CID}.scope"
+        ));
+    }
+
+    #[test]
     fn pod_without_container_segment() {
         let found = ok(&format!("0::/kubepods/pod{UID}"));
         assert_eq!(found.pod_uid, UID);
