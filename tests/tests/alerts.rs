@@ -600,6 +600,21 @@ fn end_to_end_alerts_and_dashboards() {
         );
     }
 
+    // The silence is not vacuous: the healthy GPUs are there, and the
+    // application XID 13 was reported (it is excluded by the allowlist).
+    for uuid in HEALTHY {
+        let q = format!(r#"gpu_info{{uuid="{uuid}"}}"#);
+        assert!(
+            !prom.query(&q).expect("query").is_empty(),
+            "healthy GPU {uuid} not scraped"
+        );
+    }
+    let q = format!(r#"gpu_xid_last_seen_timestamp_seconds{{uuid="{XID}", xid="13"}}"#);
+    assert!(
+        !prom.query(&q).expect("query").is_empty(),
+        "XID 13 was not reported"
+    );
+
     // 3. Every rule evaluates without error.
     let groups = prom.api("/api/v1/rules", &[]).expect("rules API");
     let mut bad = Vec::new();
