@@ -870,3 +870,34 @@ fn dashboards_are_what_the_generator_writes() {
         .arg(repo_root().join("dashboards/generate.py"))
         .arg("--check"));
 }
+
+#[test]
+fn every_documented_exporter_family_is_charted() {
+    // The e2e test checks the families the scenario produces; this one also
+    // covers those it cannot (docs/metrics.md is the exporter's contract).
+    let doc =
+        std::fs::read_to_string(repo_root().join("docs/metrics.md")).expect("docs/metrics.md");
+    let charted: BTreeSet<String> = dashboards::load_all()
+        .iter()
+        .flat_map(|d| d.queries())
+        .flat_map(|q| metric_names(&q.expr))
+        .collect();
+    let mut missing = Vec::new();
+    for line in doc.lines() {
+        let Some(rest) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let Some((name, _)) = rest.split_once('`') else {
+            continue;
+        };
+        if (name.starts_with("gpu_") || name.starts_with("gpuscale_exporter_"))
+            && !charted.contains(name)
+        {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "families in docs/metrics.md on no dashboard: {missing:?}"
+    );
+}
