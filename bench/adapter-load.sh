@@ -6,6 +6,9 @@
 #
 #   bench/adapter-load.sh                 # 1000 keys, 8 connections, 30 s
 #   KEYS=5000 CONNS=16 DURATION=60s bench/adapter-load.sh
+#   POLL=30s bench/adapter-load.sh        # background re-reads every 30 s
+#   DELAY_MS=1 bench/adapter-load.sh      # paced: each connection waits 1 ms
+#                                         # between requests (no saturation)
 #
 # The adapter runs with --dev (self-signed TLS, no authentication: wrk cannot
 # present client certificates); see docs/performance.md for what that leaves out.
@@ -16,6 +19,8 @@ CONNS=${CONNS:-8}
 THREADS=${THREADS:-2}
 DURATION=${DURATION:-30s}
 PROFILE=${PROFILE:-release}
+DELAY_MS=${DELAY_MS:-0}
+POLL=${POLL:-5s}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d -t gpuscale-adapter-bench-XXXXXX)
@@ -59,7 +64,7 @@ YAML
 
 "$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
   --config "$work/bench.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
-  --log-format json >"$work/adapter.log" 2>&1 &
+  --poll-interval "$POLL" --log-format json >"$work/adapter.log" 2>&1 &
 adapter=$!
 pids+=($adapter)
 
@@ -83,6 +88,9 @@ request = function()
     i % 10, i)
   return wrk.format("GET", path)
 end
+if $DELAY_MS > 0 then
+  delay = function() return $DELAY_MS end
+end
 LUA
 
 url="https://127.0.0.1:$api_port"
@@ -92,7 +100,8 @@ cached=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
   awk '/^gpuscale_adapter_prometheus_queries_total/ {s+=$2} END {print s+0}')
 echo "prometheus queries so far: $cached"
 
-echo "== measured: $KEYS keys, $CONNS keep-alive TLS connections, $THREADS threads, $DURATION"
+echo "== measured: $KEYS keys, $CONNS keep-alive TLS connections, $THREADS threads, $DURATION, ${DELAY_MS} ms between requests, poll every $POLL"
+uptime
 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/keys.lua" "$url"
 
 echo "== adapter memory"
