@@ -382,52 +382,42 @@ class Run:
             v = m.get(name, uuid=uuid, **extra)
             return None if v is None else v * scale
 
-        match f:
-            case "index":
-                return lab and lab.get("gpu")
-            case "name":
-                return lab and lab.get("model")
-            case "uuid":
-                return lab and lab.get("uuid")
-            case "pci.bus_id":
-                return lab and lab.get("pci_bus_id")
-            case "driver_version":
-                return lab and lab.get("driver_version")
-            case "serial":
-                return (lab and lab.get("serial")) or None
-            case "vbios_version":
-                return (lab and lab.get("vbios_version")) or None
-            case "memory.total":
-                return g("gpu_memory_total_bytes", 1 / MIB)
-            case "memory.reserved":
-                return g("gpu_memory_reserved_bytes", 1 / MIB)
-            case "memory.used":
-                return g("gpu_memory_used_bytes", 1 / MIB)
-            case "memory.free":
-                return g("gpu_memory_free_bytes", 1 / MIB)
-            case "temperature.gpu":
-                return g("gpu_temperature_celsius")
-            case "temperature.memory":
-                return g("gpu_memory_temperature_celsius")
-            case "fan.speed":
-                return g("gpu_fan_speed_ratio", 100.0)
-            case "power.draw" | "power.draw.average" | "power.draw.instant":
-                return g("gpu_power_usage_watts")
-            case "enforced.power.limit" | "power.limit":
-                return g("gpu_power_limit_watts")
-            case "clocks.sm":
-                return g("gpu_clock_hertz", 1e-6, clock="sm")
-            case "clocks.mem":
-                return g("gpu_clock_hertz", 1e-6, clock="memory")
-            case "clocks.gr":
-                return g("gpu_clock_hertz", 1e-6, clock="graphics")
-            case "utilization.gpu":
-                return g("gpu_utilization_ratio", 100.0)
-            case "utilization.memory":
-                return g("gpu_memory_utilization_ratio", 100.0)
-            case "pstate":
-                v = g("gpu_performance_state")
-                return None if v is None else f"P{int(v)}"
+        labels = {
+            "index": "gpu",
+            "name": "model",
+            "uuid": "uuid",
+            "pci.bus_id": "pci_bus_id",
+            "driver_version": "driver_version",
+            "serial": "serial",
+            "vbios_version": "vbios_version",
+        }
+        if f in labels:
+            return (lab.get(labels[f]) or None) if lab else None
+        series = {
+            "memory.total": ("gpu_memory_total_bytes", 1 / MIB, {}),
+            "memory.reserved": ("gpu_memory_reserved_bytes", 1 / MIB, {}),
+            "memory.used": ("gpu_memory_used_bytes", 1 / MIB, {}),
+            "memory.free": ("gpu_memory_free_bytes", 1 / MIB, {}),
+            "temperature.gpu": ("gpu_temperature_celsius", 1.0, {}),
+            "temperature.memory": ("gpu_memory_temperature_celsius", 1.0, {}),
+            "fan.speed": ("gpu_fan_speed_ratio", 100.0, {}),
+            "power.draw": ("gpu_power_usage_watts", 1.0, {}),
+            "power.draw.average": ("gpu_power_usage_watts", 1.0, {}),
+            "power.draw.instant": ("gpu_power_usage_watts", 1.0, {}),
+            "enforced.power.limit": ("gpu_power_limit_watts", 1.0, {}),
+            "power.limit": ("gpu_power_limit_watts", 1.0, {}),
+            "clocks.sm": ("gpu_clock_hertz", 1e-6, {"clock": "sm"}),
+            "clocks.mem": ("gpu_clock_hertz", 1e-6, {"clock": "memory"}),
+            "clocks.gr": ("gpu_clock_hertz", 1e-6, {"clock": "graphics"}),
+            "utilization.gpu": ("gpu_utilization_ratio", 100.0, {}),
+            "utilization.memory": ("gpu_memory_utilization_ratio", 100.0, {}),
+        }
+        if f in series:
+            name, scale, extra = series[f]
+            return g(name, scale, **extra)
+        if f == "pstate":
+            v = g("gpu_performance_state")
+            return None if v is None else f"P{int(v)}"
         return None
 
     def compare_snapshot(self, phase: str):
@@ -529,8 +519,12 @@ class Run:
             if a.simulate:
                 cmd = "true"
             else:
-                cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'load.py'))} --seconds {a.load_seconds}"
-        self.facts["load_cmd"] = cmd
+                script = os.path.relpath(HERE / "load.py")
+                if script.startswith(".."):
+                    script = str(HERE / "load.py")
+                cmd = f"{shlex.quote(sys.executable)} {shlex.quote(script)} --seconds {a.load_seconds:g}"
+        # the report names the interpreter by its base name (no machine paths)
+        self.facts["load_cmd"] = cmd.replace(shlex.quote(sys.executable), os.path.basename(sys.executable), 1)
         try:
             self.load = subprocess.Popen(
                 shlex.split(cmd),
