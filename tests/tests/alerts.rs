@@ -7,10 +7,11 @@
 //! GPU, critical XID, allocated-but-idle pod, healthy GPUs); Prometheus
 //! scrapes it with the rules loaded (durations divided by 600) and sends to
 //! Alertmanager, which posts to a webhook this test runs. The expected
-//! alerts must arrive with the right labels and nothing else may fire. Then
-//! every dashboard query and variable is evaluated against that Prometheus,
-//! and every metric name the rules and dashboards use is checked against
-//! the exporter's output (exporter names) or an explicit list (others).
+//! alerts must arrive with the right labels and nothing else may fire. The
+//! real adapter (`--dev`) serves a preset from that Prometheus. Then every
+//! dashboard query and variable is evaluated against that Prometheus, and
+//! every metric name the rules and dashboards use is checked against the
+//! exporter's output (exporter names) or an explicit list (others).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use gpuscale_e2e::alerts::procs::{eventually, on_path};
 use gpuscale_e2e::alerts::promql::metric_names;
 use gpuscale_e2e::alerts::repo_root;
 use gpuscale_e2e::alerts::rules::{self, Rule};
-use gpuscale_e2e::alerts::stack::{self, Alertmanager, Notified, Prometheus, Webhook};
+use gpuscale_e2e::alerts::stack::{self, Adapter, Alertmanager, Notified, Prometheus, Webhook};
 use gpuscale_e2e::exporter::Exporter;
 
 const RUNBOOK_BASE: &str = "https://github.com/gpuscale/gpuscale/blob/main/docs/runbooks/";
@@ -474,6 +475,7 @@ fn describe(alerts: &[Notified]) -> String {
 fn end_to_end_alerts_and_dashboards() {
     require("prometheus");
     require("prometheus-alertmanager");
+    require("curl");
     let t0 = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let rule_copies = rules::write_time_scaled(&dir.path().join("rules"));
@@ -492,9 +494,23 @@ fn end_to_end_alerts_and_dashboards() {
         ],
     );
     let exporter_addr = format!("127.0.0.1:{}", exporter.port);
+    let prom_port = stack::free_port();
+    let adapter_metrics = format!("127.0.0.1:{}", stack::free_port());
+    let adapter = Adapter::start(
+        dir.path(),
+        &format!("http://127.0.0.1:{prom_port}"),
+        &adapter_metrics,
+    );
     let mut prom = Prometheus::start(
         dir.path(),
-        &stack::prometheus_config(&rule_copies, &am.addr, &exporter_addr, &fakes.addr()),
+        &stack::prometheus_config(
+            &rule_copies,
+            &am.addr,
+            &exporter_addr,
+            &adapter_metrics,
+            &fakes.addr(),
+        ),
+        prom_port,
     );
     eprintln!("stack up after {:?}", t0.elapsed());
 
@@ -583,22 +599,25 @@ fn end_to_end_alerts_and_dashboards() {
         "unexpected notifications:\n{}",
         describe(&unexpected.into_iter().cloned().collect::<Vec<_>>())
     );
-    let active = prom.api("/api/v1/alerts", &[]).expect("alerts API");
-    for a in active["alerts"].as_array().expect("alerts") {
-        let l = &a["labels"];
-        let label = |k: &str| l[k].as_str().unwrap_or("").to_string();
-        assert!(
-            EXPECTED
-                .iter()
-                .any(|e| e.matches(&label("alertname"), label)),
-            "unexpected {} alert in Prometheus: {l}",
-            a["state"]
-        );
-        assert!(
-            !HEALTHY.contains(&label("uuid").as_str()),
-            "an alert names healthy GPU: {l}"
-        );
-    }
+    let only_expected_alerts = |when: &str| {
+        let active = prom.api("/api/v1/alerts", &[]).expect("alerts API");
+        for a in active["alerts"].as_array().expect("alerts") {
+            let l = &a["labels"];
+            let label = |k: &str| l[k].as_str().unwrap_or("").to_string();
+            assert!(
+                EXPECTED
+                    .iter()
+                    .any(|e| e.matches(&label("alertname"), label)),
+                "unexpected {} alert in Prometheus ({when}): {l}",
+                a["state"]
+            );
+            assert!(
+                !HEALTHY.contains(&label("uuid").as_str()),
+                "an alert names healthy GPU: {l}"
+            );
+        }
+    };
+    only_expected_alerts("once the expected alerts arrived");
 
     // The silence is not vacuous: the healthy GPUs are there, and the
     // application XID 13 was reported (it is excluded by the allowlist).
@@ -706,6 +725,30 @@ fn end_to_end_alerts_and_dashboards() {
     .collect();
     assert_eq!(classes, want, "waste classes");
 
+    // 3c. The real adapter serves its GPU preset for ml-serve/vllm from this
+    // Prometheus, as an HPA would read it; its self-metrics feed the
+    // Autoscaling dashboard.
+    let (code, body) = eventually(
+        "the adapter to serve gpu_pressure for ml-serve/vllm",
+        Duration::from_secs(60),
+        || {
+            let r = adapter.external_metric("ml-serve", stack::ADAPTER_METRIC, "workload%3Dvllm");
+            (r.0 == 200).then_some(r)
+        },
+        || adapter.proc.log_tail(30),
+    );
+    assert!(body.contains("ExternalMetricValueList"), "{code}: {body}");
+    eventually(
+        "Prometheus to hold two scrapes of the adapter's counters",
+        Duration::from_secs(60),
+        || {
+            adapter.external_metric("ml-serve", stack::ADAPTER_METRIC, "workload%3Dvllm");
+            let q = r#"count_over_time(gpuscale_adapter_requests_total{code="200"}[1m]) >= 2"#;
+            (!prom.query(q).ok()?.is_empty()).then_some(())
+        },
+        || adapter.proc.log_tail(30),
+    );
+
     // 4. Every dashboard query and variable returns data.
     let mut empty = Vec::new();
     let mut queries = 0;
@@ -742,6 +785,8 @@ fn end_to_end_alerts_and_dashboards() {
         "{queries} dashboard queries return data after {:?}",
         t0.elapsed()
     );
+
+    only_expected_alerts("after the dashboards and the adapter reads");
 
     // 5. Metric names: exporter names exist in its output; others are on an explicit list.
     let exposition = exporter.scrape();

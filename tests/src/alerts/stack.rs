@@ -1,8 +1,8 @@
 //! The monitoring stack of the end-to-end test: a real Prometheus with the
 //! rule files loaded, a real Alertmanager, a webhook receiver the test reads,
-//! and fake scrape targets for the components that the dashboards chart but
-//! the test does not run (adapter, scale-to-zero controller,
-//! kube-state-metrics).
+//! the real gpuscale-adapter in `--dev` mode, and fake scrape targets for
+//! what the dashboards chart but the test cannot run (the scale-to-zero
+//! controller, which does not exist yet, and kube-state-metrics).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +23,8 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-fn free_port() -> u16 {
+/// A free port on 127.0.0.1.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -45,11 +46,12 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
-    /// Starts Prometheus with `config` (YAML) in `dir` and waits until ready.
-    pub fn start(dir: &Path, config: &str) -> Self {
+    /// Starts Prometheus on `port` with `config` (YAML) in `dir` and waits
+    /// until ready.
+    pub fn start(dir: &Path, config: &str, port: u16) -> Self {
         let cfg = dir.join("prometheus.yml");
         std::fs::write(&cfg, config).expect("write prometheus.yml");
-        let port = free_port();
+
         let mut cmd = Command::new("prometheus");
         cmd.arg(format!("--config.file={}", cfg.display()))
             .arg(format!(
@@ -165,6 +167,73 @@ impl Alertmanager {
     }
 }
 
+/// The real gpuscale-adapter in `--dev` mode (self-signed certificate, no
+/// authentication, 127.0.0.1 only), reading the test's Prometheus.
+pub struct Adapter {
+    pub proc: Proc,
+    pub api: String,
+}
+
+impl Adapter {
+    /// Builds (once) and starts the adapter; its self-metrics listen on
+    /// `metrics_addr`.
+    pub fn start(dir: &Path, prometheus_url: &str, metrics_addr: &str) -> Self {
+        static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        let target = crate::bins::target_dir();
+        BUILT.get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "-p",
+                "gpuscale-adapter",
+                "--bin",
+                "gpuscale-adapter",
+            ]);
+            if target.ends_with("release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build");
+            assert!(status.success(), "cargo build of gpuscale-adapter failed");
+        });
+        let api = format!("127.0.0.1:{}", free_port());
+        let mut cmd = Command::new(target.join("gpuscale-adapter"));
+        cmd.arg("--dev")
+            .arg(format!("--listen={api}"))
+            .arg(format!("--metrics-listen={metrics_addr}"))
+            .arg(format!("--prometheus-url={prometheus_url}"))
+            .arg("--poll-interval=1s");
+        let proc = Proc::spawn("gpuscale-adapter", cmd, &dir.join("adapter.log"));
+        let me = Self {
+            proc,
+            api: format!("https://{api}"),
+        };
+        eventually(
+            "the adapter's self-metrics",
+            Duration::from_secs(60),
+            || http_ok(&format!("http://{metrics_addr}/metrics")).then_some(()),
+            || me.proc.log_tail(30),
+        );
+        me
+    }
+
+    /// GET an external metric as the HPA would (through `curl -k`: the dev
+    /// certificate is self-signed). Returns (HTTP code, body).
+    pub fn external_metric(&self, namespace: &str, metric: &str, selector: &str) -> (u16, String) {
+        let url = format!(
+            "{}/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}?labelSelector={selector}",
+            self.api
+        );
+        let out = Command::new("curl")
+            .args(["-sk", "-w", "\n%{http_code}", &url])
+            .output()
+            .expect("run curl");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+}
+
 /// One alert as the webhook received it.
 #[derive(Debug, Clone)]
 pub struct Notified {
@@ -254,61 +323,17 @@ pub const KUBE_STATE_METRICS: &[&str] = &[
 /// Series Prometheus makes itself.
 pub const PROMETHEUS_BUILTINS: &[&str] = &["up", "ALERTS"];
 
-/// The adapter metric the fake adapter serves.
-pub const FAKE_ADAPTER_METRIC: &str = "vllm-queue-depth";
+/// The adapter preset the test requests from the real adapter (it reads the
+/// exporter's series of the scenario's `ml-serve/vllm` pods).
+pub const ADAPTER_METRIC: &str = "gpu_pressure";
 
-fn histogram(s: &mut String, name: &str, labels: &str, n: u64, buckets: &[(&str, u64)]) {
-    s.push_str(&format!("# TYPE {name} histogram\n"));
-    for (le, step) in buckets {
-        s.push_str(&format!(
-            "{name}_bucket{{{labels},le=\"{le}\"}} {}\n",
-            step * n
-        ));
-    }
-    let count = buckets.last().map_or(0, |b| b.1) * n;
-    s.push_str(&format!("{name}_sum{{{labels}}} {}\n", count as f64 * 0.01));
-    s.push_str(&format!("{name}_count{{{labels}}} {count}\n"));
-}
-
-/// What the fake targets serve at scrape `n`: `/adapter`, `/scale-to-zero`,
-/// `/kube-state-metrics`. Healthy values: no alert may fire on them.
+/// What the fake targets serve at scrape `n`: `/scale-to-zero` (the
+/// controller does not exist yet) and `/kube-state-metrics` (HPA target and
+/// replicas). Healthy values: no alert may fire on them.
 pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
-    let m = FAKE_ADAPTER_METRIC;
+    let m = ADAPTER_METRIC;
     let mut s = String::new();
     match path {
-        "/adapter" => {
-            s.push_str("# TYPE gpuscale_adapter_up gauge\ngpuscale_adapter_up 1\n");
-            s.push_str("# TYPE gpuscale_adapter_build_info gauge\ngpuscale_adapter_build_info{version=\"0.0.0-e2e\"} 1\n");
-            s.push_str(&format!("# TYPE gpuscale_adapter_metric_value gauge\ngpuscale_adapter_metric_value{{metric=\"{m}\"}} 7\n"));
-            s.push_str(&format!("# TYPE gpuscale_adapter_metric_age_seconds gauge\ngpuscale_adapter_metric_age_seconds{{metric=\"{m}\"}} 2\n"));
-            s.push_str("# TYPE gpuscale_adapter_requests_total counter\n");
-            s.push_str(&format!(
-                "gpuscale_adapter_requests_total{{metric=\"{m}\",code=\"200\"}} {}\n",
-                3 * n
-            ));
-            histogram(
-                &mut s,
-                "gpuscale_adapter_request_duration_seconds",
-                &format!("metric=\"{m}\",code=\"200\""),
-                n,
-                &[("0.005", 2), ("0.05", 3), ("+Inf", 3)],
-            );
-            s.push_str("# TYPE gpuscale_adapter_prometheus_queries_total counter\n");
-            s.push_str(&format!(
-                "gpuscale_adapter_prometheus_queries_total{{metric=\"{m}\",result=\"ok\"}} {}\n",
-                2 * n
-            ));
-            s.push_str(&format!(
-                "gpuscale_adapter_prometheus_queries_total{{metric=\"{m}\",result=\"error\"}} 0\n"
-            ));
-            histogram(
-                &mut s,
-                "gpuscale_adapter_prometheus_query_duration_seconds",
-                &format!("metric=\"{m}\""),
-                n,
-                &[("0.01", 1), ("0.1", 2), ("+Inf", 2)],
-            );
-        }
         "/scale-to-zero" => {
             s.push_str(
                 "# TYPE gpuscale_scale_to_zero_leader gauge\ngpuscale_scale_to_zero_leader 1\n",
@@ -348,7 +373,7 @@ pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
 pub fn start_fake_targets() -> Server {
     let scrapes = Arc::new(AtomicU64::new(0));
     Server::start(move |req| {
-        let n = scrapes.fetch_add(1, Ordering::SeqCst) / 3 + 1;
+        let n = scrapes.fetch_add(1, Ordering::SeqCst) / 2 + 1;
         match req
             .path
             .strip_suffix("/metrics")
@@ -361,11 +386,13 @@ pub fn start_fake_targets() -> Server {
 }
 
 /// prometheus.yml for the test: 1s scrapes and evaluations, the rule copies,
-/// the Alertmanager, the exporter and the fake targets.
+/// the Alertmanager, the exporter, the adapter's self-metrics and the fake
+/// targets.
 pub fn prometheus_config(
     rule_files: &[PathBuf],
     alertmanager: &str,
     exporter: &str,
+    adapter_metrics: &str,
     fakes: &str,
 ) -> String {
     let rules: Vec<String> = rule_files
@@ -376,11 +403,11 @@ pub fn prometheus_config(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n{}\
          alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{alertmanager}']\n\
-         scrape_configs:\n  - job_name: gpuscale-exporter\n    static_configs:\n      - targets: ['{exporter}']\n",
+         scrape_configs:\n  - job_name: gpuscale-exporter\n    static_configs:\n      - targets: ['{exporter}']\n\
+         \x20 - job_name: gpuscale-adapter\n    static_configs:\n      - targets: ['{adapter_metrics}']\n",
         rules.concat()
     );
     for (job, path) in [
-        ("gpuscale-adapter", "/adapter"),
         ("gpuscale-scale-to-zero", "/scale-to-zero"),
         ("kube-state-metrics", "/kube-state-metrics"),
     ] {
