@@ -172,13 +172,24 @@ def is_na(v: str) -> bool:
 
 
 def proc_cpu_seconds(pid: int):
+    """CPU time of all the process's threads: /proc/PID/task/*/schedstat (ns,
+    precise) when the kernel has it, else utime+stime from /proc/PID/stat (ticks)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for t in tasks:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()
-    # after the comm: state is field 3; utime 14, stime 15 (1-based in proc(5))
+    # fields after the comm start at proc(5)'s field 3: utime is 14, stime 15
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
 
@@ -222,6 +233,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     facts: dict = field(default_factory=dict)
     durations: dict = field(default_factory=dict)  # collections_total -> duration
+    scrapes: int = 0
     exporter: subprocess.Popen | None = None
     load: subprocess.Popen | None = None
     load_lines: list[str] = field(default_factory=list)
@@ -247,6 +259,7 @@ class Run:
             )
         with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
             text = r.read().decode("utf-8", "replace")
+        self.scrapes += 1
         m = Metrics(text, time.time())
         total = m.get("gpuscale_exporter_collections_total")
         dur = m.get("gpuscale_exporter_collection_duration_seconds")
@@ -771,7 +784,9 @@ def write_report(run: Run, status: int, error: str | None):
         ("dur_mean_ms", "collection duration, mean (ms)"),
         ("dur_p50_ms", "collection duration, median (ms)"),
         ("dur_max_ms", "collection duration, max (ms)"),
-        ("cpu_ms_per_cycle", "exporter CPU per cycle, steady window (ms; includes ~1 scrape per cycle)"),
+        ("cpu_ms_per_cycle", "exporter CPU per cycle, first half of the steady load window (ms; all threads)"),
+        ("scrapes_per_cycle", "scrapes per cycle in that window (served by the same process)"),
+        ("cpu_ms_per_cycle_run", "exporter CPU per cycle over the whole run (ms; includes the comparison phases' frequent scrapes)"),
         ("rss_mib", "RSS at the end (VmRSS, MiB)"),
         ("hwm_mib", "peak RSS (VmHWM, MiB)"),
         ("exit_code", "exporter exit code after SIGTERM"),
@@ -798,6 +813,7 @@ def execute(run: Run):
     run.probe_smi_fields()
     first = run.wait_collection()
     run.facts["cpu0"] = proc_cpu_seconds(run.exporter.pid)
+    run.facts["c0"] = first.get("gpuscale_exporter_collections_total")
     infos = first.find("gpu_info")
     if not infos:
         raise SetupError("the exporter serves no gpu_info: no GPU found")
@@ -837,13 +853,20 @@ def execute(run: Run):
     steady = max(a.load_seconds - a.settle_seconds - 2 * a.interval, 3 * a.interval)
     m0 = run.scrape()
     c0, cpu0 = m0.get("gpuscale_exporter_collections_total"), proc_cpu_seconds(run.exporter.pid)
+    s0 = run.scrapes
     load = sample_window(run, steady / 2, load_uuid, pid)
     c1 = load[-1]["collections"] if load else None
     cpu1 = proc_cpu_seconds(run.exporter.pid)
+    s1 = run.scrapes
     run.compare_snapshot("load")
     load += sample_window(run, steady / 2, load_uuid, pid)
     if None not in (c0, c1, cpu0, cpu1) and c1 > c0:
         run.facts["cpu_ms_per_cycle"] = (cpu1 - cpu0) * 1000 / (c1 - c0)
+        run.facts["scrapes_per_cycle"] = (s1 - s0) / (c1 - c0)
+    cpu_end = proc_cpu_seconds(run.exporter.pid)
+    c_end = run.scrape().get("gpuscale_exporter_collections_total")
+    if None not in (run.facts.get("cpu0"), cpu_end, c_end, run.facts.get("c0")) and c_end > run.facts["c0"]:
+        run.facts["cpu_ms_per_cycle_run"] = (cpu_end - run.facts["cpu0"]) * 1000 / (c_end - run.facts["c0"])
     check_moves(run, idle, load)
     check_process(run, load, load_uuid, pid)
 
