@@ -1,4 +1,4 @@
-//! NVLink per-link traffic counters and error counters.
+//! NVLink per-link traffic counters and per-GPU error counters.
 
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
@@ -38,7 +38,7 @@ impl<'n> Collector<'n> for NvLinks {
         );
         let mut errors = Family::counter(
             "gpu_nvlink_errors_total",
-            "NVLink data-link errors, per link and type.",
+            "NVLink data-link errors summed over the active links, by type.",
         );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
@@ -58,20 +58,24 @@ impl<'n> Collector<'n> for NvLinks {
             if links.is_empty() {
                 continue;
             }
+            // Errors are summed over links (like DCGM's *_TOTAL fields): per-link
+            // error series would be 72 per GPU and dominate the scrape.
+            let mut totals = [None::<f64>; 4];
             for &link in &links {
                 let wrapper = d.link_wrapper_for(link);
-                for (counter, label) in ERRORS {
+                for (slot, (counter, _)) in ERRORS.iter().enumerate() {
                     if let Some(n) = cx.reader.read(
                         i,
                         "nvmlDeviceGetNvLinkErrorCounter",
-                        wrapper.error_counter(counter),
+                        wrapper.error_counter(*counter),
                     ) {
-                        errors.push(
-                            gpu.subject(),
-                            vec![("link", link.to_string()), ("type", label.to_string())],
-                            n as f64,
-                        );
+                        *totals[slot].get_or_insert(0.0) += n as f64;
                     }
+                }
+            }
+            for (total, (_, label)) in totals.iter().zip(ERRORS) {
+                if let Some(n) = total {
+                    errors.push(gpu.subject(), vec![("type", label.to_string())], *n);
                 }
             }
             let requests: Vec<(u32, u32)> = links

@@ -68,6 +68,10 @@ fn write_sample(out: &mut String, name: &str, sample: &Sample, node: &str, pods:
     out.push_str(name);
     let mut first = true;
     let mut label = |out: &mut String, key: &str, value: &str| {
+        // An empty value means "no label" to Prometheus: save the bytes.
+        if value.is_empty() {
+            return;
+        }
         out.push(if first { '{' } else { ',' });
         first = false;
         out.push_str(key);
