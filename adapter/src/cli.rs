@@ -92,6 +92,9 @@ pub struct Args {
     /// Prefixes of headers holding extra user attributes.
     #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// How often the extension-apiserver-authentication ConfigMap is re-read (CA rotation).
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    pub authentication_config_refresh: Duration,
     /// How long TokenReview results are cached.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub authentication_cache_ttl: Duration,

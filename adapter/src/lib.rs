@@ -26,12 +26,12 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::api::{Api, Security};
-use crate::auth::{Authenticator, Authorizer, KubeAuthApi, RequestHeaderConfig};
+use crate::auth::{Authenticator, Authorizer, KubeAuthApi, SharedSources, SourceFlags};
 use crate::cli::Args;
 use crate::config::MetricsConfig;
 use crate::prometheus::{CacheSettings, ClientSettings, PollCache, PromClient, PromProvider};
 use crate::selfmetrics::SelfMetrics;
-use crate::tls::{ChainVerifier, ReloadingResolver};
+use crate::tls::ReloadingResolver;
 
 /// Why the adapter could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +46,8 @@ pub enum AppError {
     Kube(#[from] auth::kube::KubeError),
     #[error("authentication set-up: {0}")]
     AuthSetup(String),
+    #[error(transparent)]
+    AuthSources(#[from] auth::sources::SourceError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -161,88 +163,46 @@ async fn shutdown() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Authentication sources: files given by flag, else the
-/// `kube-system/extension-apiserver-authentication` ConfigMap.
+/// Authentication: CAs from files given by flag, else from the
+/// `kube-system/extension-apiserver-authentication` ConfigMap (re-read
+/// every `--authentication-config-refresh`).
 async fn security(args: &Args) -> Result<Security, AppError> {
     let kube = Arc::new(KubeAuthApi::connect(args.kubeconfig.as_deref()).await?);
-    let read = |p: &std::path::Path| -> Result<Vec<_>, AppError> { Ok(tls::read_certs(p)?) };
-    let mut rh_headers = (
-        args.requestheader_username_headers.clone(),
-        args.requestheader_group_headers.clone(),
-        args.requestheader_extra_headers_prefix.clone(),
-    );
-    let mut allowed = args.requestheader_allowed_names.clone();
-    allowed.retain(|n| !n.is_empty());
-    let (rh_ca, client_ca) =
-        if args.client_ca_file.is_some() || args.requestheader_client_ca_file.is_some() {
-            let rh = args
-                .requestheader_client_ca_file
-                .as_deref()
-                .map(read)
-                .transpose()?;
-            let cl = args.client_ca_file.as_deref().map(read).transpose()?;
-            tracing::info!("authentication CAs read from files");
-            (rh, cl)
-        } else {
-            let data = kube.auth_configmap().await?;
-            let list = |key: &str| -> Result<Option<Vec<String>>, AppError> {
-                data.get(key)
-                    .map(|v| serde_json::from_str::<Vec<String>>(v))
-                    .transpose()
-                    .map_err(|e| AppError::AuthSetup(format!("ConfigMap key {key}: {e}")))
-            };
-            if let Some(v) = list("requestheader-username-headers")? {
-                rh_headers.0 = v;
-            }
-            if let Some(v) = list("requestheader-group-headers")? {
-                rh_headers.1 = v;
-            }
-            if let Some(v) = list("requestheader-extra-headers-prefix")? {
-                rh_headers.2 = v;
-            }
-            if let Some(v) = list("requestheader-allowed-names")? {
-                allowed = v;
-            }
-            let rh = data
-                .get("requestheader-client-ca-file")
-                .map(|p| tls::parse_certs("requestheader-client-ca-file", p))
-                .transpose()?;
-            let cl = data
-                .get("client-ca-file")
-                .map(|p| tls::parse_certs("client-ca-file", p))
-                .transpose()?;
-            tracing::info!(
-                "authentication CAs read from kube-system/extension-apiserver-authentication"
-            );
-            (rh, cl)
-        };
-    let requestheader = rh_ca
-        .map(|ca| -> Result<_, AppError> {
-            Ok(RequestHeaderConfig {
-                verifier: ChainVerifier::new("requestheader-client-ca", ca)?,
-                allowed_names: allowed.clone(),
-                username_headers: rh_headers.0.clone(),
-                group_headers: rh_headers.1.clone(),
-                extra_prefixes: rh_headers.2.clone(),
-            })
-        })
-        .transpose()?;
-    let client_ca = client_ca
-        .map(|ca| ChainVerifier::new("client-ca", ca))
-        .transpose()?;
+    let flags = SourceFlags {
+        client_ca_file: args.client_ca_file.clone(),
+        requestheader_client_ca_file: args.requestheader_client_ca_file.clone(),
+        allowed_names: args.requestheader_allowed_names.clone(),
+        username_headers: args.requestheader_username_headers.clone(),
+        group_headers: args.requestheader_group_headers.clone(),
+        extra_prefixes: args.requestheader_extra_headers_prefix.clone(),
+    };
+    let sources = if flags.uses_files() {
+        tracing::info!("authentication CAs read from files");
+        auth::sources::from_files(&flags)?
+    } else {
+        let data = kube.auth_configmap().await?;
+        tracing::info!(
+            "authentication CAs read from kube-system/extension-apiserver-authentication"
+        );
+        auth::sources::from_configmap(&flags, &data)?
+    };
     tracing::info!(
-        requestheader = requestheader.is_some(),
-        client_ca = client_ca.is_some(),
-        allowed_names = ?allowed,
+        requestheader = sources.requestheader.is_some(),
+        client_ca = sources.client_ca.is_some(),
+        allowed_names = ?sources.requestheader.as_ref().map(|r| r.allowed_names.clone()).unwrap_or_default(),
         "authentication configured (bearer tokens through TokenReview)"
     );
+    let shared: SharedSources = Arc::new(arc_swap::ArcSwap::from_pointee(sources));
+    if !flags.uses_files() {
+        tokio::spawn(auth::sources::refresh(
+            kube.clone(),
+            flags,
+            shared.clone(),
+            args.authentication_config_refresh,
+        ));
+    }
     Ok(Security {
-        authn: Authenticator::new(
-            requestheader,
-            client_ca,
-            Some(kube.clone()),
-            args.authentication_cache_ttl,
-        ),
+        authn: Authenticator::new(shared, Some(kube.clone()), args.authentication_cache_ttl),
         authz: Authorizer::new(
             kube,
             args.authorization_cache_ttl,

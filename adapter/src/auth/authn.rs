@@ -9,6 +9,7 @@ use http::HeaderMap;
 use rustls_pki_types::CertificateDer;
 
 use super::kube::KubeAuthApi;
+use super::sources::SharedSources;
 use super::{AuthError, User, x509};
 use crate::tls::ChainVerifier;
 
@@ -26,23 +27,20 @@ pub struct RequestHeaderConfig {
 
 /// Authenticates requests.
 pub struct Authenticator {
-    pub requestheader: Option<RequestHeaderConfig>,
-    pub client_ca: Option<ChainVerifier>,
-    pub kube: Option<Arc<KubeAuthApi>>,
+    sources: SharedSources,
+    kube: Option<Arc<KubeAuthApi>>,
     pub token_ttl: Duration,
     tokens: Mutex<HashMap<String, (Instant, Option<User>)>>,
 }
 
 impl Authenticator {
     pub fn new(
-        requestheader: Option<RequestHeaderConfig>,
-        client_ca: Option<ChainVerifier>,
+        sources: SharedSources,
         kube: Option<Arc<KubeAuthApi>>,
         token_ttl: Duration,
     ) -> Self {
         Self {
-            requestheader,
-            client_ca,
+            sources,
             kube,
             token_ttl,
             tokens: Mutex::new(HashMap::new()),
@@ -80,7 +78,8 @@ impl Authenticator {
             .ok_or("client certificate cannot be read")?;
         let cn = subject.common_name.clone().unwrap_or_default();
         let mut errors = Vec::new();
-        if let Some(rh) = &self.requestheader {
+        let sources = self.sources.load();
+        if let Some(rh) = &sources.requestheader {
             match rh.verifier.verify(certs) {
                 Ok(()) => {
                     if !rh.allowed_names.is_empty() && !rh.allowed_names.contains(&cn) {
@@ -95,7 +94,7 @@ impl Authenticator {
                 Err(e) => errors.push(format!("request-header CA: {e}")),
             }
         }
-        if let Some(ca) = &self.client_ca {
+        if let Some(ca) = &sources.client_ca {
             match ca.verify(certs) {
                 Ok(()) if !cn.is_empty() => {
                     return Ok(User {

@@ -8,6 +8,7 @@
 pub mod authn;
 pub mod authz;
 pub mod kube;
+pub mod sources;
 pub mod x509;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 pub use authn::{Authenticator, RequestHeaderConfig};
 pub use authz::{Attributes, Authorizer};
 pub use kube::KubeAuthApi;
+pub use sources::{CertSources, SharedSources, SourceFlags};
 
 /// An authenticated user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
