@@ -79,10 +79,8 @@ impl Exporter {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if let Ok(r) = ureq::get(&self.url("/readyz")).call() {
-                if r.status() == 200 {
-                    return;
-                }
+            if ureq::get(&self.url("/readyz")).call().is_ok_and(|r| r.status() == 200) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -128,13 +128,9 @@ impl<'n> Collector<'n> for Clocks {
                     );
                 }
             }
-            if let Some(p) =
-                cx.reader
-                    .read(i, "nvmlDeviceGetPerformanceState", d.performance_state())
-            {
-                if let Some(n) = pstate_number(p) {
-                    pstate.push(gpu.subject(), vec![], n);
-                }
+            let state = cx.reader.read(i, "nvmlDeviceGetPerformanceState", d.performance_state());
+            if let Some(n) = state.and_then(pstate_number) {
+                pstate.push(gpu.subject(), vec![], n);
             }
         }
         out.families.extend([cur, max, active, violation, pstate]);
