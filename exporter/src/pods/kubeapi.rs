@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Config};
 use tracing::{debug, info, warn};
 
 use super::labels::PodLabel;
 use super::owner;
+use super::podlite::PodLite;
 
 /// The part of a pod the mapper keeps (a few hundred bytes per pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub async fn client(
 }
 
 /// Trims a pod to its [`PodMeta`].
-pub fn pod_meta(pod: &Pod, labels: &[PodLabel]) -> Option<PodMeta> {
+pub fn pod_meta(pod: &PodLite, labels: &[PodLabel]) -> Option<PodMeta> {
     let meta = &pod.metadata;
     let uid = meta.uid.clone()?;
     let name = meta.name.clone().unwrap_or_default();
@@ -165,7 +165,7 @@ pub async fn run(
                 continue;
             }
         };
-        let api: Api<Pod> = Api::all(client);
+        let api: Api<PodLite> = Api::all(client);
         let config = watcher::Config::default()
             .fields(&format!("spec.nodeName={node}"))
             .any_semantic();

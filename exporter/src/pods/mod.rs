@@ -16,6 +16,7 @@ pub mod labels;
 pub mod map;
 pub mod mapper;
 pub mod owner;
+pub mod podlite;
 pub mod podresources;
 
 pub use args::PodArgs;
