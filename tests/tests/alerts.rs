@@ -476,6 +476,10 @@ fn end_to_end_alerts_and_dashboards() {
     require("prometheus");
     require("prometheus-alertmanager");
     require("curl");
+    let tb = Instant::now();
+    gpuscale_e2e::bins::ensure_built();
+    Adapter::build();
+    eprintln!("binaries built or fresh after {:?}", tb.elapsed());
     let t0 = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let rule_copies = rules::write_time_scaled(&dir.path().join("rules"));

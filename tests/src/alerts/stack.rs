@@ -175,9 +175,8 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// Builds (once) and starts the adapter; its self-metrics listen on
-    /// `metrics_addr`.
-    pub fn start(dir: &Path, prometheus_url: &str, metrics_addr: &str) -> Self {
+    /// Builds the adapter binary once per test process; returns the target dir.
+    pub fn build() -> PathBuf {
         static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
         let target = crate::bins::target_dir();
         BUILT.get_or_init(|| {
@@ -196,6 +195,13 @@ impl Adapter {
             let status = cmd.status().expect("run cargo build");
             assert!(status.success(), "cargo build of gpuscale-adapter failed");
         });
+        target
+    }
+
+    /// Builds (once) and starts the adapter; its self-metrics listen on
+    /// `metrics_addr`.
+    pub fn start(dir: &Path, prometheus_url: &str, metrics_addr: &str) -> Self {
+        let target = Self::build();
         let api = format!("127.0.0.1:{}", free_port());
         let mut cmd = Command::new(target.join("gpuscale-adapter"));
         cmd.arg("--dev")
