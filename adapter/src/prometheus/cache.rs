@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt as _;
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, Semaphore};
+use tokio::task::JoinSet;
 
 use super::client::{PromClient, QueryError};
 use crate::config::{EmptyPolicy, MetricDef};
@@ -197,13 +197,34 @@ impl PollCache {
                     .cloned()
                     .collect()
             };
-            futures::stream::iter(due)
-                .for_each_concurrent(self.settings.refresh_concurrency.max(1), |e| {
-                    let this = self.clone();
-                    async move { this.refresh(&e).await }
-                })
-                .await;
+            self.clone().refresh_round(due).await;
         }
+    }
+
+    /// Re-read `due`, the starts spread over most of a poll interval so the
+    /// work (here and in Prometheus) does not arrive as one burst.
+    async fn refresh_round(self: Arc<Self>, due: Vec<Arc<Entry>>) {
+        if due.is_empty() {
+            return;
+        }
+        let spread = self.settings.poll_interval.mul_f64(0.8);
+        let spacing = (spread / due.len() as u32).max(Duration::from_micros(50));
+        let mut pace = tokio::time::interval(spacing);
+        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let permits = Arc::new(Semaphore::new(self.settings.refresh_concurrency.max(1)));
+        let mut running = JoinSet::new();
+        for e in due {
+            pace.tick().await;
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let this = self.clone();
+            running.spawn(async move {
+                this.refresh(&e).await;
+                drop(permit);
+            });
+        }
+        while running.join_next().await.is_some() {}
     }
 
     /// Number of cached keys.
