@@ -217,3 +217,49 @@ pub async fn run(
         backoff = (backoff * 2).min(max_backoff);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_a_pod_to_its_meta() -> Result<(), serde_json::Error> {
+        let pod: PodLite = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-7d4b9c-x2x", "namespace": "shop", "uid": "u-1",
+                "labels": { "team": "checkout", "pod-template-hash": "7d4b9c" },
+                "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c", "uid": "r", "controller": true }]
+            },
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [{ "name": "app", "containerID": "cri-o://abc" }],
+                "initContainerStatuses": [{ "name": "init", "containerID": "containerd://def" }, { "name": "waiting" }]
+            }
+        }))?;
+        let keys = vec![
+            PodLabel {
+                key: "team".into(),
+                name: "label_team",
+            },
+            PodLabel {
+                key: "missing".into(),
+                name: "label_missing",
+            },
+        ];
+        let m = pod_meta(&pod, &keys);
+        assert_eq!(
+            m,
+            Some(PodMeta {
+                uid: "u-1".into(),
+                namespace: "shop".into(),
+                name: "web-7d4b9c-x2x".into(),
+                terminal: true,
+                workload: "web".into(),
+                workload_kind: "Deployment".into(),
+                labels: vec!["checkout".into(), String::new()],
+                containers: vec![("abc".into(), "app".into()), ("def".into(), "init".into())],
+            })
+        );
+        Ok(())
+    }
+}

@@ -407,3 +407,75 @@ fn fnv(s: &str) -> u64 {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuscale_nvml_sim::scenario::{Container as SimContainer, DeviceAlloc, Owner};
+
+    fn pod(owner: &str, labels: &[(&str, &str)]) -> SimPod {
+        SimPod {
+            namespace: "ns".into(),
+            name: "web-abc".into(),
+            uid: "u".into(),
+            phase: PodPhase::Running,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            owner: Some(Owner {
+                kind: owner.into(),
+                name: "web".into(),
+            }),
+            containers: vec![SimContainer {
+                name: "c".into(),
+                id: "a".repeat(64),
+                devices: vec![DeviceAlloc {
+                    resource: "nvidia.com/gpu".into(),
+                    ids: vec!["GPU-x::2".into()],
+                }],
+                pids: vec![7],
+            }],
+        }
+    }
+
+    #[test]
+    fn deployment_owner_is_served_as_its_replicaset() {
+        let p = api_pod(
+            &pod("Deployment", &[("pod-template-hash", "5f6d")]),
+            "n1",
+            0,
+        );
+        let owner = p.metadata.owner_references.as_ref().and_then(|o| o.first());
+        assert_eq!(
+            owner.map(|o| (o.kind.as_str(), o.name.as_str())),
+            Some(("ReplicaSet", "web-5f6d"))
+        );
+        // Without a hash label one is made up, and the label added to match.
+        let p = api_pod(&pod("Deployment", &[]), "n1", 0);
+        let hash = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("pod-template-hash"))
+            .cloned()
+            .unwrap_or_default();
+        let owner = p
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first())
+            .map(|o| o.name.clone());
+        assert_eq!(owner, Some(format!("web-{hash}")));
+        let p = api_pod(&pod("StatefulSet", &[]), "n1", 2);
+        let status = p
+            .status
+            .and_then(|s| s.container_statuses)
+            .unwrap_or_default();
+        assert_eq!(
+            status[0].container_id.as_deref(),
+            Some(format!("cri-o://{}", "a".repeat(64)).as_str())
+        );
+        assert_eq!(p.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
+    }
+}
