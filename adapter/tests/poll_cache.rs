@@ -28,6 +28,8 @@ struct Fake {
     url: String,
     mode: Arc<Mutex<Mode>>,
     queries: Arc<AtomicUsize>,
+    /// The head of the last request.
+    last: Arc<Mutex<String>>,
 }
 
 async fn fake(mode: Mode) -> Fake {
@@ -35,11 +37,12 @@ async fn fake(mode: Mode) -> Fake {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let mode = Arc::new(Mutex::new(mode));
     let queries = Arc::new(AtomicUsize::new(0));
-    let (m, q) = (mode.clone(), queries.clone());
+    let last = Arc::new(Mutex::new(String::new()));
+    let (m, q, l) = (mode.clone(), queries.clone(), last.clone());
     tokio::spawn(async move {
         loop {
             let (mut conn, _) = listener.accept().await.unwrap();
-            let (m, q) = (m.clone(), q.clone());
+            let (m, q, l) = (m.clone(), q.clone(), l.clone());
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 8192];
                 let mut seen = Vec::new();
@@ -49,6 +52,7 @@ async fn fake(mode: Mode) -> Fake {
                         Ok(n) => seen.extend_from_slice(&buf[..n]),
                     }
                 }
+                *l.lock().unwrap() = String::from_utf8_lossy(&seen).to_ascii_lowercase();
                 q.fetch_add(1, Ordering::SeqCst);
                 // Long enough for concurrent callers to pile up on a miss.
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -67,13 +71,22 @@ async fn fake(mode: Mode) -> Fake {
             });
         }
     });
-    Fake { url, mode, queries }
+    Fake {
+        url,
+        mode,
+        queries,
+        last,
+    }
 }
 
 fn cache(url: &str, poll: Duration) -> Arc<PollCache> {
+    cache_with_token(url, poll, None)
+}
+
+fn cache_with_token(url: &str, poll: Duration, token: Option<&std::path::Path>) -> Arc<PollCache> {
     let client = PromClient::new(&ClientSettings {
         url: url.to_string(),
-        bearer_token_file: None,
+        bearer_token_file: token.map(|p| p.to_path_buf()),
         ca_file: None,
         headers: vec!["X-Scope-OrgID: team-a".into()],
         timeout: Duration::from_secs(10),
@@ -190,4 +203,42 @@ async fn empty_is_zero_only_when_the_metric_says_so() {
         ..(*def(EmptyPolicy::Error, Duration::from_secs(30))).clone()
     });
     assert!(c.get(strict, "q4".into()).await.is_err());
+}
+
+#[tokio::test]
+async fn tenant_header_and_rotated_bearer_token_reach_the_backend() {
+    let f = fake(Mode::Value(1.0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "first-token\n").unwrap();
+    let c = cache_with_token(
+        &format!("{}/prometheus/", f.url),
+        Duration::from_secs(3600),
+        Some(&token),
+    );
+    let d = def(EmptyPolicy::Error, Duration::from_secs(30));
+    c.get(d.clone(), "up{namespace=\"a\"}".into())
+        .await
+        .unwrap();
+    let head = f.last.lock().unwrap().clone();
+    assert!(
+        head.starts_with(
+            "get /prometheus/api/v1/query?query=up%7bnamespace%3d%22a%22%7d&timeout=10000ms "
+        ),
+        "{head}"
+    );
+    assert!(head.contains("x-scope-orgid: team-a"), "{head}");
+    assert!(
+        head.contains("authorization: bearer first-token\r\n"),
+        "{head}"
+    );
+    // The file is re-read for every query.
+    std::fs::write(&token, "second-token").unwrap();
+    c.get(d, "up{namespace=\"b\"}".into()).await.unwrap();
+    assert!(
+        f.last
+            .lock()
+            .unwrap()
+            .contains("authorization: bearer second-token\r\n")
+    );
 }

@@ -422,7 +422,17 @@ fn no_client_certificate_is_401() {
         "/apis/external.metrics.k8s.io/v1beta1",
         &[],
     );
-    assert_status(code, &body, 401, "Unauthorized");
+    assert_status(code, &body, 401, "Unauthorized"); // Health endpoints need no credentials, as in Kubernetes.
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let w = world();
+        let (code, body) = client::curl(
+            &format!("{}{path}", w.adapter.url()),
+            Some(&w.serving_ca),
+            &Identity::default(),
+            &[],
+        );
+        assert_eq!((code, body.as_str()), (200, "ok"), "{path}");
+    }
 }
 
 #[test]

@@ -97,7 +97,12 @@ pub fn exposition(n: u64) -> String {
     }
     // Per-pod SM utilization (the exporter's gpu_pod_* family): equal to the
     // device's for a GPU held alone; two tts pods share GPU 2 at 0.35 and 0.45.
-    for (gpu, pod, wl, util) in [("0", "chat-0", "chat", "0.9"), ("1", "chat-1", "chat", "0.3"), ("2", "tts-0", "tts", "0.35"), ("2", "tts-1", "tts", "0.45")] {
+    for (gpu, pod, wl, util) in [
+        ("0", "chat-0", "chat", "0.9"),
+        ("1", "chat-1", "chat", "0.3"),
+        ("2", "tts-0", "tts", "0.35"),
+        ("2", "tts-1", "tts", "0.45"),
+    ] {
         s.push_str(&format!(
             "gpu_pod_sm_utilization_ratio{{node=\"sim-node\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}\",mig_uuid=\"\",{}}} {util}\n",
             ns("inference", pod, wl)
