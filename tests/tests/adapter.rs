@@ -582,3 +582,52 @@ fn a_bad_config_file_is_reported_with_file_and_keys_at_once() {
         assert!(err.contains(needle), "{needle} missing from:\n{err}");
     }
 }
+
+#[test]
+fn the_deployed_config_and_flags_are_accepted() {
+    let root = gpuscale_e2e::bins::repo_root().join("deploy/adapter");
+    let cm: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(root.join("configmap.yaml")).expect("configmap.yaml"),
+    )
+    .expect("ConfigMap YAML");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = write(
+        dir.path(),
+        "metrics.yaml",
+        cm["data"]["metrics.yaml"]
+            .as_str()
+            .expect("metrics.yaml key"),
+    );
+    let deploy: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(root.join("deployment.yaml")).expect("deployment.yaml"),
+    )
+    .expect("Deployment YAML");
+    let args: Vec<String> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .map(|a| {
+            if a.starts_with("--config=") {
+                format!("--config={}", config.display())
+            } else {
+                a.to_string()
+            }
+        })
+        .collect();
+    let out = std::process::Command::new(procs::adapter_bin())
+        .args(&args)
+        .arg("--check-config")
+        .output()
+        .expect("run adapter");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let served = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        served.contains("vllm_queue_depth") && served.contains("gpu_pressure"),
+        "{served}"
+    );
+}
