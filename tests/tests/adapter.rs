@@ -97,7 +97,7 @@ fn world() -> &'static World {
             "metrics.yaml",
             "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n",
         );
-        let adapter = Adapter::start(
+        let adapter = Adapter::start_cleaning(
             &[
                 format!("--tls-cert-file={}", cert.display()),
                 format!("--tls-key-file={}", key.display()),
@@ -107,6 +107,7 @@ fn world() -> &'static World {
                 "--poll-interval=1s".into(),
             ],
             dir.join("adapter.log"),
+            Some(&dir),
         );
         let alice_id = identity(&dir, "alice", &clients.client("alice", &["team-inference"]));
         let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);

@@ -18,6 +18,12 @@ impl Adapter {
     /// Start the adapter with `args` plus free `--listen`/`--metrics-listen`
     /// ports; wait until its self-metrics port answers.
     pub fn start(args: &[String], log: PathBuf) -> Self {
+        Self::start_cleaning(args, log, None)
+    }
+
+    /// Like [`Adapter::start`]; `dir` is removed when the test process exits
+    /// (for an adapter shared through a static).
+    pub fn start_cleaning(args: &[String], log: PathBuf, dir: Option<&Path>) -> Self {
         let port = procs::free_port();
         let metrics_port = procs::free_port();
         let mut cmd = Command::new(procs::adapter_bin());
@@ -25,7 +31,7 @@ impl Adapter {
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
             .env("RUST_LOG", "info,gpuscale_adapter=debug");
-        let mut guard = Guarded::spawn(cmd, log);
+        let mut guard = Guarded::spawn_cleaning(cmd, log, dir);
         procs::eventually("the adapter to listen", || {
             assert!(guard.running(), "the adapter exited:\n{}", guard.log_text());
             procs::get(&format!("http://127.0.0.1:{metrics_port}/healthz")).map(|_| ())
