@@ -10,7 +10,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -21,6 +21,7 @@ use crate::provider::Provider;
 use crate::selfmetrics::SelfMetrics;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serve the API over TLS until the task is dropped.
 pub async fn serve_api<P: Provider>(
@@ -72,7 +73,12 @@ pub async fn serve_api<P: Provider>(
                     )
                 }
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            // A client that never finishes its request headers is dropped.
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
             if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }

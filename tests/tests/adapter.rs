@@ -632,3 +632,20 @@ fn the_deployed_config_and_flags_are_accepted() {
         "{served}"
     );
 }
+
+#[test]
+fn only_get_is_served_and_only_after_authentication() {
+    let w = world();
+    let url = format!(
+        "{}{}",
+        w.adapter.url(),
+        value_path("inference", "vllm_queue_depth", "")
+    );
+    let (code, body) =
+        client::curl_method("POST", &url, Some(&w.serving_ca), &Identity::default(), &[]);
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_status(code, &body, 401, "Unauthorized");
+    let (code, body) = client::curl_method("DELETE", &url, Some(&w.serving_ca), &w.alice_id, &[]);
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_status(code, &body, 405, "MethodNotAllowed");
+}

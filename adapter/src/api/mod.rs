@@ -108,14 +108,6 @@ impl<P: Provider> Api<P> {
         if matches!(r, Route::Health) {
             return status::text(StatusCode::OK, "ok");
         }
-        if method != Method::GET && method != Method::HEAD {
-            return status::status(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &format!(
-                    "the server does not allow this method on the requested resource: {method}"
-                ),
-            );
-        }
         if let Some(sec) = &self.security {
             let attrs = match &r {
                 Route::Value { namespace, metric } => Attributes::Resource {
@@ -145,6 +137,14 @@ impl<P: Provider> Api<P> {
                 };
                 return status::status(code, &msg);
             }
+        }
+        if method != Method::GET && method != Method::HEAD {
+            return status::status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!(
+                    "the server does not allow this method on the requested resource: {method}"
+                ),
+            );
         }
         match r {
             Route::Health => status::text(StatusCode::OK, "ok"),

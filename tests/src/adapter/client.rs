@@ -129,8 +129,27 @@ pub fn kubectl_raw(kubeconfig: &Path, path: &str) -> KubectlOutput {
 
 /// `curl` a URL over TLS: (status code, body). `ca` None means `-k`.
 pub fn curl(url: &str, ca: Option<&Path>, who: &Identity, headers: &[&str]) -> (u16, String) {
+    curl_method("GET", url, ca, who, headers)
+}
+
+/// [`curl`] with another method.
+pub fn curl_method(
+    method: &str,
+    url: &str,
+    ca: Option<&Path>,
+    who: &Identity,
+    headers: &[&str],
+) -> (u16, String) {
     let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "30", "-w", "\n%{http_code}"]);
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "30",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+    ]);
     match ca {
         Some(ca) => {
             cmd.arg("--cacert").arg(ca);
