@@ -31,6 +31,8 @@ struct World {
     /// Signed by a CA nobody trusts.
     stranger: PathBuf,
     anonymous: PathBuf,
+    /// The serving pair and the two CAs as files, for adapters configured by flags.
+    files: BTreeMap<&'static str, PathBuf>,
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -61,6 +63,9 @@ fn world() -> &'static World {
         let front = Ca::new("front-proxy-ca");
         let rogue = Ca::new("rogue-ca");
         let serving_ca = write(&dir, "serving-ca.crt", &serving.pem());
+        let mut files = BTreeMap::new();
+        files.insert("client-ca", write(&dir, "client-ca.crt", &clients.pem()));
+        files.insert("front-proxy-ca", write(&dir, "front-proxy-ca.crt", &front.pem()));
         let server = serving.server();
         let cert = write(&dir, "tls.crt", &server.cert_pem);
         let key = write(&dir, "tls.key", &server.key_pem);
@@ -126,6 +131,7 @@ fn world() -> &'static World {
             alice_id,
             stranger,
             anonymous,
+            files,
         }
     })
 }
@@ -648,4 +654,50 @@ fn only_get_is_served_and_only_after_authentication() {
     let (code, body) = client::curl_method("DELETE", &url, Some(&w.serving_ca), &w.alice_id, &[]);
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     assert_status(code, &body, 405, "MethodNotAllowed");
+}
+
+#[test]
+fn cas_and_allowed_names_can_come_from_files() {
+    let w = world();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = write(dir.path(), "kubeconfig", &w.kube.kubeconfig());
+    let adapter = Adapter::start(
+        &[
+            format!("--tls-cert-file={}", w.dir.join("tls.crt").display()),
+            format!("--tls-key-file={}", w.dir.join("tls.key").display()),
+            format!("--kubeconfig={}", kc.display()),
+            format!("--client-ca-file={}", w.files["client-ca"].display()),
+            format!(
+                "--requestheader-client-ca-file={}",
+                w.files["front-proxy-ca"].display()
+            ),
+            "--requestheader-allowed-names=front-proxy-client".into(),
+            format!("--prometheus-url={}", prom::shared().url),
+        ],
+        dir.path().join("adapter.log"),
+    );
+    assert!(
+        adapter
+            .guard
+            .log_text()
+            .contains("authentication CAs read from files")
+    );
+    let path = value_path("inference", "tgi_queue_size", "");
+    let url = format!("{}{path}", adapter.url());
+    let alice = client::kubeconfig(
+        dir.path(),
+        "alice",
+        &adapter.url(),
+        &w.serving_ca,
+        &w.alice_id,
+    );
+    let out = kubectl_raw(&alice, &path);
+    assert!(out.ok, "{out:?}\n{}", adapter.guard.log_text());
+    assert_eq!(out.json()["items"][0]["value"], "5");
+    let hpa = format!("X-Remote-User: {HPA_USER}");
+    let (code, _) = client::curl(&url, Some(&w.serving_ca), &w.proxy, &[&hpa]);
+    assert_eq!(code, 200);
+    let (code, body) = client::curl(&url, Some(&w.serving_ca), &w.mallory, &[&hpa]);
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_status(code, &body, 401, "Unauthorized");
 }
