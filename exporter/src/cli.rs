@@ -55,6 +55,10 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_DISABLE_COLLECTORS", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(NAMES))]
     pub disable_collectors: Vec<String>,
 
+    /// One NVLink traffic series per link (18 per H100) instead of one per GPU.
+    #[arg(long, env = "GPUSCALE_NVLINK_PER_LINK")]
+    pub nvlink_per_link: bool,
+
     /// Node name put in the `node` label (default: the host name).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,

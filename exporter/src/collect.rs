@@ -29,6 +29,7 @@ pub struct Config {
     pub lib: LibSource,
     pub interval: Duration,
     pub collectors: Vec<String>,
+    pub options: collectors::Options,
     pub node: String,
 }
 
@@ -126,7 +127,7 @@ impl Loop {
 
     /// Collects until NVML fails as a whole (then the caller re-initialises).
     fn session(&mut self, nvml: &Nvml) -> Result<(), NvmlError> {
-        let mut list = collectors::all(&self.cfg.collectors, self.xids.clone());
+        let mut list = collectors::all(&self.cfg.collectors, self.cfg.options, self.xids.clone());
         while !self.stopped() {
             let started = Instant::now();
             let (gpus, migs, states) = self.discover(nvml)?;

@@ -141,6 +141,9 @@ async fn run(
         lib,
         interval: cli.collect_interval,
         collectors: cli.enabled_collectors(),
+        options: gpuscale_exporter::collectors::Options {
+            nvlink_per_link: cli.nvlink_per_link,
+        },
         node: node_name(&cli, simulated.as_ref()),
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");

@@ -139,7 +139,9 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     assert_close(&m, "gpu_pcie_receive_bytes_per_second", &g0, 2097152000.0);
 
     // NVLink: two links with counters; errors start at zero.
-    assert_eq!(m.find("gpu_nvlink_transmit_bytes_total", &g0).len(), 2);
+    let tx = m.find("gpu_nvlink_transmit_bytes_total", &g0);
+    assert_eq!(tx.len(), 1, "summed over links by default");
+    assert!(!tx[0].labels.contains_key("link"));
     assert_eq!(m.find("gpu_nvlink_errors_total", &g0).len(), 4);
 
     // Memory errors.
@@ -577,4 +579,37 @@ fn a_web_config_with_unknown_keys_is_rejected() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("web.yml") && err.contains("cert_fil"), "{err}");
+}
+
+#[test]
+fn nvlink_per_link_series_on_request() {
+    let exporter = Exporter::simulate(
+        &scenario("exporter-basic.yaml"),
+        &["--collectors", "nvlink", "--nvlink-per-link"],
+    );
+    let m = exporter.scrape();
+    let links: Vec<_> = m
+        .find("gpu_nvlink_transmit_bytes_total", &[("uuid", GPU0)])
+        .iter()
+        .map(|s| s.labels["link"].clone())
+        .collect();
+    assert_eq!(links, ["0", "1"]);
+    // The counters grow at the scenario's rate (1e9 B/s per link): sample twice.
+    let first = m.value(
+        "gpu_nvlink_receive_bytes_total",
+        &[("uuid", GPU0), ("link", "1")],
+    );
+    let m = exporter.scrape_until("NVLink traffic", |m| {
+        m.get(
+            "gpu_nvlink_receive_bytes_total",
+            &[("uuid", GPU0), ("link", "1")],
+        )
+        .is_some_and(|v| v > first)
+    });
+    assert!(
+        m.value(
+            "gpu_nvlink_receive_bytes_total",
+            &[("uuid", GPU0), ("link", "1")]
+        ) > first
+    );
 }

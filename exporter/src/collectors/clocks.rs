@@ -128,7 +128,9 @@ impl<'n> Collector<'n> for Clocks {
                     );
                 }
             }
-            let state = cx.reader.read(i, "nvmlDeviceGetPerformanceState", d.performance_state());
+            let state = cx
+                .reader
+                .read(i, "nvmlDeviceGetPerformanceState", d.performance_state());
             if let Some(n) = state.and_then(pstate_number) {
                 pstate.push(gpu.subject(), vec![], n);
             }

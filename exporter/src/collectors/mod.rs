@@ -74,8 +74,19 @@ pub const NAMES: &[&str] = &[
     "xid",
 ];
 
+/// Settings that change what a collector emits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// One NVLink traffic series per link instead of per GPU.
+    pub nvlink_per_link: bool,
+}
+
 /// Builds the enabled collectors for one NVML session.
-pub fn all<'n>(enabled: &[String], xids: xid::XidLog) -> Vec<Box<dyn Collector<'n> + 'n>> {
+pub fn all<'n>(
+    enabled: &[String],
+    options: Options,
+    xids: xid::XidLog,
+) -> Vec<Box<dyn Collector<'n> + 'n>> {
     let mut list: Vec<Box<dyn Collector<'n> + 'n>> = Vec::new();
     for name in NAMES {
         if !enabled.iter().any(|e| e == name) {
@@ -91,7 +102,9 @@ pub fn all<'n>(enabled: &[String], xids: xid::XidLog) -> Vec<Box<dyn Collector<'
             "pcie" => Box::new(pcie::Pcie {
                 gpm_enabled: enabled.iter().any(|e| e == "gpm"),
             }),
-            "nvlink" => Box::new(nvlink::NvLinks),
+            "nvlink" => Box::new(nvlink::NvLinks {
+                per_link: options.nvlink_per_link,
+            }),
             "ecc" => Box::new(ecc::Ecc),
             "mig" => Box::new(mig::Mig),
             "gpm" => Box::new(gpm::Gpm::new()),

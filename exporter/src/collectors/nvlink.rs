@@ -1,4 +1,6 @@
-//! NVLink per-link traffic counters and per-GPU error counters.
+//! NVLink traffic and error counters. Traffic is summed over the active
+//! links unless `--nvlink-per-link` asks for one series per link: 18 links
+//! would otherwise make NVLink a third of an H100 node's scrape.
 
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
@@ -10,7 +12,9 @@ use super::{Collector, Ctx};
 use crate::metrics::{Collected, Family};
 use crate::nvml::raw;
 
-pub struct NvLinks;
+pub struct NvLinks {
+    pub per_link: bool,
+}
 
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
@@ -30,11 +34,11 @@ impl<'n> Collector<'n> for NvLinks {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut tx = Family::counter(
             "gpu_nvlink_transmit_bytes_total",
-            "NVLink data bytes transmitted, per link.",
+            "NVLink data bytes transmitted (per link with --nvlink-per-link, else summed over links).",
         );
         let mut rx = Family::counter(
             "gpu_nvlink_receive_bytes_total",
-            "NVLink data bytes received, per link.",
+            "NVLink data bytes received (per link with --nvlink-per-link, else summed over links).",
         );
         let mut errors = Family::counter(
             "gpu_nvlink_errors_total",
@@ -94,23 +98,30 @@ impl<'n> Collector<'n> for NvLinks {
             ) else {
                 continue;
             };
+            let (mut tx_sum, mut rx_sum) = (None::<f64>, None::<f64>);
             for ((field, link), value) in requests.iter().zip(values) {
-                match value {
+                let bytes = match value {
                     // The field counts KiB.
-                    Ok(kib) if *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => tx.push(
-                        gpu.subject(),
-                        vec![("link", link.to_string())],
-                        kib * 1024.0,
-                    ),
-                    Ok(kib) => rx.push(
-                        gpu.subject(),
-                        vec![("link", link.to_string())],
-                        kib * 1024.0,
-                    ),
-                    Err(e) => cx
-                        .reader
-                        .fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e),
+                    Ok(kib) => kib * 1024.0,
+                    Err(e) => {
+                        cx.reader
+                            .fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e);
+                        continue;
+                    }
+                };
+                let is_tx = *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+                if self.per_link {
+                    let fam = if is_tx { &mut tx } else { &mut rx };
+                    fam.push(gpu.subject(), vec![("link", link.to_string())], bytes);
+                } else {
+                    *(if is_tx { &mut tx_sum } else { &mut rx_sum }).get_or_insert(0.0) += bytes;
                 }
+            }
+            if let Some(b) = tx_sum {
+                tx.push(gpu.subject(), vec![], b);
+            }
+            if let Some(b) = rx_sum {
+                rx.push(gpu.subject(), vec![], b);
             }
         }
         out.families.extend([tx, rx, errors]);
