@@ -43,6 +43,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 url="http://127.0.0.1:$port/metrics"
+sleep 3 # let the pod mapper's first refresh and watch land before measuring the body
 bytes=$(curl -fsS "$url" | wc -c)
 series=$(curl -fsS "$url" | grep -vc '^#')
 echo "exposition: $bytes bytes, $series series"
@@ -64,3 +65,19 @@ wrk -t2 -c64 -d"$DURATION" --latency "$url" | tee "$work/wrk64.txt" | grep -E "L
 echo "--- 64 connections, gzip, $DURATION"
 wrk -t2 -c64 -d"$DURATION" -H 'Accept-Encoding: gzip' "$url" | grep -E "Requests/sec"
 echo "rss after load: $(( $(rss_kib) / 1024 )) MiB (VmHWM $(awk '/^VmHWM/ {print int($2/1024)}' "/proc/$pid/status") MiB)"
+
+# Baseline: a bare hyper server with a fixed body of the same size, same runtime shape.
+if [ "${BASELINE:-1}" = 1 ]; then
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  if [ "$PROFILE" = release ]; then flag=--release; else flag=; fi
+  # shellcheck disable=SC2086
+  (cd "$root" && cargo build -q $flag -p gpuscale-exporter --example plain_server)
+  "$dir/examples/plain_server" "127.0.0.1:$port" "$bytes" &
+  pid=$!
+  sleep 0.5
+  echo "--- baseline: bare hyper server, fixed $bytes-byte body, 8 connections"
+  wrk -t2 -c8 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"
+  echo "--- baseline: 64 connections"
+  wrk -t2 -c64 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"
+fi
