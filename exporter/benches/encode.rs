@@ -11,7 +11,12 @@ use gpuscale_exporter::snapshot::Snapshot;
 /// About the shape of the built-in scenario: 8 GPUs, 18 NVLinks each.
 fn node() -> Vec<Family> {
     let gpus: Vec<Subject> = (0..8)
-        .map(|i| Subject::Device(Arc::new(DeviceRef { index: i, uuid: format!("GPU-{i:08x}-0000-4000-8000-000000000000").into() })))
+        .map(|i| {
+            Subject::Device(Arc::new(DeviceRef {
+                index: i,
+                uuid: format!("GPU-{i:08x}-0000-4000-8000-000000000000").into(),
+            }))
+        })
         .collect();
     let mut fams = Vec::new();
     for name in [
@@ -24,7 +29,10 @@ fn node() -> Vec<Family> {
         "gpu_sm_active_ratio",
         "gpu_tensor_active_ratio",
     ] {
-        let mut f = Family::gauge(name, "Help text of a typical length for a GPU metric family.");
+        let mut f = Family::gauge(
+            name,
+            "Help text of a typical length for a GPU metric family.",
+        );
         for g in &gpus {
             f.push(g.clone(), vec![], 0.93);
         }
@@ -33,12 +41,23 @@ fn node() -> Vec<Family> {
     let mut reasons = Family::gauge("gpu_clock_event_active", "Clock event reasons.");
     let mut links = Family::counter("gpu_nvlink_errors_total", "NVLink errors.");
     for g in &gpus {
-        for r in ["gpu_idle", "sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"] {
+        for r in [
+            "gpu_idle",
+            "sw_power_cap",
+            "hw_slowdown",
+            "sw_thermal",
+            "hw_thermal",
+            "hw_power_brake",
+        ] {
             reasons.push(g.clone(), vec![("reason", r.to_string())], 0.0);
         }
         for l in 0..18 {
             for t in ["crc_flit", "crc_data", "replay", "recovery"] {
-                links.push(g.clone(), vec![("link", l.to_string()), ("type", t.to_string())], 12.0);
+                links.push(
+                    g.clone(),
+                    vec![("link", l.to_string()), ("type", t.to_string())],
+                    12.0,
+                );
             }
         }
     }
@@ -48,7 +67,9 @@ fn node() -> Vec<Family> {
 
 fn bench(c: &mut Criterion) {
     let fams = node();
-    c.bench_function("encode_text_8_gpus", |b| b.iter(|| encode(black_box(&fams), "node-1", &NoPods, Format::Text)));
+    c.bench_function("encode_text_8_gpus", |b| {
+        b.iter(|| encode(black_box(&fams), "node-1", &NoPods, Format::Text))
+    });
     c.bench_function("encode_openmetrics_8_gpus", |b| {
         b.iter(|| encode(black_box(&fams), "node-1", &NoPods, Format::OpenMetrics))
     });

@@ -79,7 +79,10 @@ impl Exporter {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if ureq::get(&self.url("/readyz")).call().is_ok_and(|r| r.status() == 200) {
+            if ureq::get(&self.url("/readyz"))
+                .call()
+                .is_ok_and(|r| r.status() == 200)
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
