@@ -594,6 +594,11 @@ fn nvlink_per_link_series_on_request() {
         .map(|s| s.labels["link"].clone())
         .collect();
     assert_eq!(links, ["0", "1"]);
+    assert_eq!(
+        m.find("gpu_nvlink_errors_total", &[("uuid", GPU0), ("link", "1")])
+            .len(),
+        4
+    );
     // The counters grow at the scenario's rate (1e9 B/s per link): sample twice.
     let first = m.value(
         "gpu_nvlink_receive_bytes_total",

@@ -42,7 +42,7 @@ impl<'n> Collector<'n> for NvLinks {
         );
         let mut errors = Family::counter(
             "gpu_nvlink_errors_total",
-            "NVLink data-link errors summed over the active links, by type.",
+            "NVLink data-link errors by type (per link with --nvlink-per-link, else summed over links).",
         );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
@@ -62,17 +62,20 @@ impl<'n> Collector<'n> for NvLinks {
             if links.is_empty() {
                 continue;
             }
-            // Errors are summed over links (like DCGM's *_TOTAL fields): per-link
-            // error series would be 72 per GPU and dominate the scrape.
+            // Errors are summed over links (like DCGM's *_TOTAL fields) unless
+            // --nvlink-per-link: per-link error series are 72 per H100.
             let mut totals = [None::<f64>; 4];
             for &link in &links {
                 let wrapper = d.link_wrapper_for(link);
-                for (slot, (counter, _)) in ERRORS.iter().enumerate() {
-                    if let Some(n) = cx.reader.read(
-                        i,
-                        "nvmlDeviceGetNvLinkErrorCounter",
-                        wrapper.error_counter(*counter),
-                    ) {
+                for (slot, (counter, label)) in ERRORS.iter().enumerate() {
+                    let read = wrapper.error_counter(*counter);
+                    let Some(n) = cx.reader.read(i, "nvmlDeviceGetNvLinkErrorCounter", read) else {
+                        continue;
+                    };
+                    if self.per_link {
+                        let labels = vec![("link", link.to_string()), ("type", label.to_string())];
+                        errors.push(gpu.subject(), labels, n as f64);
+                    } else {
                         *totals[slot].get_or_insert(0.0) += n as f64;
                     }
                 }
