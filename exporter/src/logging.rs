@@ -7,9 +7,12 @@ use crate::cli::LogFormat;
 pub fn init(format: LogFormat, filter: &str) -> Result<(), String> {
     let filter =
         EnvFilter::try_new(filter).map_err(|e| format!("invalid --log-level '{filter}': {e}"))?;
+    // Colours only on a terminal: log collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
