@@ -618,3 +618,31 @@ fn nvlink_per_link_series_on_request() {
         ) > first
     );
 }
+
+/// The DaemonSet in deploy/exporter starts the binary with flags it accepts.
+#[test]
+fn the_deployed_daemonset_args_are_accepted() {
+    let text = std::fs::read_to_string(bins::repo_root().join("deploy/exporter/daemonset.yaml"))
+        .expect("daemonset.yaml");
+    let ds: yaml_serde::Value = yaml_serde::from_str(&text).expect("valid YAML");
+    let container = &ds["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["command"][0].as_str(),
+        Some("/usr/local/bin/gpuscale-exporter")
+    );
+    let args: Vec<String> = container["args"]
+        .as_sequence()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect();
+    assert!(!args.is_empty());
+    // Same flags, on the simulated node instead of a real GPU.
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.push("--simulate");
+    let exporter = Exporter::spawn(&all);
+    exporter.wait_ready();
+    assert!(exporter.scrape().has("gpu_info"));
+    let port = container["ports"][0]["containerPort"].as_u64();
+    assert_eq!(port, Some(9400), "the port the probes and the Service use");
+}
