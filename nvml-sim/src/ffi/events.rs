@@ -79,6 +79,23 @@ fn events(g: &Gpu, t: f64) -> Vec<(f64, EventKey, u64, u64)> {
     v
 }
 
+/// Seconds from `t` to the next scheduled XID or ECC event on any GPU, so a
+/// wait can sleep until then instead of polling (real NVML blocks too).
+fn next_event_in(c: &Ctx, t: f64) -> Option<f64> {
+    c.w.scenario
+        .gpus
+        .iter()
+        .flat_map(|g| {
+            g.xids
+                .iter()
+                .map(|x| x.at_s)
+                .chain(g.ecc_errors.iter().map(|e| e.at_s))
+        })
+        .filter(|&at| at > t)
+        .min_by(f64::total_cmp)
+        .map(|at| at - t)
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut nvmlEventSet_t) -> nvmlReturn_t {
     guard(|| {
@@ -164,7 +181,8 @@ fn take(c: &Ctx, set: usize) -> Result<Option<nvmlEventData_t>, nvmlReturn_t> {
     }))
 }
 
-/// Waits up to `timeout_ms` (in 10 ms steps) for an event; NVML_ERROR_TIMEOUT when none.
+/// Waits up to `timeout_ms` for an event, sleeping until the next scheduled
+/// one; NVML_ERROR_TIMEOUT when none.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlEventSetWait_v2(
     set: nvmlEventSet_t,
@@ -183,7 +201,13 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
             if now >= deadline {
                 return Err(nvmlReturn_enum_NVML_ERROR_TIMEOUT);
             }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+            // Events of GPUs registered later land on the next pass; 1 ms past
+            // the event's time so it is due when we look again.
+            let next = next_event_in(&c, c.t)
+                .map(|s| Duration::from_secs_f64(s) + Duration::from_millis(1));
+            drop(c);
+            let nap = next.map_or(deadline - now, |n| n.min(deadline - now));
+            std::thread::sleep(nap);
         }
     })
 }
