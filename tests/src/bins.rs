@@ -14,28 +14,38 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-static BUILT: OnceLock<()> = OnceLock::new();
+/// Runs `cargo build ARGS` in the profile the tests were built in.
+fn cargo_build(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.arg("build").args(args);
+    if target_dir().ends_with("release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "cargo build {args:?} failed");
+}
 
-/// Builds the exporter, the simulator and the adapter so tests run the current sources.
+/// Builds the exporter and the simulator so tests run the current sources.
 pub fn ensure_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
+        cargo_build(&[
             "-p",
             "gpuscale-exporter",
             "-p",
             "gpuscale-nvml-sim",
             "--bins",
             "--lib",
-        ]);
-        if target_dir().ends_with("release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build of the binaries failed");
+        ])
     });
+}
+
+/// The freshly built `gpuscale-adapter` binary.
+pub fn adapter() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "gpuscale-adapter", "--bin", "gpuscale-adapter"]));
+    target_dir().join("gpuscale-adapter")
 }
 
 pub fn exporter() -> PathBuf {

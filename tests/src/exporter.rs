@@ -2,20 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::bins;
 
-/// A free port on 127.0.0.1 (bound, read back, released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+pub use crate::free_port;
 
 /// A running `gpuscale-exporter`, killed on drop.
 pub struct Exporter {

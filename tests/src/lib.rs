@@ -5,3 +5,11 @@ pub mod alerts;
 pub mod bins;
 pub mod exporter;
 pub mod pods;
+
+/// A free port on 127.0.0.1 (bound, read back, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}

@@ -2,44 +2,18 @@
 //! on drop, and a tiny watchdog kills them when the test process exits (the
 //! shared Prometheus and adapter live in statics, which are never dropped).
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::bins;
 
-static BUILT: OnceLock<()> = OnceLock::new();
-
 /// The freshly built `gpuscale-adapter` binary.
 pub fn adapter_bin() -> PathBuf {
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "-p",
-            "gpuscale-adapter",
-            "--bin",
-            "gpuscale-adapter",
-        ]);
-        if bins::target_dir().ends_with("release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build of gpuscale-adapter failed");
-    });
-    bins::target_dir().join("gpuscale-adapter")
+    bins::adapter()
 }
 
-/// A free port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+pub use crate::free_port;
 
 /// A child process killed on drop and when the test process exits.
 pub struct Guarded {

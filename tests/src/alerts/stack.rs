@@ -23,13 +23,7 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// A free port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+pub use crate::free_port;
 
 fn http_ok(url: &str) -> bool {
     agent()
@@ -177,25 +171,8 @@ pub struct Adapter {
 impl Adapter {
     /// Builds the adapter binary once per test process; returns the target dir.
     pub fn build() -> PathBuf {
-        static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-        let target = crate::bins::target_dir();
-        BUILT.get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-p",
-                "gpuscale-adapter",
-                "--bin",
-                "gpuscale-adapter",
-            ]);
-            if target.ends_with("release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build");
-            assert!(status.success(), "cargo build of gpuscale-adapter failed");
-        });
-        target
+        crate::bins::adapter();
+        crate::bins::target_dir()
     }
 
     /// Builds (once) and starts the adapter; its self-metrics listen on
