@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nvml_wrapper::Nvml;
+use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::NvmlError;
 use tracing::{error, info, warn};
 
@@ -54,7 +55,9 @@ struct Loop {
     stats: LoopStats,
     xids: XidLog,
     uuids: HashMap<u32, Arc<str>>,
-    arch: HashMap<Arc<str>, Option<nvml_wrapper::enums::device::DeviceArchitecture>>,
+    /// What does not change while the driver is loaded, read once per GPU:
+    /// architecture and GPM support.
+    traits: HashMap<Arc<str>, (Option<DeviceArchitecture>, bool)>,
 }
 
 impl Loop {
@@ -68,7 +71,7 @@ impl Loop {
             stats: LoopStats::default(),
             xids: XidLog::default(),
             uuids: HashMap::new(),
-            arch: HashMap::new(),
+            traits: HashMap::new(),
         }
     }
 
@@ -115,14 +118,7 @@ impl Loop {
     }
 
     fn sleep(&self, d: Duration) {
-        let deadline = Instant::now() + d;
-        while !self.stopped() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            std::thread::sleep(left.min(Duration::from_millis(100)));
-        }
+        sleep_unless_stopped(d, &self.stop);
     }
 
     /// Collects until NVML fails as a whole (then the caller re-initialises).
@@ -207,10 +203,20 @@ impl Loop {
                 }
             };
             self.uuids.insert(index, uuid.clone());
-            let arch = self
-                .arch
+            let reader = &mut self.reader;
+            let (arch, gpm) = self
+                .traits
                 .entry(uuid.clone())
-                .or_insert_with(|| device.architecture().ok())
+                .or_insert_with(|| {
+                    let gpm = match device.gpm_support() {
+                        Ok(supported) => supported,
+                        Err(e) => {
+                            reader.fail(index, "nvmlGpmQueryDeviceSupport", &e);
+                            false
+                        }
+                    };
+                    (device.architecture().ok(), gpm)
+                })
                 .clone();
             let id = Arc::new(DeviceRef {
                 index,
@@ -226,7 +232,12 @@ impl Loop {
             if matches!(device.mig_mode(), Ok(m) if m.current == 1) {
                 self.discover_migs(nvml, &device, &id, &mut migs);
             }
-            gpus.push(Gpu { device, id, arch });
+            gpus.push(Gpu {
+                device,
+                id,
+                arch,
+                gpm,
+            });
         }
         Ok((gpus, migs, states))
     }
@@ -373,7 +384,19 @@ fn merge(families: Vec<Family>) -> Vec<Family> {
     merged
 }
 
-fn now_unix() -> f64 {
+/// Sleeps for `d`, waking early (within 100 ms) once `stop` is set.
+pub(crate) fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let deadline = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
+pub(crate) fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -19,14 +19,12 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 pub struct Gpm<'n> {
     previous: HashMap<String, (GpmSample<'n>, Instant)>,
-    unsupported: HashMap<String, ()>,
 }
 
 impl Gpm<'_> {
     pub fn new() -> Self {
         Self {
             previous: HashMap::new(),
-            unsupported: HashMap::new(),
         }
     }
 }
@@ -133,22 +131,10 @@ impl<'n> Collector<'n> for Gpm<'n> {
         );
         let gpus = cx.gpus;
         for gpu in gpus {
-            let (i, uuid) = (gpu.id.index, gpu.id.uuid.to_string());
-            if self.unsupported.contains_key(&uuid) {
+            if !gpu.gpm {
                 continue;
             }
-            match gpu.device.gpm_support() {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.unsupported.insert(uuid, ());
-                    continue;
-                }
-                Err(e) => {
-                    cx.reader.fail(i, "nvmlGpmQueryDeviceSupport", &e);
-                    self.unsupported.insert(uuid, ());
-                    continue;
-                }
-            }
+            let (i, uuid) = (gpu.id.index, gpu.id.uuid.to_string());
             let Some(v) = self.step(cx, i, &uuid, gpu.device.gpm_sample(), &DEVICE_IDS) else {
                 continue;
             };
@@ -172,7 +158,7 @@ impl<'n> Collector<'n> for Gpm<'n> {
             let Some(parent) = gpus.iter().find(|g| g.id == mig.id.gpu) else {
                 continue;
             };
-            if self.unsupported.contains_key(&*parent.id.uuid) {
+            if !parent.gpm {
                 continue;
             }
             let key = mig.id.mig_uuid.to_string();

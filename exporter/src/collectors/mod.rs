@@ -28,6 +28,8 @@ pub struct Gpu<'n> {
     pub device: Device<'n>,
     pub id: Arc<DeviceRef>,
     pub arch: Option<DeviceArchitecture>,
+    /// GPM (SM/tensor/DRAM activity without DCGM; Hopper and later).
+    pub gpm: bool,
 }
 
 impl Gpu<'_> {
@@ -113,14 +115,6 @@ pub fn all<'n>(
         });
     }
     list
-}
-
-/// GPM (per-SM activity without DCGM) exists on Hopper and later.
-pub fn has_gpm(arch: Option<&DeviceArchitecture>) -> bool {
-    matches!(
-        arch,
-        Some(DeviceArchitecture::Hopper) | Some(DeviceArchitecture::Blackwell)
-    )
 }
 
 pub(crate) fn pct(v: u32) -> f64 {

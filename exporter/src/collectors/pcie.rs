@@ -1,7 +1,5 @@
 //! PCIe throughput (when GPM does not provide it) and the replay counter.
 
-use std::collections::HashMap;
-
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
 
 use super::{Collector, Ctx};
@@ -29,15 +27,10 @@ impl<'n> Collector<'n> for Pcie {
             "gpu_pcie_replays_total",
             "PCIe replays (link-level retransmissions).",
         );
-        let mut gpm_cache: HashMap<u32, bool> = HashMap::new();
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             // GPM gives the same rates without the 20 ms sampling each call costs here.
-            let gpm = self.gpm_enabled
-                && *gpm_cache
-                    .entry(i)
-                    .or_insert_with(|| d.gpm_support().unwrap_or(false));
-            if !gpm {
+            if !(self.gpm_enabled && gpu.gpm) {
                 if let Some(kb) = cx.reader.read(
                     i,
                     "nvmlDeviceGetPcieThroughput",

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
@@ -12,6 +12,7 @@ use nvml_wrapper::error::NvmlError;
 use tracing::{info, warn};
 
 use super::{Collector, Ctx};
+use crate::collect::{now_unix, sleep_unless_stopped};
 use crate::metrics::{Collected, Family};
 use crate::nvml::library::LibSource;
 
@@ -85,13 +86,6 @@ impl<'n> Collector<'n> for Xid {
     }
 }
 
-fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// Waits for XID events until `stop`; re-initialises NVML after failures.
 pub fn run_event_thread(lib: LibSource, log: XidLog, stop: Arc<AtomicBool>) {
     let mut backoff = Duration::from_secs(1);
@@ -104,15 +98,6 @@ pub fn run_event_thread(lib: LibSource, log: XidLog, stop: Arc<AtomicBool>) {
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }
         }
-    }
-}
-
-fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
-    let step = Duration::from_millis(100);
-    let mut left = d;
-    while left > Duration::ZERO && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(step.min(left));
-        left = left.saturating_sub(step);
     }
 }
 

@@ -93,7 +93,7 @@ impl Reader {
         *self.errors.entry((function, error_kind(e))).or_default() += 1;
     }
 
-    /// Marks the start of a collector's run; returns true at `end_run` when it had no failure.
+    /// Marks the start of a collector's run; [`Reader::run_ok`] then says whether it failed.
     pub fn begin_run(&mut self) {
         self.failures_in_run = 0;
     }

@@ -5,7 +5,6 @@ pub mod negotiate;
 pub mod webconfig;
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -55,7 +54,7 @@ impl Server {
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
                     let this = this.clone();
-                    async move { Ok::<_, Infallible>(this.handle(req, peer)) }
+                    async move { Ok::<_, Infallible>(this.handle(req)) }
                 });
                 let result = match tls {
                     Some(acceptor) => match acceptor.accept(stream).await {
@@ -82,7 +81,7 @@ impl Server {
         }
     }
 
-    fn handle(&self, req: Request<Incoming>, _peer: SocketAddr) -> Response<Full<Bytes>> {
+    fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         if let Some(auth) = &self.web.auth {
             let header = req
                 .headers()
