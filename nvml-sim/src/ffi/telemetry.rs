@@ -5,7 +5,7 @@ use std::ffi::c_uint;
 use nvml_wrapper_sys::bindings::*;
 
 use super::{Ctx, INVALID_ARGUMENT, MIB, NOT_SUPPORTED, R, guard, put, to_u32, to_u64};
-use crate::scenario::{Feature, Gpu, ThrottleReason};
+use crate::scenario::{Curve, Feature, Gpu, Load, ThrottleReason};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
@@ -446,22 +446,37 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerState(
 /// NVML's typical encoder/decoder sampling period.
 const CODEC_SAMPLING_US: c_uint = 167_000;
 
+/// Encoder and decoder utilization: the same call shape, another curve.
+unsafe fn codec_utilization(
+    device: nvmlDevice_t,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+    feature: Feature,
+    curve: fn(&Load) -> &Curve,
+) -> nvmlReturn_t {
+    guard(|| -> R {
+        let c = Ctx::new()?;
+        let (_, g) = c.gpu(device, Some(feature))?;
+        super::nonnull(util)?;
+        super::nonnull(period_us)?;
+        unsafe {
+            put(util, to_u32(curve(&g.load).at(c.t)))?;
+            put(period_us, CODEC_SAMPLING_US)
+        }
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     device: nvmlDevice_t,
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> nvmlReturn_t {
-    guard(|| -> R {
-        let c = Ctx::new()?;
-        let (_, g) = c.gpu(device, Some(Feature::Encoder))?;
-        super::nonnull(util)?;
-        super::nonnull(period_us)?;
-        unsafe {
-            put(util, to_u32(g.load.encoder_utilization.at(c.t)))?;
-            put(period_us, CODEC_SAMPLING_US)
-        }
-    })
+    unsafe {
+        codec_utilization(device, util, period_us, Feature::Encoder, |l| {
+            &l.encoder_utilization
+        })
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -470,14 +485,9 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> nvmlReturn_t {
-    guard(|| -> R {
-        let c = Ctx::new()?;
-        let (_, g) = c.gpu(device, Some(Feature::Decoder))?;
-        super::nonnull(util)?;
-        super::nonnull(period_us)?;
-        unsafe {
-            put(util, to_u32(g.load.decoder_utilization.at(c.t)))?;
-            put(period_us, CODEC_SAMPLING_US)
-        }
-    })
+    unsafe {
+        codec_utilization(device, util, period_us, Feature::Decoder, |l| {
+            &l.decoder_utilization
+        })
+    }
 }
