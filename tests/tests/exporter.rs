@@ -207,6 +207,23 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     );
     // A supported fan that stands still is a real 0.
     assert_eq!(m.value("gpu_fan_speed_ratio", &[("uuid", GPU2)]), 0.0);
+    // Fanless boards are not a failure: as on a real H200 the fan count is 0
+    // and the fan speed is never asked for, so thermal stays healthy.
+    assert_eq!(
+        m.value(
+            "gpuscale_exporter_collector_success",
+            &[("collector", "thermal")]
+        ),
+        1.0
+    );
+    assert!(
+        m.find(
+            "gpuscale_exporter_nvml_errors_total",
+            &[("function", "nvmlDeviceGetFanSpeed_v2")]
+        )
+        .is_empty(),
+        "no fan errors counted"
+    );
 
     // MIG instances with their own memory and GPM activity; processes by instance.
     let a = [("uuid", GPU2), ("mig_uuid", MIG_A)];

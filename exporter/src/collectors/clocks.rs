@@ -1,12 +1,24 @@
 //! Clocks, their maxima, clock event (throttle) reasons, cumulative throttle
 //! time and the performance state.
 
-use nvml_wrapper::enum_wrappers::device::{Clock, PerformancePolicy, PerformanceState};
+use std::collections::HashMap;
+
+use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState};
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION,
+    NVML_FI_DEV_PERF_POLICY_POWER, NVML_FI_DEV_PERF_POLICY_RELIABILITY,
+    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, NVML_FI_DEV_PERF_POLICY_THERMAL,
+};
 
 use super::{Collector, Ctx};
 use crate::metrics::{Collected, Family};
+use crate::nvml::{is_unsupported, raw};
 
-pub struct Clocks;
+/// Maximum clocks by GPU UUID: fixed by the board, so read once.
+#[derive(Default)]
+pub struct Clocks {
+    max: HashMap<String, Vec<(&'static str, f64)>>,
+}
 
 const CLOCKS: [(Clock, &str); 4] = [
     (Clock::Graphics, "graphics"),
@@ -28,13 +40,15 @@ pub const REASONS: [(u64, &str); 9] = [
     (0x100, "display"),
 ];
 
-const POLICIES: [(PerformancePolicy, &str); 6] = [
-    (PerformancePolicy::Power, "power"),
-    (PerformancePolicy::Thermal, "thermal"),
-    (PerformancePolicy::SyncBoost, "sync_boost"),
-    (PerformancePolicy::BoardLimit, "board_limit"),
-    (PerformancePolicy::LowUtilization, "low_utilization"),
-    (PerformancePolicy::Reliability, "reliability"),
+/// Violation time (ns) per performance policy, as field ids: the same
+/// counters nvmlDeviceGetViolationStatus returns.
+const POLICIES: [(u32, &str); 6] = [
+    (NVML_FI_DEV_PERF_POLICY_POWER, "power"),
+    (NVML_FI_DEV_PERF_POLICY_THERMAL, "thermal"),
+    (NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, "sync_boost"),
+    (NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT, "board_limit"),
+    (NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION, "low_utilization"),
+    (NVML_FI_DEV_PERF_POLICY_RELIABILITY, "reliability"),
 ];
 
 fn pstate_number(p: PerformanceState) -> Option<f64> {
@@ -93,16 +107,25 @@ impl<'n> Collector<'n> for Clocks {
                         f64::from(mhz) * 1e6,
                     );
                 }
-                if let Some(mhz) =
-                    cx.reader
-                        .read(i, "nvmlDeviceGetMaxClockInfo", d.max_clock_info(clock))
-                {
-                    max.push(
-                        gpu.subject(),
-                        vec![("clock", label.to_string())],
-                        f64::from(mhz) * 1e6,
-                    );
+            }
+            if !self.max.contains_key(&*gpu.id.uuid) {
+                let mut all = Vec::new();
+                let mut complete = true;
+                for (clock, label) in CLOCKS {
+                    match d.max_clock_info(clock) {
+                        Ok(mhz) => all.push((label, f64::from(mhz) * 1e6)),
+                        Err(e) => {
+                            complete &= is_unsupported(&e);
+                            cx.reader.fail(i, "nvmlDeviceGetMaxClockInfo", &e);
+                        }
+                    }
                 }
+                if complete {
+                    self.max.insert(gpu.id.uuid.to_string(), all);
+                }
+            }
+            for (label, hz) in self.max.get(&*gpu.id.uuid).into_iter().flatten() {
+                max.push(gpu.subject(), vec![("clock", label.to_string())], *hz);
             }
             if let Some(r) = cx.reader.read(
                 i,
@@ -115,17 +138,22 @@ impl<'n> Collector<'n> for Clocks {
                     active.push(gpu.subject(), vec![("reason", label.to_string())], on);
                 }
             }
-            for (policy, label) in POLICIES {
-                if let Some(v) = cx.reader.read(
-                    i,
-                    "nvmlDeviceGetViolationStatus",
-                    d.violation_status(policy),
-                ) {
-                    violation.push(
-                        gpu.subject(),
-                        vec![("policy", label.to_string())],
-                        v.violation_time as f64 / 1e9,
-                    );
+            // One batched call: on a real H200 it costs about what a single
+            // nvmlDeviceGetViolationStatus does (0.6 vs 0.7 ms), six times less.
+            let requests = POLICIES.map(|(id, _)| (id, 0));
+            let values = cx.reader.read(
+                i,
+                "nvmlDeviceGetFieldValues",
+                raw::scoped_field_values(cx.nvml, d, &requests),
+            );
+            for (value, (_, label)) in values.into_iter().flatten().zip(POLICIES) {
+                match value {
+                    Ok(ns) => {
+                        violation.push(gpu.subject(), vec![("policy", label.to_string())], ns / 1e9)
+                    }
+                    Err(e) => cx
+                        .reader
+                        .fail(i, "nvmlDeviceGetFieldValues(PERF_POLICY)", &e),
                 }
             }
             let state = cx

@@ -99,8 +99,8 @@ pub fn all<'n>(
             "utilization" => Box::new(utilization::Utilization),
             "memory" => Box::new(memory::Memory),
             "power" => Box::new(power::Power),
-            "thermal" => Box::new(thermal::Thermal),
-            "clocks" => Box::new(clocks::Clocks),
+            "thermal" => Box::new(thermal::Thermal::default()),
+            "clocks" => Box::new(clocks::Clocks::default()),
             "pcie" => Box::new(pcie::Pcie {
                 gpm_enabled: enabled.iter().any(|e| e == "gpm"),
             }),

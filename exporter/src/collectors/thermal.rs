@@ -1,5 +1,7 @@
 //! Temperatures, thresholds and fans.
 
+use std::collections::HashMap;
+
 use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::struct_wrappers::device::FieldValueSample;
@@ -8,8 +10,45 @@ use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_MEMORY_TEMP;
 
 use super::{Collector, Ctx, pct};
 use crate::metrics::{Collected, Family};
+use crate::nvml::is_unsupported;
 
-pub struct Thermal;
+/// Thresholds and the fan count are fixed while the driver is loaded, so they
+/// are read once per GPU: on a real H200 every NVML call costs tens of µs.
+#[derive(Default)]
+pub struct Thermal {
+    fixed: HashMap<String, Fixed>,
+}
+
+struct Fixed {
+    thresholds: Vec<(&'static str, f64)>,
+    fans: u32,
+}
+
+/// Reads what does not change; `None` when a call failed and must be retried.
+fn read_fixed(cx: &mut Ctx<'_, '_>, i: u32, d: &nvml_wrapper::Device<'_>) -> Option<Fixed> {
+    let mut thresholds = Vec::new();
+    let mut complete = true;
+    for (which, label) in THRESHOLDS {
+        match d.temperature_threshold(which) {
+            Ok(t) => thresholds.push((label, f64::from(t))),
+            Err(e) => {
+                complete &= is_unsupported(&e);
+                cx.reader.fail(i, "nvmlDeviceGetTemperatureThreshold", &e);
+            }
+        }
+    }
+    // Fanless boards (H100/H200 SXM) report 0 fans and reject fan index 0
+    // with INVALID_ARGUMENT: ask for the count before asking for a speed.
+    let fans = match d.num_fans() {
+        Ok(n) => n,
+        Err(e) => {
+            complete &= is_unsupported(&e);
+            cx.reader.fail(i, "nvmlDeviceGetNumFans", &e);
+            0
+        }
+    };
+    complete.then_some(Fixed { thresholds, fans })
+}
 
 const THRESHOLDS: [(TemperatureThreshold, &str); 4] = [
     (TemperatureThreshold::Shutdown, "shutdown"),
@@ -46,6 +85,11 @@ impl<'n> Collector<'n> for Thermal {
         );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
+            if !self.fixed.contains_key(&*gpu.id.uuid) {
+                if let Some(f) = read_fixed(cx, i, d) {
+                    self.fixed.insert(gpu.id.uuid.to_string(), f);
+                }
+            }
             if let Some(t) = cx.reader.read(
                 i,
                 "nvmlDeviceGetTemperature",
@@ -75,24 +119,20 @@ impl<'n> Collector<'n> for Thermal {
                         .fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", &e),
                 }
             }
-            for (which, label) in THRESHOLDS {
-                if let Some(t) = cx.reader.read(
-                    i,
-                    "nvmlDeviceGetTemperatureThreshold",
-                    d.temperature_threshold(which),
-                ) {
-                    thresholds.push(
-                        gpu.subject(),
-                        vec![("threshold", label.to_string())],
-                        f64::from(t),
-                    );
-                }
+            let Some(f) = self.fixed.get(&*gpu.id.uuid) else {
+                continue;
+            };
+            for (label, t) in &f.thresholds {
+                thresholds.push(gpu.subject(), vec![("threshold", label.to_string())], *t);
             }
-            if let Some(s) = cx
-                .reader
-                .read(i, "nvmlDeviceGetFanSpeed_v2", d.fan_speed(0))
-            {
-                fan.push(gpu.subject(), vec![], pct(s));
+            // The first fan, as nvidia-smi's fan.speed reports it.
+            if f.fans > 0 {
+                if let Some(s) = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetFanSpeed_v2", d.fan_speed(0))
+                {
+                    fan.push(gpu.subject(), vec![], pct(s));
+                }
             }
         }
         out.families.extend([temp, mem_temp, thresholds, fan]);

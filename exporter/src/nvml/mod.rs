@@ -39,7 +39,7 @@ pub fn error_kind(e: &NvmlError) -> &'static str {
 }
 
 /// Whether an error means "this GPU lacks the field" rather than a failure.
-fn is_unsupported(e: &NvmlError) -> bool {
+pub fn is_unsupported(e: &NvmlError) -> bool {
     matches!(
         e,
         NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound

@@ -243,7 +243,9 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
-        let (_, g) = c.gpu(device, Some(Feature::FanSpeed))?;
+        // Real fanless boards (H200 SXM) answer INVALID_ARGUMENT here, not
+        // NOT_SUPPORTED: fan 0 is simply out of range.
+        let (_, g) = c.gpu(device, None)?;
         if fan >= num_fans(g) {
             return Err(INVALID_ARGUMENT);
         }
