@@ -85,10 +85,10 @@ impl<'n> Collector<'n> for Thermal {
         );
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
-            if !self.fixed.contains_key(&*gpu.id.uuid) {
-                if let Some(f) = read_fixed(cx, i, d) {
-                    self.fixed.insert(gpu.id.uuid.to_string(), f);
-                }
+            if !self.fixed.contains_key(&*gpu.id.uuid)
+                && let Some(f) = read_fixed(cx, i, d)
+            {
+                self.fixed.insert(gpu.id.uuid.to_string(), f);
             }
             if let Some(t) = cx.reader.read(
                 i,
@@ -126,13 +126,12 @@ impl<'n> Collector<'n> for Thermal {
                 thresholds.push(gpu.subject(), vec![("threshold", label.to_string())], *t);
             }
             // The first fan, as nvidia-smi's fan.speed reports it.
-            if f.fans > 0 {
-                if let Some(s) = cx
+            if f.fans > 0
+                && let Some(s) = cx
                     .reader
                     .read(i, "nvmlDeviceGetFanSpeed_v2", d.fan_speed(0))
-                {
-                    fan.push(gpu.subject(), vec![], pct(s));
-                }
+            {
+                fan.push(gpu.subject(), vec![], pct(s));
             }
         }
         out.families.extend([temp, mem_temp, thresholds, fan]);
