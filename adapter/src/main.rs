@@ -3,7 +3,11 @@ use clap::Parser as _;
 fn main() -> std::process::ExitCode {
     let args = gpuscale_adapter::cli::Args::parse();
     gpuscale_adapter::logging::init(args.log_format);
+    // One worker by default: the work is small and I/O-bound, one thread
+    // answers ~60k requests/s, and tokio's default (one per host CPU) puts
+    // dozens of threads in a pod limited to a fraction of a core.
     let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(args.worker_threads))
         .enable_all()
         .build()
     {
