@@ -2,6 +2,7 @@
 //! (timed, isolated), join pods, encode once and publish the snapshot.
 //! Runs on its own thread: NVML calls block.
 
+use crate::backoff::Backoff;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -85,12 +86,12 @@ impl Loop {
                 error!(error = %e, "cannot start the XID event thread");
             }
         }
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
         while !self.stopped() {
             match self.cfg.lib.init() {
                 Ok(nvml) => {
                     info!(library = %self.cfg.lib.describe(), "NVML initialised");
-                    backoff = Duration::from_secs(1);
+                    backoff.reset();
                     self.stats.nvml_up = true;
                     if let Err(e) = self.session(&nvml) {
                         error!(error = %e, "NVML stopped answering; re-initialising");
@@ -98,16 +99,16 @@ impl Loop {
                     self.stats.nvml_up = false;
                 }
                 Err(e) => {
+                    let wait = backoff.next_delay();
                     error!(
                         library = %self.cfg.lib.describe(),
                         cause = %describe_init_error(&e),
-                        retry_in = ?backoff,
+                        retry_in = ?wait,
                         "NVML unavailable; serving exporter self-metrics only"
                     );
                     self.stats.nvml_up = false;
                     self.publish(Collected::default(), &BTreeMap::new());
-                    self.sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                    self.sleep(wait);
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! gpuscale-exporter: NVML metrics of every GPU, joined to the pods that hold them.
 
+pub mod backoff;
 pub mod cli;
 pub mod collect;
 pub mod collectors;

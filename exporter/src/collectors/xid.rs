@@ -1,6 +1,7 @@
 //! XID errors. NVML delivers them as events, so a dedicated thread waits on
 //! an event set and records them in an [`XidLog`]; this collector reads it.
 
+use crate::backoff::Backoff;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,14 +89,14 @@ impl<'n> Collector<'n> for Xid {
 
 /// Waits for XID events until `stop`; re-initialises NVML after failures.
 pub fn run_event_thread(lib: LibSource, log: XidLog, stop: Arc<AtomicBool>) {
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     while !stop.load(Ordering::Relaxed) {
         match wait_events(&lib, &log, &stop) {
             Ok(()) => return,
             Err(e) => {
-                warn!(error = %e, "XID event listener stopped; retrying in {:?}", backoff);
-                sleep_unless_stopped(backoff, &stop);
-                backoff = (backoff * 2).min(Duration::from_secs(60));
+                let wait = backoff.next_delay();
+                warn!(error = %e, "XID event listener stopped; retrying in {:?}", wait);
+                sleep_unless_stopped(wait, &stop);
             }
         }
     }

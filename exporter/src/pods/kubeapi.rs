@@ -2,6 +2,7 @@
 //! (`spec.nodeName=<node>`), trimmed to what the labels need. No per-pod or
 //! per-scrape API calls.
 
+use crate::backoff::Backoff;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -156,8 +157,8 @@ pub async fn run(
         stale: true,
         ..MetaView::default()
     };
-    let mut backoff = Duration::from_millis(250);
     let max_backoff = Duration::from_secs(30);
+    let mut backoff = Backoff::new(Duration::from_millis(250), max_backoff);
     let mut client_logged = false;
     loop {
         let client = match client(url.as_deref(), kubeconfig.as_ref()).await {
@@ -192,7 +193,7 @@ pub async fn run(
                     }
                     view.synced = true;
                     view.stale = false;
-                    backoff = Duration::from_millis(250);
+                    backoff.reset();
                     publish(view.clone());
                 }
                 Ok(Event::Apply(pod)) => {
@@ -219,8 +220,7 @@ pub async fn run(
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(max_backoff);
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The pod mapper: background refreshes of the kubelet and the pod watch,
 //! and the per-collection join over their latest state.
 
+use crate::backoff::Backoff;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -425,7 +426,8 @@ async fn kubelet_loop(
     interval: Duration,
 ) {
     let mut client = KubeletClient::new(socket);
-    let mut failures: u32 = 0;
+    let mut retry = Backoff::new(Duration::from_millis(250), interval);
+    let mut failing = false;
     let mut errors_total = 0;
     loop {
         let started = Instant::now();
@@ -434,13 +436,14 @@ async fn kubelet_loop(
         let Some(m) = mapper.upgrade() else { return };
         let state = match result {
             Ok(snapshot) => {
-                if failures > 0 || !m.kubelet.load().up {
+                if failing || !m.kubelet.load().up {
                     info!(
                         allocations = snapshot.allocations.len(),
                         "kubelet pod-resources reachable"
                     );
                 }
-                failures = 0;
+                failing = false;
+                retry.reset();
                 KubeletState {
                     up: true,
                     snapshot,
@@ -449,10 +452,10 @@ async fn kubelet_loop(
                 }
             }
             Err(e) => {
-                if failures == 0 {
+                if !failing {
                     warn!(error = %e, "kubelet pod-resources unavailable: serving metrics without pod labels; retrying");
                 }
-                failures = failures.saturating_add(1);
+                failing = true;
                 errors_total += 1;
                 KubeletState {
                     up: false,
@@ -464,10 +467,10 @@ async fn kubelet_loop(
         };
         m.kubelet.store(Arc::new(state));
         drop(m);
-        let wait = if failures == 0 {
-            interval
+        let wait = if failing {
+            retry.next_delay()
         } else {
-            (Duration::from_millis(250) * 2u32.saturating_pow(failures.min(8) - 1)).min(interval)
+            interval
         };
         tokio::time::sleep(wait).await;
     }
