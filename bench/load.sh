@@ -6,7 +6,12 @@
 #   bench/load.sh                         # built-in 8-GPU scenario
 #   SCENARIO=path.yaml DURATION=30s bench/load.sh
 #
-# The load generator shares the machine with the exporter, as in CI.
+# The load generator shares the machine with the exporter, as in CI. Latency
+# at 8 connections is measured with one wrk thread (the server's worker on
+# one core, the load generator on the other), then again with two;
+# throughput at 64 connections with two wrk threads, so the generator can
+# saturate the server. The exporter and the bare baseline run with the same
+# number of worker threads (WORKERS, the exporter's default 1).
 set -euo pipefail
 
 DURATION=${DURATION:-20s}
@@ -14,6 +19,7 @@ IDLE_SECONDS=${IDLE_SECONDS:-30}
 SCENARIO=${SCENARIO:-}
 PROFILE=${PROFILE:-release}
 EXTRA_ARGS=${EXTRA_ARGS:-}
+WORKERS=${WORKERS:-1}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d -t gpuscale-exporter-bench-XXXXXX)
@@ -36,7 +42,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 
 # shellcheck disable=SC2086
 "$dir/gpuscale-exporter" --simulate $SCENARIO --simulator-lib "$dir/libgpuscale_nvml_sim.so" \
-  --listen "127.0.0.1:$port" --collect-interval 1s --log-level warn $EXTRA_ARGS >"$work/exporter.log" 2>&1 &
+  --listen "127.0.0.1:$port" --collect-interval 1s --log-level warn --worker-threads "$WORKERS" $EXTRA_ARGS >"$work/exporter.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
@@ -58,8 +64,10 @@ awk -v d="$((c1 - c0))" -v t="$ticks" -v s="$IDLE_SECONDS" \
   'BEGIN { printf "collection cost: %.2f%% of one core (1 s interval, %d s idle)\n", 100 * d / t / s, s }'
 echo "rss idle: $(( $(rss_kib) / 1024 )) MiB"
 
-echo "--- 8 connections, $DURATION"
-wrk -t2 -c8 -d"$DURATION" --latency "$url" | tee "$work/wrk8.txt" | grep -E "Latency|50%|90%|99%|Requests/sec"
+echo "--- 8 connections, wrk -t1, $DURATION"
+wrk -t1 -c8 -d"$DURATION" --latency "$url" | tee "$work/wrk8.txt" | grep -E "Latency|50%|90%|99%|Requests/sec"
+echo "--- 8 connections, wrk -t2, $DURATION"
+wrk -t2 -c8 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"
 echo "--- 64 connections, $DURATION"
 wrk -t2 -c64 -d"$DURATION" --latency "$url" | tee "$work/wrk64.txt" | grep -E "Latency|50%|99%|Requests/sec"
 echo "--- 64 connections, gzip, $DURATION"
@@ -73,10 +81,12 @@ if [ "${BASELINE:-1}" = 1 ]; then
   if [ "$PROFILE" = release ]; then flag=--release; else flag=; fi
   # shellcheck disable=SC2086
   (cd "$root" && cargo build -q $flag -p gpuscale-exporter --example plain_server)
-  "$dir/examples/plain_server" "127.0.0.1:$port" "$bytes" &
+  "$dir/examples/plain_server" "127.0.0.1:$port" "$bytes" "$WORKERS" &
   pid=$!
   sleep 0.5
-  echo "--- baseline: bare hyper server, fixed $bytes-byte body, 8 connections"
+  echo "--- baseline: bare hyper server, fixed $bytes-byte body, $WORKERS worker(s), 8 connections, wrk -t1"
+  wrk -t1 -c8 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"
+  echo "--- baseline: 8 connections, wrk -t2"
   wrk -t2 -c8 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"
   echo "--- baseline: 64 connections"
   wrk -t2 -c64 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"

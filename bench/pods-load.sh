@@ -17,6 +17,7 @@ GPUS=${GPUS:-8}
 PODS=${PODS:-110}
 DURATION=${DURATION:-15s}
 THREADS=${THREADS:-2}
+WORKERS=${WORKERS:-1}
 INTERVAL=${INTERVAL:-1s}
 PROFILE=${PROFILE:-release}
 
@@ -78,7 +79,7 @@ run() {
   local label=$1; shift
   addr="127.0.0.1:$(free_port)"
   "$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "$addr" \
-    --collect-interval "$INTERVAL" --pod-label team --log-level warn "$@" > "$work/$label.log" 2>&1 &
+    --collect-interval "$INTERVAL" --pod-label team --log-level warn --worker-threads "$WORKERS" "$@" > "$work/$label.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do
     curl -sf "http://$addr/readyz" > /dev/null 2>&1 && break
@@ -101,9 +102,11 @@ run() {
   echo "collection (collectors only): $(metric gpuscale_exporter_collection_duration_seconds) s"
   echo "RSS before load: $(rss_kib) KiB"
   for enc in identity gzip; do
-    for c in 8 64; do
-      echo "-- wrk $c connections, Accept-Encoding: $enc"
-      wrk -t"$THREADS" -c"$c" -d"$DURATION" --latency -H "Accept-Encoding: $enc" "http://$addr/metrics" |
+    # Latency at 8 connections with one wrk thread and with THREADS; throughput at 64 with THREADS.
+    for run in "8 1" "8 $THREADS" "64 $THREADS"; do
+      read -r c t <<<"$run"
+      echo "-- wrk -t$t, $c connections, Accept-Encoding: $enc"
+      wrk -t"$t" -c"$c" -d"$DURATION" --latency -H "Accept-Encoding: $enc" "http://$addr/metrics" |
         grep -E '^ +(50|99)%|Requests/sec' | tr -s ' ' | paste -sd' '
     done
   done

@@ -2,7 +2,7 @@
 //! of the same size as the exporter's exposition, on the same runtime shape.
 //! The ratio between the two is the cost of being a real exporter.
 //!
-//!   cargo run --release -p gpuscale-exporter --example plain_server -- 127.0.0.1:9500 118000
+//!   cargo run --release -p gpuscale-exporter --example plain_server -- 127.0.0.1:9500 118000 [WORKERS]
 
 use std::convert::Infallible;
 
@@ -21,9 +21,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(120_000);
+    let workers: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1);
     let body = Bytes::from(vec![b'x'; size]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()?;
     runtime.block_on(async move {

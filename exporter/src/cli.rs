@@ -67,6 +67,11 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_WEB_CONFIG_FILE", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
 
+    /// Threads serving HTTP and the pod mapping (1-64); collection has its own.
+    #[arg(long, env = "GPUSCALE_WORKER_THREADS", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub worker_threads: u16,
+
     /// Log format.
     #[arg(long, env = "GPUSCALE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

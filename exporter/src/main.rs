@@ -44,8 +44,11 @@ fn main() -> ExitCode {
         },
         None => WebConfig::none(),
     };
+    // One worker by default, as node_exporter runs with GOMAXPROCS=1: a node
+    // daemon should take as little of the node as it can, and on a loaded
+    // node a second worker mostly adds preemption (docs/performance.md).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(usize::from(cli.worker_threads))
         .enable_all()
         .build()
     {
