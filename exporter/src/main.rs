@@ -128,13 +128,33 @@ fn node_name(cli: &Cli, simulated: Option<&scenario::Scenario>) -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// Binds the scrape port. Accepted sockets inherit the listener's send
+/// buffer: one large enough for a whole exposition lets a scrape be written
+/// in one call, so the worker never waits for a slow reader's window
+/// (110 pods, one worker: p99 at 8 connections 0.62–0.65 ms instead of
+/// 0.73–1.40 ms; docs/performance.md).
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    // Linux caps the request at net.core.wmem_max and doubles it: 416 KiB
+    // with the common 208 KiB cap, still above the 222 KB exposition of a
+    // node with 110 pods.
+    socket.set_send_buffer_size(1 << 20)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 async fn run(
     cli: Cli,
     lib: LibSource,
     web: WebConfig,
     simulated: Option<scenario::Scenario>,
 ) -> ExitCode {
-    let listener = match tokio::net::TcpListener::bind(cli.listen).await {
+    let listener = match listen(cli.listen) {
         Ok(l) => l,
         Err(e) => {
             error!(address = %cli.listen, error = %e, "cannot listen");
