@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::procs::{self, Guarded};
+use super::procs;
+use crate::procs::Proc;
 
 /// A running `gpuscale-adapter`.
 pub struct Adapter {
-    pub guard: Guarded,
+    pub guard: Proc,
     pub port: u16,
     pub metrics_port: u16,
 }
@@ -31,7 +32,7 @@ impl Adapter {
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
             .env("RUST_LOG", "info,gpuscale_adapter=debug");
-        let mut guard = Guarded::spawn_cleaning(cmd, log, dir);
+        let mut guard = Proc::spawn_watched("gpuscale-adapter", cmd, &log, dir);
         procs::eventually("the adapter to listen", || {
             assert!(guard.running(), "the adapter exited:\n{}", guard.log_text());
             procs::get(&format!("http://127.0.0.1:{metrics_port}/healthz")).map(|_| ())

@@ -1,9 +1,8 @@
-//! Building and running processes for the adapter tests. Children are killed
-//! on drop, and a tiny watchdog kills them when the test process exits (the
-//! shared Prometheus and adapter live in statics, which are never dropped).
+//! Helpers for the adapter tests' processes (spawned as
+//! [`crate::procs::Proc`], watched because the shared Prometheus and adapter
+//! live in statics, which are never dropped).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::bins;
@@ -14,75 +13,6 @@ pub fn adapter_bin() -> PathBuf {
 }
 
 pub use crate::free_port;
-
-/// A child process killed on drop and when the test process exits.
-pub struct Guarded {
-    pub child: Child,
-    watchdog: Option<Child>,
-    pub log: PathBuf,
-}
-
-impl Guarded {
-    /// Spawn `cmd` with stdout/stderr into `log`.
-    pub fn spawn(cmd: Command, log: PathBuf) -> Self {
-        Self::spawn_cleaning(cmd, log, None)
-    }
-
-    /// Like [`Guarded::spawn`]; the watchdog also removes `dir` when the
-    /// test process exits (for temp dirs owned by statics).
-    pub fn spawn_cleaning(mut cmd: Command, log: PathBuf, dir: Option<&std::path::Path>) -> Self {
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        let script = format!(
-            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill -9 {child} 2>/dev/null; {rm}",
-            me = std::process::id(),
-            child = child.id(),
-            rm = dir.map_or(String::new(), |d| format!(
-                "sleep 0.5; rm -rf '{}'",
-                d.display()
-            ))
-        );
-        let watchdog = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok();
-        Self {
-            child,
-            watchdog,
-            log,
-        }
-    }
-
-    /// The log so far (for assertion messages).
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Whether the process is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(w) = &mut self.watchdog {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-    }
-}
 
 /// Poll `f` until it returns `Some` (a generous bound so a slow machine is
 /// not a failure; no test asserts on timing).

@@ -8,7 +8,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::procs::{self, Guarded};
+use super::procs;
+use crate::procs::Proc;
 
 /// What the target serves at scrape `n` (n = 1, 2, …). Counters grow by a
 /// fixed step per scrape, so rates, ratios and quantiles are exact
@@ -158,7 +159,7 @@ pub fn start_target() -> u16 {
 /// A running Prometheus.
 pub struct Prometheus {
     pub url: String,
-    pub guard: Guarded,
+    pub guard: Proc,
     pub dir: PathBuf,
 }
 
@@ -186,7 +187,7 @@ impl Prometheus {
                 dir.join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let guard = Guarded::spawn_cleaning(cmd, dir.join("prometheus.log"), Some(&dir));
+        let guard = Proc::spawn_watched("prometheus", cmd, &dir.join("prometheus.log"), Some(&dir));
         Self {
             url: format!("http://127.0.0.1:{port}"),
             guard,

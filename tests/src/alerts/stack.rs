@@ -13,7 +13,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::http::{Response, Server};
-use super::procs::{Proc, eventually};
+use super::procs::eventually;
+use crate::procs::Proc;
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
