@@ -14,7 +14,8 @@ use super::{Collector, Ctx};
 use crate::metrics::{Collected, Family};
 use crate::nvml::{is_unsupported, raw};
 
-/// Maximum clocks by GPU UUID: fixed by the board, so read once.
+/// Maximum clocks by GPU UUID: fixed by the board, so read once (on an H200
+/// nvmlDeviceGetMaxClockInfo takes 1.2 ms a call).
 #[derive(Default)]
 pub struct Clocks {
     max: HashMap<String, Vec<(&'static str, f64)>>,

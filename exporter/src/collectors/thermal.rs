@@ -13,7 +13,8 @@ use crate::metrics::{Collected, Family};
 use crate::nvml::is_unsupported;
 
 /// Thresholds and the fan count are fixed while the driver is loaded, so they
-/// are read once per GPU: on a real H200 every NVML call costs tens of µs.
+/// are read once per GPU (what each NVML call costs on an H200:
+/// docs/hardware/h200-2026-11-30.md).
 #[derive(Default)]
 pub struct Thermal {
     fixed: HashMap<String, Fixed>,
