@@ -386,56 +386,34 @@ impl Gpu {
 
 /// GPU load. Every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Load {
     /// GPU utilization %, default 0.
-    #[serde(default)]
     pub utilization: Curve,
-    #[serde(default)]
     pub memory_utilization: Curve,
     /// Default: sum of the GPU's processes' `memory_mib`.
-    #[serde(default)]
     pub memory_used_mib: Option<Curve>,
     /// Default 0.
-    #[serde(default)]
     pub power_watts: Curve,
-    #[serde(default)]
     pub temperature_celsius: Curve,
-    #[serde(default)]
     pub memory_temperature_celsius: Curve,
-    #[serde(default)]
     pub fan_speed: Curve,
     /// Default: the max clock.
-    #[serde(default)]
     pub graphics_clock_mhz: Option<Curve>,
-    #[serde(default)]
     pub sm_clock_mhz: Option<Curve>,
-    #[serde(default)]
     pub memory_clock_mhz: Option<Curve>,
-    #[serde(default)]
     pub video_clock_mhz: Option<Curve>,
-    #[serde(default)]
     pub pstate: Curve,
-    #[serde(default)]
     pub encoder_utilization: Curve,
-    #[serde(default)]
     pub decoder_utilization: Curve,
-    #[serde(default)]
     pub sm_active: Curve,
-    #[serde(default)]
     pub sm_occupancy: Curve,
-    #[serde(default)]
     pub tensor_active: Curve,
-    #[serde(default)]
     pub dram_active: Curve,
-    #[serde(default)]
     pub pcie_tx_bytes_per_second: Curve,
-    #[serde(default)]
     pub pcie_rx_bytes_per_second: Curve,
     /// Per active link.
-    #[serde(default)]
     pub nvlink_tx_bytes_per_second: Curve,
-    #[serde(default)]
     pub nvlink_rx_bytes_per_second: Curve,
 }
 
