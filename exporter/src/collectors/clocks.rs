@@ -12,7 +12,7 @@ use nvml_wrapper::sys_exports::field_id::{
 
 use super::{Collector, Ctx};
 use crate::metrics::{Collected, Family};
-use crate::nvml::{is_unsupported, raw};
+use crate::nvml::raw;
 
 /// Maximum clocks by GPU UUID: fixed by the board, so read once (on an H200
 /// nvmlDeviceGetMaxClockInfo takes 1.2 ms a call).
@@ -110,15 +110,15 @@ impl<'n> Collector<'n> for Clocks {
                 }
             }
             if !self.max.contains_key(&*gpu.id.uuid) {
-                let mut all = Vec::new();
                 let mut complete = true;
+                let mut all = Vec::new();
                 for (clock, label) in CLOCKS {
-                    match d.max_clock_info(clock) {
-                        Ok(mhz) => all.push((label, f64::from(mhz) * 1e6)),
-                        Err(e) => {
-                            complete &= is_unsupported(&e);
-                            cx.reader.fail(i, "nvmlDeviceGetMaxClockInfo", &e);
-                        }
+                    let mhz = d.max_clock_info(clock);
+                    if let Some(mhz) =
+                        cx.reader
+                            .read_fixed(i, "nvmlDeviceGetMaxClockInfo", mhz, &mut complete)
+                    {
+                        all.push((label, f64::from(mhz) * 1e6));
                     }
                 }
                 if complete {
@@ -148,13 +148,11 @@ impl<'n> Collector<'n> for Clocks {
                 raw::scoped_field_values(cx.nvml, d, &requests),
             );
             for (value, (_, label)) in values.into_iter().flatten().zip(POLICIES) {
-                match value {
-                    Ok(ns) => {
-                        violation.push(gpu.subject(), vec![("policy", label.to_string())], ns / 1e9)
-                    }
-                    Err(e) => cx
-                        .reader
-                        .fail(i, "nvmlDeviceGetFieldValues(PERF_POLICY)", &e),
+                if let Some(ns) = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetFieldValues(PERF_POLICY)", value)
+                {
+                    violation.push(gpu.subject(), vec![("policy", label.to_string())], ns / 1e9);
                 }
             }
             let state = cx

@@ -3,14 +3,11 @@
 use std::collections::HashMap;
 
 use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold};
-use nvml_wrapper::enums::device::SampleValue;
-use nvml_wrapper::struct_wrappers::device::FieldValueSample;
-use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_MEMORY_TEMP;
 
 use super::{Collector, Ctx, pct};
 use crate::metrics::{Collected, Family};
-use crate::nvml::is_unsupported;
+use crate::nvml::raw;
 
 /// Thresholds and the fan count are fixed while the driver is loaded, so they
 /// are read once per GPU (what each NVML call costs on an H200:
@@ -27,27 +24,23 @@ struct Fixed {
 
 /// Reads what does not change; `None` when a call failed and must be retried.
 fn read_fixed(cx: &mut Ctx<'_, '_>, i: u32, d: &nvml_wrapper::Device<'_>) -> Option<Fixed> {
-    let mut thresholds = Vec::new();
     let mut complete = true;
+    let mut thresholds = Vec::new();
     for (which, label) in THRESHOLDS {
-        match d.temperature_threshold(which) {
-            Ok(t) => thresholds.push((label, f64::from(t))),
-            Err(e) => {
-                complete &= is_unsupported(&e);
-                cx.reader.fail(i, "nvmlDeviceGetTemperatureThreshold", &e);
-            }
+        let t = d.temperature_threshold(which);
+        if let Some(t) =
+            cx.reader
+                .read_fixed(i, "nvmlDeviceGetTemperatureThreshold", t, &mut complete)
+        {
+            thresholds.push((label, f64::from(t)));
         }
     }
     // Fanless boards (H100/H200 SXM) report 0 fans and reject fan index 0
     // with INVALID_ARGUMENT: ask for the count before asking for a speed.
-    let fans = match d.num_fans() {
-        Ok(n) => n,
-        Err(e) => {
-            complete &= is_unsupported(&e);
-            cx.reader.fail(i, "nvmlDeviceGetNumFans", &e);
-            0
-        }
-    };
+    let fans = cx
+        .reader
+        .read_fixed(i, "nvmlDeviceGetNumFans", d.num_fans(), &mut complete)
+        .unwrap_or(0);
     complete.then_some(Fixed { thresholds, fans })
 }
 
@@ -57,15 +50,6 @@ const THRESHOLDS: [(TemperatureThreshold, &str); 4] = [
     (TemperatureThreshold::GpuMax, "gpu_max"),
     (TemperatureThreshold::MemoryMax, "memory_max"),
 ];
-
-pub(crate) fn sample_f64(s: &FieldValueSample) -> Option<f64> {
-    match s.value.as_ref().ok()? {
-        SampleValue::F64(v) => Some(*v),
-        SampleValue::U32(v) => Some(f64::from(*v)),
-        SampleValue::U64(v) => Some(*v as f64),
-        SampleValue::I64(v) => Some(*v as f64),
-    }
-}
 
 impl<'n> Collector<'n> for Thermal {
     fn name(&self) -> &'static str {
@@ -101,23 +85,14 @@ impl<'n> Collector<'n> for Thermal {
             let fields = cx.reader.read(
                 i,
                 "nvmlDeviceGetFieldValues",
-                d.field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)]),
+                raw::scoped_field_values(cx.nvml, d, &[(NVML_FI_DEV_MEMORY_TEMP, 0)]),
             );
-            if let Some(sample) = fields.and_then(|v| v.into_iter().next()) {
-                match sample {
-                    Ok(s) => match &s.value {
-                        Ok(_) => {
-                            if let Some(v) = sample_f64(&s) {
-                                mem_temp.push(gpu.subject(), vec![], v);
-                            }
-                        }
-                        Err(e) => cx
-                            .reader
-                            .fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", e),
-                    },
-                    Err(e) => cx
-                        .reader
-                        .fail(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", &e),
+            for value in fields.into_iter().flatten() {
+                if let Some(c) = cx
+                    .reader
+                    .read(i, "nvmlDeviceGetFieldValues(MEMORY_TEMP)", value)
+                {
+                    mem_temp.push(gpu.subject(), vec![], c);
                 }
             }
             let Some(f) = self.fixed.get(&*gpu.id.uuid) else {

@@ -39,7 +39,7 @@ pub fn error_kind(e: &NvmlError) -> &'static str {
 }
 
 /// Whether an error means "this GPU lacks the field" rather than a failure.
-pub fn is_unsupported(e: &NvmlError) -> bool {
+fn is_unsupported(e: &NvmlError) -> bool {
     matches!(
         e,
         NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound
@@ -72,6 +72,22 @@ impl Reader {
                 None
             }
         }
+    }
+
+    /// Like [`Reader::read`], for a value that never changes and is cached:
+    /// `complete` turns false on a failure worth retrying (unsupported is
+    /// final).
+    pub fn read_fixed<T>(
+        &mut self,
+        gpu: u32,
+        function: &'static str,
+        r: Result<T, NvmlError>,
+        complete: &mut bool,
+    ) -> Option<T> {
+        if let Err(e) = &r {
+            *complete &= is_unsupported(e);
+        }
+        self.read(gpu, function, r)
     }
 
     /// Accounts for one failed call.
