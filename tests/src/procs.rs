@@ -6,6 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// A `prometheus` (Debian package) reading `config`, with its TSDB under
+/// `dir` and its API on 127.0.0.1:`port`.
+pub fn prometheus(config: &Path, dir: &Path, port: u16) -> Command {
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    cmd
+}
+
 pub struct Proc {
     name: String,
     pub child: Child,

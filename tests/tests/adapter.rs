@@ -573,7 +573,7 @@ fn a_bad_config_file_is_reported_with_file_and_keys_at_once() {
         "bad.yaml",
         "metrics:\n  - name: a\n    query: up\n    emtpy: zero\n  - name: b\n    query: x{${matchers}}\n    freshness: soon\n",
     );
-    let out = std::process::Command::new(procs::adapter_bin())
+    let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
         .arg("--check-config")
         .arg(format!("--config={}", path.display()))
         .output()
@@ -622,7 +622,7 @@ fn the_deployed_config_and_flags_are_accepted() {
             }
         })
         .collect();
-    let out = std::process::Command::new(procs::adapter_bin())
+    let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
         .args(&args)
         .arg("--check-config")
         .output()

@@ -478,7 +478,7 @@ fn end_to_end_alerts_and_dashboards() {
     require("curl");
     let tb = Instant::now();
     gpuscale_e2e::bins::ensure_built();
-    Adapter::build();
+    gpuscale_e2e::bins::adapter();
     eprintln!("binaries built or fresh after {:?}", tb.elapsed());
     let t0 = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");

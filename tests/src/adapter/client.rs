@@ -27,7 +27,7 @@ impl Adapter {
     pub fn start_cleaning(args: &[String], log: PathBuf, dir: Option<&Path>) -> Self {
         let port = procs::free_port();
         let metrics_port = procs::free_port();
-        let mut cmd = Command::new(procs::adapter_bin());
+        let mut cmd = Command::new(crate::bins::adapter());
         cmd.args(args)
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))

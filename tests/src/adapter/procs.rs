@@ -2,15 +2,7 @@
 //! [`crate::procs::Proc`], watched because the shared Prometheus and adapter
 //! live in statics, which are never dropped).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-use crate::bins;
-
-/// The freshly built `gpuscale-adapter` binary.
-pub fn adapter_bin() -> PathBuf {
-    bins::adapter()
-}
 
 pub use crate::free_port;
 

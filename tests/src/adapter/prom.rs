@@ -4,7 +4,6 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -180,13 +179,7 @@ impl Prometheus {
         )
         .expect("write config");
         let port = procs::free_port();
-        let mut cmd = Command::new("prometheus");
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        let cmd = crate::procs::prometheus(&config, &dir, port);
         let guard = Proc::spawn_watched("prometheus", cmd, &dir.join("prometheus.log"), Some(&dir));
         Self {
             url: format!("http://127.0.0.1:{port}"),

@@ -47,14 +47,8 @@ impl Prometheus {
         let cfg = dir.join("prometheus.yml");
         std::fs::write(&cfg, config).expect("write prometheus.yml");
 
-        let mut cmd = Command::new("prometheus");
-        cmd.arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn");
+        let mut cmd = crate::procs::prometheus(&cfg, dir, port);
+        cmd.arg("--log.level=warn");
         let proc = Proc::spawn("prometheus", cmd, &dir.join("prometheus.log"));
         let me = Self {
             proc,
@@ -170,18 +164,11 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// Builds the adapter binary once per test process; returns the target dir.
-    pub fn build() -> PathBuf {
-        crate::bins::adapter();
-        crate::bins::target_dir()
-    }
-
     /// Builds (once) and starts the adapter; its self-metrics listen on
     /// `metrics_addr`.
     pub fn start(dir: &Path, prometheus_url: &str, metrics_addr: &str) -> Self {
-        let target = Self::build();
         let api = format!("127.0.0.1:{}", free_port());
-        let mut cmd = Command::new(target.join("gpuscale-adapter"));
+        let mut cmd = Command::new(crate::bins::adapter());
         cmd.arg("--dev")
             .arg(format!("--listen={api}"))
             .arg(format!("--metrics-listen={metrics_addr}"))
