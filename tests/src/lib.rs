@@ -6,6 +6,7 @@ pub mod bins;
 pub mod exporter;
 pub mod pods;
 pub mod procs;
+pub mod python;
 
 /// A free port on 127.0.0.1 (bound, read back, released).
 pub fn free_port() -> u16 {
