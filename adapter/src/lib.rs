@@ -15,6 +15,7 @@ pub mod logging;
 pub mod presets;
 pub mod prometheus;
 pub mod provider;
+pub mod scale_to_zero;
 pub mod selector;
 pub mod selfmetrics;
 pub mod server;

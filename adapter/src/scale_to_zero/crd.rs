@@ -1,0 +1,201 @@
+//! The `ScaleToZeroPolicy` custom resource (`gpuscale.dev/v1alpha1`): which
+//! object to park, the idle rule that parks it, the activation rule that
+//! wakes it. The CRD in `deploy/adapter/` is generated from these types.
+
+// Printer columns repeat `type_ = "string"`, which this lint misreads as
+// duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a policy parks and wakes, and when.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "gpuscale.dev",
+    version = "v1alpha1",
+    kind = "ScaleToZeroPolicy",
+    plural = "scaletozeropolicies",
+    shortname = "stz",
+    namespaced,
+    status = "ScaleToZeroPolicyStatus",
+    doc = "Parks an idle GPU workload at 0 replicas and wakes it on demand.",
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Idle", type_ = "string", json_path = ".status.idle.summary"),
+    printcolumn(
+        name = "Activation",
+        type_ = "string",
+        json_path = ".status.activation.summary"
+    ),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleToZeroPolicySpec {
+    /// The object to scale; it must have a `scale` subresource.
+    pub target: TargetRef,
+    /// Parks the target when this rule reads idle for its whole duration.
+    pub idle: IdleRule,
+    /// Wakes the parked target when this rule reads active. It must mean
+    /// something while the target has no pods (a gateway's pending requests,
+    /// a queue's length).
+    pub activation: ActivationRule,
+    /// Replicas to wake to (default: the minReplicas of an HPA on the same
+    /// target, else 1; the count recorded at parking wins when larger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_replicas: Option<i32>,
+    /// After a wake, stay up at least this long (`30m`): models load slowly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_up_duration: Option<String>,
+    /// Do nothing while true.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// An object with a `scale` subresource.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRef {
+    /// e.g. `apps/v1`, `argoproj.io/v1alpha1`.
+    pub api_version: String,
+    /// e.g. `Deployment`, `StatefulSet`, `Rollout`.
+    pub kind: String,
+    pub name: String,
+}
+
+/// Where a rule's value comes from: a configured adapter metric (with an
+/// optional label selector, as an HPA would send it) or a PromQL template.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricSource {
+    /// A metric of the adapter's config or presets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// Label selector applied to `metric`, e.g. `workload=chat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    /// A PromQL template using `${matchers}` (the policy's namespace is
+    /// enforced), instead of `metric`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+}
+
+/// Idle: the value is at or below `threshold` for `for` on every read.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleRule {
+    #[serde(flatten)]
+    pub source: MetricSource,
+    /// Idle while the value is at or below this (default 0).
+    #[serde(default)]
+    pub threshold: f64,
+    /// How long the rule must hold on good reads before parking (`15m`).
+    #[serde(rename = "for")]
+    pub duration: String,
+}
+
+/// Active: the value is above `threshold`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivationRule {
+    #[serde(flatten)]
+    pub source: MetricSource,
+    /// Active while the value is above this (default 0).
+    #[serde(default)]
+    pub threshold: f64,
+}
+
+/// The policy's lifecycle, as `kubectl get` shows it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// The target runs; the idle window is watched.
+    Active,
+    /// The target is at 0 replicas; activation is watched.
+    Parked,
+    /// The target was woken and has no Ready pod yet.
+    Waking,
+}
+
+/// The state of one read of a rule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ReadState {
+    Active,
+    Inactive,
+    /// Prometheus failed, the value is stale, NaN, or missing: never idle.
+    Unknown,
+}
+
+/// The last read of one rule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    pub state: ReadState,
+    /// RFC 3339 time of the read.
+    pub time: String,
+    /// `vllm_queue_depth=0 (idle ≤ 0)` or why the read is unknown.
+    pub summary: String,
+}
+
+/// A standard condition (the shape of `metav1.Condition`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// What the controller last saw and did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleToZeroPolicyStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<RuleStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation: Option<RuleStatus>,
+    /// Start of the current idle window (RFC 3339), while one is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<String>,
+    /// The last wake (RFC 3339): `minUpDuration` counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_wake_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// Why the last decision was taken or refused (a `Reason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The CRD as YAML, as shipped in `deploy/adapter/`.
+pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
+    use kube::CustomResourceExt;
+    let header = "# Generated from adapter/src/scale_to_zero/crd.rs; regenerate with\n\
+                  # GPUSCALE_BLESS=1 cargo test -p gpuscale-adapter --test crd\n";
+    Ok(format!(
+        "{header}{}",
+        yaml_serde::to_string(&ScaleToZeroPolicy::crd())?
+    ))
+}

@@ -1,0 +1,54 @@
+//! The shipped CRD is the one the Rust types generate.
+
+use std::path::PathBuf;
+
+use gpuscale_adapter::scale_to_zero::crd::crd_yaml;
+
+fn shipped() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/adapter/scaletozeropolicy-crd.yaml")
+}
+
+#[test]
+fn deploy_crd_matches_the_rust_types() {
+    let generated = crd_yaml().expect("serialize the CRD");
+    if std::env::var_os("GPUSCALE_BLESS").is_some() {
+        std::fs::write(shipped(), &generated).expect("write the CRD");
+    }
+    let file =
+        std::fs::read_to_string(shipped()).expect("read deploy/adapter/scaletozeropolicy-crd.yaml");
+    assert!(
+        file == generated,
+        "deploy/adapter/scaletozeropolicy-crd.yaml differs from the Rust types; regenerate with \
+         GPUSCALE_BLESS=1 cargo test -p gpuscale-adapter --test crd"
+    );
+}
+
+#[test]
+fn crd_names_printer_columns_and_status_subresource() {
+    let generated = crd_yaml().expect("serialize the CRD");
+    let crd: serde_json::Value = yaml_serde::from_str(&generated).expect("parse");
+    assert_eq!(crd["spec"]["group"], "gpuscale.dev");
+    assert_eq!(crd["spec"]["names"]["plural"], "scaletozeropolicies");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert!(version["subresources"]["status"].is_object());
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .expect("printer columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        ["Target", "Phase", "Idle", "Activation", "Reason", "Age"]
+    );
+    let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let required: Vec<&str> = spec["required"]
+        .as_array()
+        .expect("required")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    assert_eq!(required, ["activation", "idle", "target"]);
+}
