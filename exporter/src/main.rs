@@ -87,7 +87,9 @@ fn choose_library(cli: &Cli) -> Result<(LibSource, Option<scenario::Scenario>), 
             None,
         ));
     };
-    let scenario = if !sim.is_empty() {
+    // `GPUSCALE_SIMULATE=true` (or `1`) is the built-in node, not a file name.
+    let builtin = sim.is_empty() || matches!(sim.as_str(), "true" | "1");
+    let scenario = if !builtin {
         let path = std::path::Path::new(sim);
         let loaded = scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
         let absolute = std::fs::canonicalize(path).map_err(|e| format!("--simulate {sim}: {e}"))?;

@@ -618,7 +618,11 @@ fn the_deployed_config_and_flags_are_accepted() {
             if a.starts_with("--config=") {
                 format!("--config={}", config.display())
             } else {
-                a.to_string()
+                // The kubelet expands $(PROMETHEUS_URL) from the ConfigMap.
+                a.replace(
+                    "$(PROMETHEUS_URL)",
+                    cm["data"]["prometheus-url"].as_str().expect("prometheus-url key"),
+                )
             }
         })
         .collect();

@@ -548,8 +548,8 @@ fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
         ],
         false,
     );
-    let curl = |extra: &[&str]| {
-        let url = format!("https://localhost:{}/metrics", exporter.port);
+    let curl_path = |path: &str, extra: &[&str]| {
+        let url = format!("https://localhost:{}{path}", exporter.port);
         let out = Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--resolve"])
             .arg(format!("localhost:{}:127.0.0.1", exporter.port))
@@ -561,6 +561,7 @@ fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
             .expect("curl (Debian package curl) must be installed");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
+    let curl = |extra: &[&str]| curl_path("/metrics", extra);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while curl(&["-u", "prometheus:s3cret"]) != "200" {
         assert!(
@@ -572,6 +573,10 @@ fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
     }
     assert_eq!(curl(&[]), "401", "no credentials");
     assert_eq!(curl(&["-u", "prometheus:wrong"]), "401", "wrong password");
+    // The kubelet's probes carry no credentials: health endpoints stay open.
+    assert_eq!(curl_path("/healthz", &[]), "200", "liveness probe");
+    assert_eq!(curl_path("/readyz", &[]), "200", "readiness probe");
+    assert_eq!(curl_path("/", &[]), "401", "only the probes are open");
     // Plain HTTP is not served on a TLS port.
     assert!(ureq::get(&exporter.url("/metrics")).call().is_err());
 }

@@ -28,6 +28,8 @@ pub enum PodsError {
 #[derive(Debug, Default)]
 struct KubeletState {
     up: bool,
+    /// Why the last refresh failed (`KubeletError::reason`); "" when up.
+    reason: &'static str,
     snapshot: KubeletSnapshot,
     duration_seconds: f64,
     errors_total: u64,
@@ -357,9 +359,13 @@ impl PodMapper {
             );
         }
         vec![
-            g(
+            Family::gauge(
                 "gpuscale_exporter_pod_mapping_up",
-                "1 when the last kubelet pod-resources refresh succeeded.",
+                "1 when the last kubelet pod-resources refresh succeeded; reason says why not.",
+            )
+            .with(
+                Subject::Global,
+                vec![("reason", kubelet.reason.to_owned())],
                 bool_f(kubelet.up),
             ),
             g(
@@ -446,6 +452,7 @@ async fn kubelet_loop(
                 retry.reset();
                 KubeletState {
                     up: true,
+                    reason: "",
                     snapshot,
                     duration_seconds,
                     errors_total,
@@ -459,6 +466,7 @@ async fn kubelet_loop(
                 errors_total += 1;
                 KubeletState {
                     up: false,
+                    reason: e.reason(),
                     snapshot: KubeletSnapshot::default(),
                     duration_seconds,
                     errors_total,

@@ -82,6 +82,12 @@ pub struct KubeletSnapshot {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
+    /// The socket itself refused us: tonic would only say "transport error".
+    #[error("{path}: {}", socket_hint(source))]
+    Socket {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("connecting to {path}: {source}")]
     Connect {
         path: String,
@@ -92,6 +98,36 @@ pub enum KubeletError {
         call: &'static str,
         status: tonic::Status,
     },
+}
+
+impl KubeletError {
+    /// A short, stable reason for the `reason` label of
+    /// `gpuscale_exporter_pod_mapping_up`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Socket { source, .. } => match source.kind() {
+                std::io::ErrorKind::PermissionDenied => "permission_denied",
+                std::io::ErrorKind::NotFound => "socket_missing",
+                std::io::ErrorKind::ConnectionRefused => "connection_refused",
+                _ => "connect_failed",
+            },
+            Self::Connect { .. } => "connect_failed",
+            Self::Call { .. } => "call_failed",
+        }
+    }
+}
+
+fn socket_hint(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "permission denied ({e}): connecting needs write permission on the kubelet's \
+             root-owned socket; run the exporter as uid 0 with all capabilities dropped"
+        ),
+        std::io::ErrorKind::NotFound => format!(
+            "socket missing ({e}): mount the kubelet's pod-resources directory, or the kubelet is down"
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// A client that reconnects after any failure (the kubelet recreates its
@@ -146,6 +182,13 @@ impl KubeletClient {
     }
 
     async fn connect(&self) -> Result<PodResourcesListerClient<Channel>, KubeletError> {
+        // Dial once by hand so a refused socket names its cause and path.
+        UnixStream::connect(&self.path)
+            .await
+            .map_err(|source| KubeletError::Socket {
+                path: self.path.display().to_string(),
+                source,
+            })?;
         let path = self.path.clone();
         // The URI is required by the API but unused: the connector dials the socket.
         let channel = Endpoint::from_static("http://kubelet.sock")
@@ -287,5 +330,43 @@ mod tests {
         );
         assert_eq!(s.replicas.get("GPU-a"), Some(&2));
         assert_eq!(s.replicas.get("GPU-b"), Some(&1));
+    }
+}
+
+#[cfg(test)]
+mod socket_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_socket_names_its_path_and_reason() {
+        let path =
+            std::env::temp_dir().join(format!("gpuscale-absent-{}.sock", std::process::id()));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut client = KubeletClient::new(path.clone());
+        let err = rt
+            .block_on(client.fetch(&ResourceFilter::new(&[])))
+            .expect_err("no socket");
+        assert_eq!(err.reason(), "socket_missing");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("socket missing"), "{text}");
+    }
+
+    #[test]
+    fn permission_denied_says_so_with_the_fix() {
+        let err = KubeletError::Socket {
+            path: "/var/lib/kubelet/pod-resources/kubelet.sock".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(err.reason(), "permission_denied");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("/var/lib/kubelet/pod-resources/kubelet.sock: permission denied"),
+            "{text}"
+        );
+        assert!(text.contains("uid 0"), "{text}");
     }
 }

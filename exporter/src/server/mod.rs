@@ -82,7 +82,10 @@ impl Server {
     }
 
     fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        if let Some(auth) = &self.web.auth {
+        // Health endpoints stay open, as on Kubernetes' own components: the
+        // kubelet's probes carry no credentials, and they reveal nothing.
+        let health = matches!(req.uri().path(), "/healthz" | "/readyz");
+        if let Some(auth) = self.web.auth.as_ref().filter(|_| !health) {
             let header = req
                 .headers()
                 .get(header::AUTHORIZATION)

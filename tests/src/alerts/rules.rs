@@ -172,7 +172,14 @@ pub fn prometheus_rule_manifest() -> String {
         "kind": "PrometheusRule",
         "metadata": {
             "name": "gpuscale",
-            "labels": {"app.kubernetes.io/name": "gpuscale", "app.kubernetes.io/component": "rules"},
+            "namespace": "gpuscale",
+            // `release`: the label kube-prometheus-stack selects rules by.
+            "labels": {
+                "app.kubernetes.io/name": "gpuscale",
+                "app.kubernetes.io/component": "rules",
+                "app.kubernetes.io/part-of": "gpuscale",
+                "release": "kube-prometheus-stack",
+            },
         },
         "spec": {"groups": []},
     }))
@@ -189,7 +196,7 @@ pub fn prometheus_rule_manifest() -> String {
 /// ConfigMap, for a Prometheus that reads rule files from a mounted volume.
 pub fn configmap_manifest() -> String {
     let mut s = format!(
-        "{GENERATED}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gpuscale-rules\n  labels:\n    app.kubernetes.io/name: gpuscale\n    app.kubernetes.io/component: rules\ndata:\n"
+        "{GENERATED}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gpuscale-rules\n  namespace: gpuscale\n  labels:\n    app.kubernetes.io/name: gpuscale\n    app.kubernetes.io/component: rules\ndata:\n"
     );
     for path in rule_files() {
         let name = path

@@ -1,0 +1,32 @@
+{{/* The prefix of every object's name: the release name, or "<release>-gpuscale". */}}
+{{- define "gpuscale.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of one component (exporter, adapter): the selector label plus bookkeeping. */}}
+{{- define "gpuscale.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/part-of: gpuscale
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{- define "gpuscale.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "gpuscale.exporter" -}}{{ include "gpuscale.fullname" . }}-exporter{{- end -}}
+{{- define "gpuscale.adapter" -}}{{ include "gpuscale.fullname" . }}-adapter{{- end -}}
+{{- define "gpuscale.adapterTlsSecret" -}}
+{{- if .Values.adapter.tls.certManager -}}
+{{ include "gpuscale.adapter" . }}-tls
+{{- else -}}
+{{ required "adapter.tls.secretName is required when adapter.tls.certManager is false" .Values.adapter.tls.secretName }}
+{{- end -}}
+{{- end -}}
