@@ -1,7 +1,16 @@
 # gpuscale: the exporter, the adapter and the NVML simulator in one image.
-#   docker build -t gpuscale .
-#   docker run --rm -p 9400:9400 gpuscale gpuscale-exporter --simulate
-FROM rust:1.95-bookworm AS build
+#   docker build -t registry.example.com/gpuscale:0.1.0 .
+#   docker run --rm -p 9400:9400 registry.example.com/gpuscale:0.1.0 gpuscale-exporter --simulate
+# Build, push and override the image: docs/install.md ("The image").
+#
+# Debian slim rather than distroless: the NVIDIA container toolkit injects
+# libnvidia-ml.so.1 and then runs the image's ldconfig so the library can be
+# found; distroless has no ldconfig. The binaries also need glibc >= 2.34.
+# Pin by digest for reproducible builds: --build-arg RUST_IMAGE=rust@sha256:...
+ARG RUST_IMAGE=rust:1.95.0-bookworm
+ARG BASE_IMAGE=debian:12.12-slim
+
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked \
@@ -10,14 +19,30 @@ RUN cargo build --release --locked \
     && cp target/release/gpuscale-exporter target/release/gpuscale-adapter /out/bin/ \
     && cp target/release/libgpuscale_nvml_sim.so /out/lib/
 
-FROM debian:bookworm-slim
+# Only to fetch the CA bundle; nothing of apt reaches the final image.
+FROM ${BASE_IMAGE} AS certs
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/*
+
+FROM ${BASE_IMAGE}
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="gpuscale" \
+      org.opencontainers.image.description="NVIDIA GPU exporter with pod identity, and an external metrics adapter for HPA and KEDA" \
+      org.opencontainers.image.source="https://github.com/gpuscale/gpuscale" \
+      org.opencontainers.image.url="https://github.com/gpuscale/gpuscale" \
+      org.opencontainers.image.documentation="https://github.com/gpuscale/gpuscale/blob/main/docs/install.md" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+COPY --from=certs /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/bin/ /usr/local/bin/
 # The exporter looks for the simulator here under --simulate.
 COPY --from=build /out/lib/libgpuscale_nvml_sim.so /usr/local/lib/gpuscale/
+# nobody: the adapter runs as is; the exporter's DaemonSet sets uid 0 with no
+# capabilities, which connecting to the kubelet's socket needs.
 USER 65534:65534
-EXPOSE 9400 6443
+EXPOSE 9400 6443 9102
 ENTRYPOINT []
 CMD ["gpuscale-exporter"]

@@ -3,6 +3,7 @@
 pub mod adapter;
 pub mod alerts;
 pub mod bins;
+pub mod deploy;
 pub mod exporter;
 pub mod pods;
 pub mod procs;

@@ -621,7 +621,9 @@ fn the_deployed_config_and_flags_are_accepted() {
                 // The kubelet expands $(PROMETHEUS_URL) from the ConfigMap.
                 a.replace(
                     "$(PROMETHEUS_URL)",
-                    cm["data"]["prometheus-url"].as_str().expect("prometheus-url key"),
+                    cm["data"]["prometheus-url"]
+                        .as_str()
+                        .expect("prometheus-url key"),
                 )
             }
         })

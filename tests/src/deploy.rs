@@ -1,0 +1,151 @@
+//! The install manifests as a cluster would receive them: the Helm chart
+//! rendered by Helm's own engine (the `helm_python` SDK, offline) and the
+//! kustomize trees built by `kubectl kustomize`, parsed into objects.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::bins::repo_root;
+use crate::python;
+
+pub const CHART: &str = "deploy/helm/gpuscale";
+
+/// Every kustomize tree a user can apply.
+pub const KUSTOMIZATIONS: [&str; 8] = [
+    "deploy",
+    "deploy/exporter",
+    "deploy/adapter",
+    "deploy/prometheus",
+    "deploy/dashboards",
+    "deploy/overlays/provided-tls",
+    "deploy/overlays/gke",
+    "deploy/overlays/openshift",
+];
+
+/// Renders the chart with `values` as release `name` in `namespace`;
+/// `Err` carries Helm's message (schema violations, `required` values).
+pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String, String> {
+    let code = "import helm_python, json, sys\n\
+        chart = helm_python.Chart.load(sys.argv[1])\n\
+        try:\n    out = chart.render(json.loads(sys.argv[2]), name=sys.argv[3], namespace=sys.argv[4])\n\
+        except helm_python.HelmError as e:\n    sys.exit(str(e))\n\
+        print('\\n---\\n'.join(v for k, v in sorted(out.items()) if not k.endswith('NOTES.txt')))\n";
+    let out = python::command()
+        .arg("-c")
+        .arg(code)
+        .arg(repo_root().join(CHART))
+        .arg(values.to_string())
+        .args([name, namespace])
+        .output()
+        .map_err(|e| format!("run python: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `helm lint` findings of warning level or worse, for these values.
+pub fn helm_lint(values: &Value) -> Vec<String> {
+    let code = "import helm_python, json, sys\n\
+        r = helm_python.lint(sys.argv[1], json.loads(sys.argv[2]), strict=True, namespace='gpuscale')\n\
+        bad = [f\"{m['path']}: {m['error']}\" for m in r['messages'] if m['severity'] >= 2] + r['errors']\n\
+        print(json.dumps(bad))\n";
+    let out = python::command()
+        .arg("-c")
+        .arg(code)
+        .arg(repo_root().join(CHART))
+        .arg(values.to_string())
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("lint JSON")
+}
+
+/// `kubectl kustomize DIR` (relative to the repository root).
+pub fn kustomize(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(repo_root().join(dir))
+        .output()
+        .expect("kubectl (with kustomize) must be installed");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The objects of a multi-document YAML stream (empty documents skipped).
+pub fn objects(yaml: &str) -> Vec<Value> {
+    yaml_serde::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).expect("manifest YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `kind/namespace/name` → object.
+pub fn by_key(objects: Vec<Value>) -> BTreeMap<String, Value> {
+    objects
+        .into_iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            let key = format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap_or("?"),
+                m["namespace"].as_str().unwrap_or(""),
+                m["name"].as_str().unwrap_or("?")
+            );
+            (key, o)
+        })
+        .collect()
+}
+
+/// Drops what only Helm adds: release bookkeeping labels and the config
+/// checksum that rolls the adapter's pods.
+pub fn without_helm_bookkeeping(mut v: Value) -> Value {
+    strip(&mut v);
+    v
+}
+
+fn strip(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for key in ["labels", "annotations"] {
+                if let Some(Value::Object(m)) = map.get_mut(key) {
+                    m.retain(|k, _| {
+                        !matches!(
+                            k.as_str(),
+                            "app.kubernetes.io/instance"
+                                | "app.kubernetes.io/version"
+                                | "app.kubernetes.io/managed-by"
+                                | "helm.sh/chart"
+                                | "checksum/config"
+                        )
+                    });
+                    if m.is_empty() {
+                        map.remove(key);
+                    }
+                }
+            }
+            map.values_mut().for_each(strip);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip),
+        _ => {}
+    }
+}
+
+/// Writes `yaml` to `dir/name` for validators that read files.
+pub fn write(dir: &Path, name: &str, yaml: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, yaml).expect("write manifest");
+    path
+}

@@ -1,0 +1,412 @@
+//! Installing gpuscale: the Helm chart and the kustomize trees give the same
+//! objects, lint and render for default and non-default values, validate
+//! against Kubernetes 1.33 and 1.37, and carry the rules and dashboards of
+//! alerts/ and dashboards/ unchanged.
+
+use gpuscale_e2e::bins::repo_root;
+use gpuscale_e2e::deploy::{
+    KUSTOMIZATIONS, by_key, helm_lint, helm_render, kustomize, objects, without_helm_bookkeeping,
+    write,
+};
+use gpuscale_e2e::python::{self, validate_manifests};
+use serde_json::{Value, json};
+
+/// What a platform team changes most: registry, Prometheus behind Thanos,
+/// no cert-manager, KEDA, NetworkPolicies, another Prometheus release.
+fn custom_values() -> Value {
+    json!({
+        "image": {"repository": "registry.example.com/gpu/gpuscale", "tag": "0.1.0-rc1"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "exporter": {
+            "runtimeClassName": "",
+            "hostProc": false,
+            "extraArgs": ["--no-pods"],
+            "port": 9500,
+            "podMonitor": {"enabled": true},
+            "serviceMonitor": {"enabled": false},
+        },
+        "adapter": {
+            "replicas": 3,
+            "prometheusUrl": "http://thanos-query.monitoring.svc:9090",
+            "metricsConfig": "presets: [gpu]\nmetrics: []\n",
+            "tls": {"certManager": false, "secretName": "adapter-tls", "caBundle": "Q0EgUEVN"},
+            "keda": {"enabled": true, "clientCaSecret": "keda-client-ca"},
+        },
+        "monitoringLabels": {"release": "prometheus"},
+        "dashboards": {"enabled": false},
+        "networkPolicy": {"enabled": true, "apiServerCIDRs": ["10.0.0.0/24"]},
+    })
+}
+
+fn default_render() -> String {
+    helm_render(&json!({}), "gpuscale", "gpuscale").expect("default render")
+}
+
+#[test]
+fn helm_lint_passes_for_default_and_custom_values() {
+    for values in [json!({}), custom_values()] {
+        let findings = helm_lint(&values);
+        assert!(findings.is_empty(), "helm lint {values}: {findings:?}");
+    }
+}
+
+#[test]
+fn chart_and_kustomize_give_the_same_objects_by_default() {
+    let helm = by_key(
+        objects(&default_render())
+            .into_iter()
+            .map(without_helm_bookkeeping)
+            .collect(),
+    );
+    // Helm installs into an existing namespace (--create-namespace).
+    let kust = by_key(
+        objects(&kustomize("deploy"))
+            .into_iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .collect(),
+    );
+    let helm_keys: Vec<_> = helm.keys().collect();
+    let kust_keys: Vec<_> = kust.keys().collect();
+    assert_eq!(helm_keys, kust_keys, "the same objects");
+    for (key, want) in &kust {
+        assert_eq!(
+            &helm[key], want,
+            "{key} differs between deploy/helm/gpuscale and deploy/ (kustomize)"
+        );
+    }
+    assert!(kust.len() >= 25, "{} objects", kust.len());
+}
+
+#[test]
+fn custom_values_change_what_they_name() {
+    let all = by_key(objects(
+        &helm_render(&custom_values(), "gpu", "monitoring-gpu").expect("render"),
+    ));
+    let key = |k: &str| {
+        all.get(k)
+            .unwrap_or_else(|| panic!("{k} missing: {:?}", all.keys()))
+    };
+    let ds = key("DaemonSet/monitoring-gpu/gpu-gpuscale-exporter");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.example.com/gpu/gpuscale:0.1.0-rc1"
+    );
+    assert!(pod.get("runtimeClassName").is_none());
+    let args = pod["containers"][0]["args"].to_string();
+    assert!(args.contains("--no-pods") && args.contains("--listen=0.0.0.0:9500"));
+    assert!(!args.contains("--proc-root"), "hostProc off: {args}");
+    assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred");
+
+    let deploy = key("Deployment/monitoring-gpu/gpu-gpuscale-adapter");
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    let adapter = &deploy["spec"]["template"]["spec"];
+    let args = adapter["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--keda-listen=0.0.0.0:9443")
+            && args.contains("--keda-client-ca-file=/etc/gpuscale-adapter/keda-ca/ca.crt"),
+        "{args}"
+    );
+    assert_eq!(adapter["volumes"][0]["secret"]["secretName"], "adapter-tls");
+    let cm = key("ConfigMap/monitoring-gpu/gpu-gpuscale-adapter-metrics");
+    assert_eq!(
+        cm["data"]["prometheus-url"],
+        "http://thanos-query.monitoring.svc:9090"
+    );
+    assert_eq!(cm["data"]["metrics.yaml"], "presets: [gpu]\nmetrics: []\n");
+
+    let api = key("APIService//v1beta1.external.metrics.k8s.io");
+    assert_eq!(api["spec"]["caBundle"], "Q0EgUEVN");
+    assert_eq!(api["spec"]["service"]["namespace"], "monitoring-gpu");
+    assert!(api["spec"].get("insecureSkipTLSVerify").is_none());
+    assert!(
+        !all.keys()
+            .any(|k| k.starts_with("Certificate/") || k.starts_with("Issuer/")),
+        "no cert-manager objects without cert-manager"
+    );
+    assert!(
+        !all.keys()
+            .any(|k| k.starts_with("ServiceMonitor/monitoring-gpu/gpu-gpuscale-exporter"))
+    );
+    let pm = key("PodMonitor/monitoring-gpu/gpu-gpuscale-exporter");
+    assert_eq!(pm["metadata"]["labels"]["release"], "prometheus");
+    let rule = key("PrometheusRule/monitoring-gpu/gpu-gpuscale");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    assert!(
+        !all.keys()
+            .any(|k| k.starts_with("ConfigMap/monitoring-gpu/gpu-gpuscale-dashboard"))
+    );
+
+    let np = key("NetworkPolicy/monitoring-gpu/gpu-gpuscale-adapter");
+    assert_eq!(
+        np["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"],
+        "10.0.0.0/24"
+    );
+    let np = key("NetworkPolicy/monitoring-gpu/gpu-gpuscale-exporter");
+    assert_eq!(np["spec"]["ingress"][0]["ports"][0]["port"], 9500);
+}
+
+#[test]
+fn bad_values_fail_at_install_with_a_clear_message() {
+    for (values, needle) in [
+        (
+            json!({"exporter": {"colectInterval": "5s"}}),
+            "additional properties 'colectInterval' not allowed",
+        ),
+        (
+            json!({"adapter": {"prometheusUrl": "prometheus:9090"}}),
+            "/adapter/prometheusUrl",
+        ),
+        (
+            json!({"adapter": {"tls": {"certManager": false}}}),
+            "/adapter/tls/caBundle",
+        ),
+        (
+            json!({"networkPolicy": {"enabled": true}}),
+            "/networkPolicy/apiServerCIDRs",
+        ),
+        (json!({"adapter": {"replicas": 0}}), "/adapter/replicas"),
+    ] {
+        let err = helm_render(&values, "gpuscale", "gpuscale").expect_err("rejected");
+        assert!(err.contains(needle), "{values}: {err}");
+    }
+}
+
+#[test]
+fn every_manifest_validates_for_kubernetes_1_33_and_1_37() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut files = vec![
+        write(dir.path(), "helm-default.yaml", &default_render()),
+        write(
+            dir.path(),
+            "helm-custom.yaml",
+            &helm_render(&custom_values(), "gpu", "monitoring-gpu").expect("render"),
+        ),
+    ];
+    for k in KUSTOMIZATIONS {
+        files.push(write(
+            dir.path(),
+            &format!("{}.yaml", k.replace('/', "_")),
+            &kustomize(k),
+        ));
+    }
+    files.push(repo_root().join("deploy/examples/gpu-validation-job.yaml"));
+    files.push(repo_root().join("deploy/prometheus/configmap.yaml"));
+    if let Err(e) = validate_manifests(&files) {
+        panic!("{e}");
+    }
+}
+
+/// Helm reads only files inside the chart: its copies of alerts/ and
+/// dashboards/ must equal the sources (python3 deploy/helm/sync.py).
+#[test]
+fn the_chart_carries_the_rules_and_dashboards_unchanged() {
+    let out = python::command()
+        .arg(repo_root().join("deploy/helm/sync.py"))
+        .arg("--check")
+        .output()
+        .expect("run sync.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = by_key(objects(&default_render()));
+    let mut groups = Vec::new();
+    let mut rule_files: Vec<_> = std::fs::read_dir(repo_root().join("alerts"))
+        .expect("alerts/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".rules.yml"))
+        .collect();
+    rule_files.sort();
+    for p in rule_files {
+        let doc: Value =
+            yaml_serde::from_str(&std::fs::read_to_string(&p).expect("read")).expect("rules");
+        groups.extend(doc["groups"].as_array().expect("groups").iter().cloned());
+    }
+    assert_eq!(
+        all["PrometheusRule/gpuscale/gpuscale"]["spec"]["groups"],
+        Value::Array(groups)
+    );
+    let mut dashboards = 0;
+    for entry in std::fs::read_dir(repo_root().join("dashboards")).expect("dashboards/") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
+        let cm = &all[&format!("ConfigMap/gpuscale/gpuscale-dashboard-{stem}")];
+        assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+        assert_eq!(
+            cm["data"][&name].as_str(),
+            Some(std::fs::read_to_string(&path).expect("read").as_str()),
+            "{name}"
+        );
+        dashboards += 1;
+    }
+    assert!(dashboards >= 4);
+}
+
+/// Without cert-manager: the script's certificate is for the Service name
+/// the API server dials and chains to the CA that goes into caBundle.
+#[test]
+fn make_tls_issues_a_serving_certificate_for_the_adapter_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out =
+        std::process::Command::new(repo_root().join("deploy/overlays/provided-tls/make-tls.sh"))
+            .args(["--namespace", "gpu-system", "--out"])
+            .arg(dir.path())
+            .output()
+            .expect("run make-tls.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl must be installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(openssl(&["verify", "-CAfile", "ca.crt", "tls.crt"]).contains("OK"));
+    let san = openssl(&["x509", "-in", "tls.crt", "-noout", "-ext", "subjectAltName"]);
+    assert!(san.contains("DNS:gpuscale-adapter.gpu-system.svc"), "{san}");
+    assert!(
+        !dir.path().join("ca.key").exists(),
+        "the CA key is not kept"
+    );
+}
+
+/// The Dockerfile, checked statically (no container engine needed): pinned
+/// bases, a non-root numeric user, only binaries and CA certificates copied
+/// into the final stage, OCI labels, no secrets in the build context.
+#[test]
+fn the_dockerfile_builds_a_small_non_root_image() {
+    let text = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("Dockerfile");
+    // Instructions with their continuation lines joined.
+    let lines: Vec<String> = text
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    let args: std::collections::HashMap<&str, &str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("ARG "))
+        .filter_map(|a| a.split_once('='))
+        .collect();
+    let mut stages: Vec<(String, Vec<&String>)> = Vec::new();
+    for l in &lines {
+        if let Some(from) = l.strip_prefix("FROM ") {
+            let mut words = from.split_whitespace();
+            let image = words.next().expect("FROM image");
+            let image = image
+                .strip_prefix("${")
+                .and_then(|v| v.strip_suffix('}'))
+                .map_or(image, |v| args[v]);
+            let tag = image.rsplit_once([':', '@']).map_or("", |(_, t)| t);
+            assert!(
+                tag.chars().any(|c| c.is_ascii_digit()) && !tag.contains("latest"),
+                "base image {image} is not pinned to a version"
+            );
+            let name = words.nth(1).unwrap_or("final").to_string();
+            stages.push((name, Vec::new()));
+        } else if let Some((_, body)) = stages.last_mut() {
+            body.push(l);
+        }
+    }
+    assert_eq!(
+        stages.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        ["build", "certs", "final"]
+    );
+    let build = stages[0]
+        .1
+        .iter()
+        .map(|l| l.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (_, last) = &stages[2];
+    for l in last {
+        let op = l.split_whitespace().next().unwrap_or("");
+        assert!(
+            [
+                "ARG",
+                "LABEL",
+                "COPY",
+                "USER",
+                "EXPOSE",
+                "ENTRYPOINT",
+                "CMD"
+            ]
+            .contains(&op),
+            "final stage runs or adds more than binaries and CA certificates: {l}"
+        );
+        if op == "COPY" {
+            let parts: Vec<&str> = l.split_whitespace().collect();
+            let src = parts[2];
+            assert!(
+                parts[1].starts_with("--from="),
+                "{l}: copies from the context"
+            );
+            if parts[1] == "--from=build" {
+                let dir = src.trim_end_matches(|c| c != '/').trim_end_matches('/');
+                assert!(build.contains(dir), "{src} is not made by the build stage");
+            } else {
+                assert_eq!(src, "/etc/ssl/certs/ca-certificates.crt");
+            }
+        }
+    }
+    let user = last
+        .iter()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("USER");
+    let uid: u32 = user
+        .split(':')
+        .next()
+        .expect("uid")
+        .parse()
+        .expect("numeric uid");
+    assert_ne!(uid, 0, "the image's default user is not root");
+    for key in ["title", "source", "version", "revision", "licenses"] {
+        assert!(
+            text.contains(&format!("org.opencontainers.image.{key}=")),
+            "OCI label {key}"
+        );
+    }
+    for l in &lines {
+        let upper = l.to_uppercase();
+        if upper.starts_with("ENV ") || upper.starts_with("ARG ") {
+            for word in ["PASSWORD", "TOKEN", "SECRET", "API_KEY"] {
+                assert!(!upper.contains(word), "secret in the Dockerfile: {l}");
+            }
+        }
+    }
+    // Every package the build stage names exists, and the context leaves out
+    // build output, history and key material.
+    for pkg in ["gpuscale-exporter", "gpuscale-adapter", "gpuscale-nvml-sim"] {
+        assert!(build.contains(&format!("-p {pkg}")), "{pkg}");
+    }
+    for dir in ["exporter", "adapter", "nvml-sim", "tests"] {
+        assert!(repo_root().join(dir).join("Cargo.toml").exists(), "{dir}");
+    }
+    let ignore = std::fs::read_to_string(repo_root().join(".dockerignore")).expect(".dockerignore");
+    for pattern in ["target", ".git", "**/*.key", "**/*.pem"] {
+        assert!(
+            ignore.lines().any(|l| l.trim() == pattern),
+            ".dockerignore lacks {pattern}"
+        );
+    }
+}
