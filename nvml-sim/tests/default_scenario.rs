@@ -114,3 +114,20 @@ fn default_scenario_stories() {
         assert!(d.gpm_support().unwrap());
     }
 }
+
+/// The schema example in docs/scenario.md is a scenario that loads.
+#[test]
+fn the_documented_example_loads() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenario.md");
+    let doc = std::fs::read_to_string(path).expect("docs/scenario.md");
+    let example = doc
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.starts_with("node:"))
+        .expect("the schema example (a yaml block starting with node:)");
+    let s = gpuscale_nvml_sim::scenario::parse(example, "docs/scenario.md")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.gpus.len(), 1);
+    assert_eq!(s.pods.len(), 1);
+}

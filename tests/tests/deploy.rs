@@ -28,7 +28,7 @@ fn custom_values() -> Value {
         "adapter": {
             "replicas": 3,
             "prometheusUrl": "http://thanos-query.monitoring.svc:9090",
-            "metricsConfig": "presets: [gpu]\nmetrics: []\n",
+            "metricsConfig": "presets: [gpu_pressure]\nmetrics: []\n",
             "tls": {"certManager": false, "secretName": "adapter-tls", "caBundle": "Q0EgUEVN"},
             "keda": {"enabled": true, "clientCaSecret": "keda-client-ca"},
         },
@@ -113,7 +113,10 @@ fn custom_values_change_what_they_name() {
         cm["data"]["prometheus-url"],
         "http://thanos-query.monitoring.svc:9090"
     );
-    assert_eq!(cm["data"]["metrics.yaml"], "presets: [gpu]\nmetrics: []\n");
+    assert_eq!(
+        cm["data"]["metrics.yaml"],
+        "presets: [gpu_pressure]\nmetrics: []\n"
+    );
 
     let api = key("APIService//v1beta1.external.metrics.k8s.io");
     assert_eq!(api["spec"]["caBundle"], "Q0EgUEVN");
@@ -409,4 +412,70 @@ fn the_dockerfile_builds_a_small_non_root_image() {
             ".dockerignore lacks {pattern}"
         );
     }
+}
+
+/// The commands of docs/install.md name files, kustomizations, chart values
+/// and script flags that exist.
+#[test]
+fn the_install_guide_names_what_exists() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).expect("install.md");
+    let shell: Vec<&str> = doc
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .collect();
+    assert!(shell.len() >= 8, "{} shell blocks", shell.len());
+    let values: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/helm/gpuscale/values.yaml"))
+            .expect("values.yaml"),
+    )
+    .expect("values YAML");
+    let script =
+        std::fs::read_to_string(repo_root().join("deploy/overlays/provided-tls/make-tls.sh"))
+            .expect("make-tls.sh");
+    let mut checked = 0;
+    for block in &shell {
+        let words: Vec<&str> = block.split_whitespace().collect();
+        for (i, w) in words.iter().enumerate() {
+            if w.starts_with("deploy/") || w.starts_with("docs/") {
+                let path = w.trim_end_matches([',', ')', ';']);
+                assert!(repo_root().join(path).exists(), "{path} in:\n{block}");
+                checked += 1;
+            }
+            if *w == "-k" {
+                let dir = words[i + 1];
+                assert!(
+                    repo_root().join(dir).join("kustomization.yaml").exists(),
+                    "{dir} is no kustomization"
+                );
+            }
+            if words.first() == Some(&"deploy/overlays/provided-tls/make-tls.sh")
+                && w.starts_with("--")
+            {
+                assert!(script.contains(&format!("{w})")), "make-tls.sh has no {w}");
+            }
+        }
+    }
+    // Every --set in the guide (commands and tables) names a chart value.
+    for chunk in doc.split("--set").skip(1) {
+        let chunk = chunk
+            .trim_start_matches("-string")
+            .trim_start_matches("-file");
+        let key = chunk.trim_start().split('=').next().expect("key");
+        if !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            continue; // "`--set`" as a table heading
+        }
+        let mut node = &values;
+        for part in key.split('.') {
+            let part = part.split('[').next().expect("name");
+            if node.is_object() && node.as_object().is_some_and(|m| m.is_empty()) {
+                break; // a free-form map such as nodeSelector
+            }
+            node = node
+                .get(part)
+                .unwrap_or_else(|| panic!("--set {key}: no value {part} in values.yaml"));
+        }
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} names checked");
 }
