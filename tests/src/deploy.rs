@@ -48,6 +48,20 @@ pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The chart's `crds/` (Helm installs them before the templates; rendering
+/// leaves them out, as `helm template` does without `--include-crds`).
+pub fn chart_crds() -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join(CHART).join("crds"))
+        .map(|d| d.map(|e| e.expect("entry").path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("read CRD"))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
 /// `helm lint` findings of warning level or worse, for these values.
 pub fn helm_lint(values: &Value) -> Vec<String> {
     let code = "import helm_python, json, sys\n\
@@ -107,6 +121,25 @@ pub fn by_key(objects: Vec<Value>) -> BTreeMap<String, Value> {
             (key, o)
         })
         .collect()
+}
+
+/// `0.0` and `0` are the same number to the API server; kustomize writes
+/// whole floats as integers, so compare them as integers.
+pub fn whole_numbers(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64()) {
+                    *v = Value::from(f as i64);
+                }
+            }
+            Value::Object(m) => m.values_mut().for_each(walk),
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
 }
 
 /// Drops what only Helm adds: release bookkeeping labels and the config

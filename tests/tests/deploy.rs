@@ -5,8 +5,8 @@
 
 use gpuscale_e2e::bins::repo_root;
 use gpuscale_e2e::deploy::{
-    KUSTOMIZATIONS, by_key, helm_lint, helm_render, kustomize, objects, without_helm_bookkeeping,
-    write,
+    KUSTOMIZATIONS, by_key, chart_crds, helm_lint, helm_render, kustomize, objects, whole_numbers,
+    without_helm_bookkeeping, write,
 };
 use gpuscale_e2e::python::{self, validate_manifests};
 use serde_json::{Value, json};
@@ -38,8 +38,11 @@ fn custom_values() -> Value {
     })
 }
 
+/// What `helm install` with the default values creates: the chart's CRDs
+/// and its rendered templates.
 fn default_render() -> String {
-    helm_render(&json!({}), "gpuscale", "gpuscale").expect("default render")
+    let templates = helm_render(&json!({}), "gpuscale", "gpuscale").expect("default render");
+    format!("{}\n---\n{templates}", chart_crds())
 }
 
 #[test]
@@ -56,6 +59,7 @@ fn chart_and_kustomize_give_the_same_objects_by_default() {
         objects(&default_render())
             .into_iter()
             .map(without_helm_bookkeeping)
+            .map(whole_numbers)
             .collect(),
     );
     // Helm installs into an existing namespace (--create-namespace).
@@ -63,6 +67,7 @@ fn chart_and_kustomize_give_the_same_objects_by_default() {
         objects(&kustomize("deploy"))
             .into_iter()
             .filter(|o| o["kind"] != "Namespace")
+            .map(whole_numbers)
             .collect(),
     );
     let helm_keys: Vec<_> = helm.keys().collect();
