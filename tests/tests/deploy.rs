@@ -484,3 +484,54 @@ fn the_install_guide_names_what_exists() {
     }
     assert!(checked > 20, "{checked} names checked");
 }
+
+/// Every chart value is in the "Helm values" table of docs/install.md.
+#[test]
+fn every_chart_value_is_documented() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).expect("install.md");
+    let table: Vec<&str> = doc
+        .split("## Helm values")
+        .nth(1)
+        .expect("a Helm values section")
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| `"))
+        .collect();
+    // `a.b.c`, or a row naming `a.b.…` and `.c`.
+    let documented = |path: &str| {
+        let (parent, last) = path.rsplit_once('.').unwrap_or(("", path));
+        table.iter().any(|row| {
+            let first = row.split(" | ").next().unwrap_or("");
+            first.contains(&format!("`{path}`"))
+                || (!parent.is_empty()
+                    && first.contains(&format!("`{parent}."))
+                    && first.contains(&format!("`.{last}`")))
+        })
+    };
+    fn walk(v: &Value, path: &str, documented: &dyn Fn(&str) -> bool, missing: &mut Vec<String>) {
+        if !path.is_empty() && documented(path) {
+            return;
+        }
+        match v.as_object() {
+            Some(map) if !map.is_empty() => {
+                for (k, child) in map {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(child, &p, documented, missing);
+                }
+            }
+            _ => missing.push(path.to_string()),
+        }
+    }
+    let values: Value = yaml_serde::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/helm/gpuscale/values.yaml"))
+            .expect("values.yaml"),
+    )
+    .expect("values YAML");
+    let mut missing = Vec::new();
+    walk(&values, "", &documented, &mut missing);
+    assert!(missing.is_empty(), "not in docs/install.md: {missing:?}");
+}
