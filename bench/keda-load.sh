@@ -18,6 +18,7 @@ CLIENTS=${CLIENTS:-8}
 SECONDS_=${SECONDS:-20}
 STREAMS=${STREAMS:-1000}
 POLL=${POLL:-5s}
+PROFILE=${PROFILE:-release}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d -t gpuscale-keda-bench-XXXXXX)
@@ -31,9 +32,15 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-(cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
-bin="$root/target/release/gpuscale-adapter"
-load="$root/target/release/examples/keda_load"
+if [ "$PROFILE" = release ]; then
+  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  out="$root/target/release"
+else
+  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  out="$root/target/debug"
+fi
+bin="$out/gpuscale-adapter"
+load="$out/examples/keda_load"
 
 prom_port=$(free_port)
 api_port=$(free_port)

@@ -34,7 +34,9 @@ fn key(k: usize) -> ScaledObjectRef {
 }
 
 async fn connect(addr: &str) -> Result<ExternalScalerClient<Channel>, Err> {
-    let ch = Channel::from_shared(format!("http://{addr}"))?.connect().await?;
+    let ch = Channel::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
     Ok(ExternalScalerClient::new(ch))
 }
 
@@ -87,11 +89,7 @@ async fn latency(addr: &str, keys: usize, clients: usize, secs: u64) -> Result<(
         n as f64 / secs as f64
     );
     for (name, v) in [("GetMetrics", &mut gm), ("IsActive", &mut ia)] {
-        println!(
-            "{name}: p50={:?} p99={:?}",
-            pct(v, 0.50),
-            pct(v, 0.99)
-        );
+        println!("{name}: p50={:?} p99={:?}", pct(v, 0.50), pct(v, 0.99));
     }
     Ok(())
 }
@@ -119,6 +117,9 @@ async fn main() -> Result<(), Err> {
     match a.get(1).map(String::as_str) {
         Some("latency") => latency(&a[2], num(3), num(4), num(5) as u64).await,
         Some("streams") => streams(&a[2], num(3), num(4) as u64).await,
-        _ => Err("usage: keda_load latency ADDR KEYS CLIENTS SECONDS | streams ADDR STREAMS SECONDS".into()),
+        _ => Err(
+            "usage: keda_load latency ADDR KEYS CLIENTS SECONDS | streams ADDR STREAMS SECONDS"
+                .into(),
+        ),
     }
 }
