@@ -101,6 +101,12 @@ pub struct Args {
     /// How long SubjectAccessReview results are cached.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub authorization_cache_ttl: Duration,
+    /// Address of the KEDA external-scaler gRPC listener (off unless set).
+    #[arg(long)]
+    pub keda_listen: Option<SocketAddr>,
+    /// CA (PEM) that KEDA's client certificate must chain to; without it the KEDA listener asks for none.
+    #[arg(long, requires = "keda_listen")]
+    pub keda_client_ca_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -20,6 +20,7 @@ pub const METRIC_KEYS: &[&str] = &[
     "freshness",
     "window",
     "description",
+    "activation",
 ];
 /// Placeholders a query template may use.
 pub const PLACEHOLDERS: &[&str] = &["matchers", "namespace"];
@@ -42,6 +43,8 @@ pub struct MetricDef {
     pub freshness: Duration,
     pub window: Duration,
     pub description: String,
+    /// Active (0→1) when the value is above this; see [`crate::activation`].
+    pub activation: f64,
 }
 
 impl MetricDef {
@@ -57,6 +60,8 @@ impl MetricDef {
 /// Defaults for keys left out of an entry.
 pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(30);
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+/// Active when the value is above 0.
+pub const DEFAULT_ACTIVATION: f64 = 0.0;
 
 /// The served metrics, looked up case-insensitively.
 #[derive(Debug, Clone)]
@@ -190,6 +195,7 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
             freshness: DEFAULT_FRESHNESS,
             window: DEFAULT_WINDOW,
             description: String::new(),
+            activation: DEFAULT_ACTIVATION,
         };
         let mut has_name = false;
         let mut has_query = false;
@@ -231,6 +237,13 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
                     _ => issues.push(issue(
                         &at(key),
                         "expected a duration such as 500ms, 30s, 2m, 1h",
+                    )),
+                },
+                "activation" => match v.as_f64().filter(|a| a.is_finite()) {
+                    Some(a) => def.activation = a,
+                    None => issues.push(issue(
+                        &at(key),
+                        "expected a number (active when the value is above it)",
                     )),
                 },
                 "description" => match text() {
@@ -340,14 +353,15 @@ mod tests {
     #[test]
     fn a_valid_file_with_presets_and_custom_metrics() {
         let c = MetricsConfig::parse(
-            "presets: [gpu_pressure]\nmetrics:\n  - name: Jobs_Waiting\n    query: sum(jobs{${matchers}})\n    empty: zero\n    freshness: 2m\n    window: 30s\n",
+            "presets: [gpu_pressure]\nmetrics:\n  - name: Jobs_Waiting\n    query: sum(jobs{${matchers}})\n    empty: zero\n    freshness: 2m\n    window: 30s\n    activation: 2.5\n",
         )
         .unwrap();
         let m = c.get("jobs_waiting").unwrap();
         assert_eq!(m.empty, EmptyPolicy::Zero);
         assert_eq!(m.freshness, Duration::from_secs(120));
         assert_eq!(m.window, Duration::from_secs(30));
-        assert!(c.get("GPU_PRESSURE").is_some());
+        assert_eq!(m.activation, 2.5);
+        assert_eq!(c.get("GPU_PRESSURE").unwrap().activation, 0.0);
         assert_eq!(
             m.render("ns", "namespace=\"ns\""),
             "sum(jobs{namespace=\"ns\"})"
@@ -357,7 +371,7 @@ mod tests {
     #[test]
     fn every_problem_is_reported_at_once() {
         let issues = MetricsConfig::parse(
-            "presets: [nope]\nextra: 1\nmetrics:\n  - name: a\n    query: up{job=\"x\"}\n    emtpy: zero\n  - name: b\n    query: x{${matchers},${pod}}\n    freshness: 3x\n    empty: maybe\n",
+            "presets: [nope]\nextra: 1\nmetrics:\n  - name: a\n    query: up{job=\"x\"}\n    emtpy: zero\n  - name: b\n    query: x{${matchers},${pod}}\n    freshness: 3x\n    empty: maybe\n    activation: some\n",
         )
         .unwrap_err();
         let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
@@ -371,6 +385,7 @@ mod tests {
                 "metrics[1].query",
                 "metrics[1].freshness",
                 "metrics[1].empty",
+                "metrics[1].activation",
             ],
             "{issues:#?}"
         );

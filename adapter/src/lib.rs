@@ -3,14 +3,17 @@
 //!
 //! Data flows: `prometheus/` (client, poll cache) → [`provider`] (metrics
 //! config, presets, selector → PromQL) → `api/` (discovery, values, Status
-//! errors) guarded by `auth/` → `server` (TLS listeners).
+//! errors) guarded by `auth/` → `server` (TLS listeners); the same provider
+//! feeds `keda/` (KEDA's external-scaler gRPC) through [`activation`].
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod activation;
 pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod keda;
 pub mod logging;
 pub mod presets;
 pub mod prometheus;
@@ -49,6 +52,10 @@ pub enum AppError {
     AuthSetup(String),
     #[error(transparent)]
     AuthSources(#[from] auth::sources::SourceError),
+    #[error("--keda-client-ca-file needs TLS and cannot be used with --dev")]
+    KedaDevClientCa,
+    #[error("KEDA listener: {0}")]
+    Keda(#[from] tonic::transport::Error),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -90,7 +97,9 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         },
     ));
     tokio::spawn(cache.clone().run_poller());
-    let provider = PromProvider::new(Arc::new(config), cache.clone());
+    let config = Arc::new(config);
+    let provider = PromProvider::new(config.clone(), cache.clone());
+    let keda_provider = Arc::new(PromProvider::new(config, cache.clone()));
 
     let (listen, metrics_listen, key, security) = if args.dev {
         let local = |a: SocketAddr| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port());
@@ -125,6 +134,11 @@ pub async fn run(args: Args) -> Result<(), AppError> {
                 .watch(c.clone(), k.clone(), args.tls_reload_interval),
         );
     }
+    let keda_tls = match (args.dev, &args.keda_client_ca_file) {
+        (true, Some(_)) => return Err(AppError::KedaDevClientCa),
+        (true, None) => None,
+        (false, ca) => Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?)),
+    };
     let tls_config = Arc::new(tls::server_config(resolver, security.is_some())?);
     let api = Arc::new(Api::new(provider, security, metrics.clone()));
 
@@ -137,6 +151,20 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let listener = bind(listen).await?;
     let metrics_listener = bind(metrics_listen).await?;
     tracing::info!(api = %listen, metrics = %metrics_listen, prometheus = %args.prometheus_url, "gpuscale-adapter listening");
+    let keda = match args.keda_listen {
+        Some(addr) => {
+            let addr = if args.dev {
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
+            } else {
+                addr
+            };
+            let l = bind(addr).await?;
+            tracing::info!(keda = %addr, tls = keda_tls.is_some(), client_ca = args.keda_client_ca_file.is_some(), "KEDA external scaler listening");
+            let scaler = keda::Scaler::new(keda_provider, metrics.clone());
+            futures::future::Either::Left(keda::serve(l, keda_tls, scaler))
+        }
+        None => futures::future::Either::Right(std::future::pending()),
+    };
     tokio::spawn(server::serve_metrics(
         metrics_listener,
         metrics,
@@ -144,6 +172,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     ));
     tokio::select! {
         _ = server::serve_api(listener, tls_config, api) => {}
+        res = keda => res?,
         _ = shutdown() => tracing::info!("shutting down"),
     }
     Ok(())

@@ -30,6 +30,7 @@ fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
         freshness: Duration::from_secs(30),
         window: Duration::from_secs(window),
         description: description.into(),
+        activation: crate::config::DEFAULT_ACTIVATION,
     }
 }
 

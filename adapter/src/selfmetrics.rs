@@ -25,6 +25,12 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
     ),
     ("gpuscale_adapter_metric_value", "gauge", "metric"),
     ("gpuscale_adapter_metric_age_seconds", "gauge", "metric"),
+    (
+        "gpuscale_adapter_keda_requests_total",
+        "counter",
+        "method,code",
+    ),
+    ("gpuscale_adapter_keda_streams", "gauge", ""),
     ("gpuscale_adapter_build_info", "gauge", "version"),
     ("gpuscale_adapter_up", "gauge", ""),
 ];
@@ -64,6 +70,8 @@ struct Inner {
     queries: BTreeMap<(String, &'static str), u64>,
     query_durations: BTreeMap<String, Histogram>,
     values: BTreeMap<String, f64>,
+    keda_requests: BTreeMap<(&'static str, &'static str), u64>,
+    keda_streams: i64,
 }
 
 /// Result label values of `gpuscale_adapter_prometheus_queries_total`.
@@ -108,6 +116,16 @@ impl SelfMetrics {
         });
     }
 
+    /// One KEDA external-scaler call by method and gRPC code name.
+    pub fn keda_request(&self, method: &'static str, code: &'static str) {
+        self.with(|i| *i.keda_requests.entry((method, code)).or_default() += 1);
+    }
+
+    /// A push stream opened (+1) or closed (-1).
+    pub fn keda_streams(&self, delta: i64) {
+        self.with(|i| i.keda_streams += delta);
+    }
+
     /// The text exposition; `ages` are (metric, age of oldest cached value).
     pub fn render(&self, ages: &BTreeMap<String, f64>) -> String {
         let mut o = String::new();
@@ -122,9 +140,11 @@ impl SelfMetrics {
                 i.queries.clone(),
                 i.query_durations.clone(),
                 i.values.clone(),
+                i.keda_requests.clone(),
+                i.keda_streams,
             )
         });
-        let (requests, queries, qdur, values) = i;
+        let (requests, queries, qdur, values, keda, streams) = i;
         head(
             o,
             "gpuscale_adapter_requests_total",
@@ -209,6 +229,25 @@ impl SelfMetrics {
                 num(*v)
             )?;
         }
+        head(
+            o,
+            "gpuscale_adapter_keda_requests_total",
+            "counter",
+            "KEDA external-scaler calls by method and gRPC code.",
+        )?;
+        for ((m, c), n) in &keda {
+            writeln!(
+                o,
+                "gpuscale_adapter_keda_requests_total{{method=\"{m}\",code=\"{c}\"}} {n}"
+            )?;
+        }
+        head(
+            o,
+            "gpuscale_adapter_keda_streams",
+            "gauge",
+            "Open StreamIsActive (external-push) streams.",
+        )?;
+        writeln!(o, "gpuscale_adapter_keda_streams {streams}")?;
         head(
             o,
             "gpuscale_adapter_build_info",

@@ -108,6 +108,24 @@ fn presets_match_names_windows_and_queries() {
 }
 
 #[test]
+fn keda_scaler_metadata_keys_match_the_parser() {
+    let text = section(&doc(), "KEDA external scaler");
+    let documented: Vec<String> = rows(&text)
+        .into_iter()
+        .map(|r| r[0].clone())
+        // The RPC table's rows start with an upper-case method name.
+        .filter(|k| k.starts_with(|c: char| c.is_ascii_lowercase()))
+        .collect();
+    assert_eq!(documented, gpuscale_adapter::keda::trigger::KEYS);
+    for k in gpuscale_adapter::keda::trigger::KEDA_KEYS {
+        assert!(
+            text.contains(&format!("`{k}`")),
+            "KEDA's key {k} not mentioned"
+        );
+    }
+}
+
+#[test]
 fn self_metrics_match_the_families() {
     let documented: Vec<(String, String, String)> = rows(&section(&doc(), "Self-metrics"))
         .into_iter()

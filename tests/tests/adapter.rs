@@ -100,7 +100,7 @@ fn world() -> &'static World {
         let config = write(
             &dir,
             "metrics.yaml",
-            "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n",
+            "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n  - name: chat_requests_waiting\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n",
         );
         let adapter = Adapter::start_cleaning(
             &[
@@ -248,6 +248,28 @@ fn hpa_arithmetic_worked_example() {
     assert_eq!((ratio * 2.0).ceil(), 3.0);
     // `AverageValue` target 2: ceil(7 / 2) = 4.
     assert_eq!((value / 2.0).ceil(), 4.0);
+}
+
+/// An HPA with `minReplicas: 0` (Kubernetes 1.37+): the namespace has no
+/// pods, yet the gateway's queue is served, and an `AverageValue` target
+/// gives ceil(value / target) replicas from zero (docs/scale-to-zero.md).
+#[test]
+fn a_namespace_with_no_pods_gets_its_external_metric_and_wakes_from_zero() {
+    let pods = prom::shared()
+        .query(r#"count({namespace="idle",pod!=""})"#)
+        .expect("query");
+    assert_eq!(pods["data"]["result"], serde_json::json!([]), "{pods}");
+    let v: f64 = read("idle", "chat_requests_waiting", "service=chat")
+        .parse()
+        .expect("a whole number");
+    assert_eq!(v, 5.0);
+    // deploy/examples/vllm-hpa-scale-to-zero.yaml: averageValue "4".
+    assert_eq!((v / 4.0).ceil(), 2.0);
+    // No request waiting reads 0 (not an error): ceil(0 / 4) = 0 replicas.
+    assert_eq!(
+        read("inference", "chat_requests_waiting", "service=chat"),
+        "0"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::client::{PromClient, QueryError};
@@ -50,6 +50,8 @@ struct Entry {
     state: Mutex<State>,
     last_requested: Mutex<Instant>,
     refreshing: AtomicBool,
+    /// Bumped after every read, so push streams wake when the value may have changed.
+    version: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -86,6 +88,29 @@ impl PollCache {
         def: Arc<MetricDef>,
         query: String,
     ) -> Result<Vec<MetricValue>, ProviderError> {
+        let entry = self.entry(def, query);
+        entry.first.get_or_init(|| self.refresh(&entry)).await;
+        answer(&entry)
+    }
+
+    /// Like [`PollCache::get`], plus a receiver that changes after each
+    /// re-read of the key (for push streams).
+    pub async fn get_watched(
+        &self,
+        def: Arc<MetricDef>,
+        query: String,
+    ) -> (
+        Result<Vec<MetricValue>, ProviderError>,
+        watch::Receiver<u64>,
+    ) {
+        let entry = self.entry(def, query);
+        let rx = entry.version.subscribe();
+        entry.first.get_or_init(|| self.refresh(&entry)).await;
+        (answer(&entry), rx)
+    }
+
+    /// The entry of a key (created on first use), marked as requested now.
+    fn entry(&self, def: Arc<MetricDef>, query: String) -> Arc<Entry> {
         let entry = {
             let mut map = lock(&self.entries);
             let key = (def.name.clone(), query);
@@ -99,6 +124,7 @@ impl PollCache {
                         state: Mutex::new(State::default()),
                         last_requested: Mutex::new(Instant::now()),
                         refreshing: AtomicBool::new(false),
+                        version: watch::Sender::new(0),
                     });
                     map.insert(key, e.clone());
                     e
@@ -106,8 +132,7 @@ impl PollCache {
             }
         };
         *lock(&entry.last_requested) = Instant::now();
-        entry.first.get_or_init(|| self.refresh(&entry)).await;
-        answer(&entry)
+        entry
     }
 
     async fn refresh(&self, e: &Entry) {
@@ -180,6 +205,7 @@ impl PollCache {
         drop(st);
         self.metrics.query(name, outcome, took);
         e.refreshing.store(false, Ordering::Release);
+        e.version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// Re-read every recently requested key each `poll_interval`; drop idle keys.

@@ -6,8 +6,8 @@ pub mod client;
 
 use std::sync::Arc;
 
-use crate::config::MetricsConfig;
-use crate::provider::{Provider, ProviderError, Reading};
+use crate::config::{MetricDef, MetricsConfig};
+use crate::provider::{MetricValue, Provider, ProviderError, Reading};
 use crate::selector;
 
 pub use cache::{CacheSettings, PollCache};
@@ -23,6 +23,66 @@ impl PromProvider {
     pub fn new(config: Arc<MetricsConfig>, cache: Arc<PollCache>) -> Self {
         Self { config, cache }
     }
+
+    /// The definition and query of (metric, namespace, selector).
+    fn resolve(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<(Arc<MetricDef>, String), ProviderError> {
+        let def = self
+            .config
+            .get(metric)
+            .ok_or_else(|| ProviderError::UnknownMetric(metric.to_string()))?;
+        let matchers = selector::translate(namespace, selector_text)
+            .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
+        let query = def.render(namespace, &matchers);
+        Ok((def.clone(), query))
+    }
+
+    /// The definition of `metric`, once the selector and namespace are
+    /// known to translate.
+    pub fn check(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<Arc<MetricDef>, ProviderError> {
+        self.resolve(metric, namespace, selector_text)
+            .map(|(d, _)| d)
+    }
+
+    fn reading(def: &MetricDef, items: Vec<MetricValue>) -> Reading {
+        Reading {
+            metric: def.name.clone(),
+            items,
+            window_secs: def.window.as_secs(),
+        }
+    }
+
+    /// Like [`Provider::get`], plus a receiver that changes after every
+    /// re-read of the key, for push streams. `Err` only for a request that
+    /// can never be served (unknown metric, bad selector or namespace).
+    pub async fn watch(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<Watched, ProviderError> {
+        let (def, query) = self.resolve(metric, namespace, selector_text)?;
+        let (items, changes) = self.cache.get_watched(def.clone(), query).await;
+        Ok(Watched {
+            reading: items.map(|items| Self::reading(&def, items)),
+            changes,
+        })
+    }
+}
+
+/// A read and the signal of the next re-read.
+pub struct Watched {
+    pub reading: Result<Reading, ProviderError>,
+    pub changes: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Provider for PromProvider {
@@ -44,18 +104,8 @@ impl Provider for PromProvider {
         namespace: &str,
         selector_text: &str,
     ) -> Result<Reading, ProviderError> {
-        let def = self
-            .config
-            .get(metric)
-            .ok_or_else(|| ProviderError::UnknownMetric(metric.to_string()))?;
-        let matchers = selector::translate(namespace, selector_text)
-            .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
-        let query = def.render(namespace, &matchers);
+        let (def, query) = self.resolve(metric, namespace, selector_text)?;
         let items = self.cache.get(def.clone(), query).await?;
-        Ok(Reading {
-            metric: def.name.clone(),
-            items,
-            window_secs: def.window.as_secs(),
-        })
+        Ok(Self::reading(&def, items))
     }
 }

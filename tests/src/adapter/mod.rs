@@ -1,8 +1,9 @@
 //! Helpers of the adapter's end-to-end tests: the adapter binary, a real
 //! Prometheus scraping a test target, a Kubernetes API fake, a test PKI and
-//! the real `kubectl`/`curl` clients.
+//! the real `kubectl`/`curl` clients, and a KEDA-like gRPC client in Python.
 
 pub mod client;
+pub mod keda;
 pub mod kubefake;
 pub mod pki;
 pub mod procs;

@@ -108,6 +108,9 @@ pub fn exposition(n: u64) -> String {
             ns("inference", pod, wl)
         ));
     }
+    // A gateway queue in front of a namespace with no pods (scaled to zero).
+    s.push_str("# TYPE gateway_requests_waiting gauge\n");
+    s.push_str("gateway_requests_waiting{namespace=\"idle\",service=\"chat\"} 5\n");
     // A shared GPU carries no pod labels on device series; it must never
     // count for a namespace.
     s.push_str("gpu_utilization_ratio{node=\"sim-node\",gpu=\"2\",uuid=\"GPU-2\"} 1\n");
@@ -135,16 +138,47 @@ pub fn start_target() -> u16 {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let mut buf = [0u8; 4096];
-            let mut req = Vec::new();
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => req.extend_from_slice(&buf[..k]),
-                }
-            }
+            read_request(&mut conn);
             let n = scrapes.fetch_add(1, Ordering::SeqCst) + 1;
             let body = exposition(n);
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Read a request up to the end of its headers.
+fn read_request(conn: &mut std::net::TcpStream) {
+    let mut buf = [0u8; 4096];
+    let mut req = Vec::new();
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => req.extend_from_slice(&buf[..k]),
+        }
+    }
+}
+
+/// Serve a gateway queue that a test switches: while `waiting` is 0 the
+/// series is absent (no traffic yet), else it has that value. Returns the port.
+pub fn start_switch_target(waiting: std::sync::Arc<AtomicU64>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind target");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            read_request(&mut conn);
+            let mut body = String::from("# TYPE gateway_up gauge\ngateway_up 1\n");
+            let n = waiting.load(Ordering::SeqCst);
+            if n > 0 {
+                body.push_str(&format!(
+                    "gateway_requests_waiting{{namespace=\"wake\",service=\"chat\"}} {n}\n"
+                ));
+            }
             let _ = write!(
                 conn,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Load test of gpuscale-adapter's KEDA external scaler: GetMetrics/IsActive
+# latency from the poll cache with CLIENTS gRPC connections over KEYS
+# distinct (namespace, selector) keys, then the adapter's resident memory
+# with STREAMS StreamIsActive streams open. Needs: prometheus (Debian
+# package), curl. The push latency (sample → `true`) is measured by the
+# end-to-end test `a_new_series_wakes_the_push_stream_and_a_stopped_prometheus_is_never_idle`.
+#
+#   bench/keda-load.sh                          # 1000 keys, 8 clients, 20 s, 1000 streams
+#   KEYS=5000 CLIENTS=16 SECONDS=60 bench/keda-load.sh
+#
+# The adapter runs with --dev (plaintext gRPC): TLS costs one handshake per
+# connection, and KEDA keeps its connections open.
+set -euo pipefail
+
+KEYS=${KEYS:-1000}
+CLIENTS=${CLIENTS:-8}
+SECONDS_=${SECONDS:-20}
+STREAMS=${STREAMS:-1000}
+POLL=${POLL:-5s}
+PROFILE=${PROFILE:-release}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d -t gpuscale-keda-bench-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+if [ "$PROFILE" = release ]; then
+  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  out="$root/target/release"
+else
+  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  out="$root/target/debug"
+fi
+bin="$out/gpuscale-adapter"
+load="$out/examples/keda_load"
+
+prom_port=$(free_port)
+api_port=$(free_port)
+metrics_port=$(free_port)
+keda_port=$(free_port)
+
+printf 'global:\n  scrape_interval: 15s\nscrape_configs: []\n' >"$work/prometheus.yml"
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+pids+=($!)
+
+# One metric whose query always has a value (1: active), so every key is cached.
+cat >"$work/bench.yaml" <<'YAML'
+metrics:
+  - name: bench_queue_depth
+    query: sum(bench_queue{${matchers}}) or vector(1)
+YAML
+
+"$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
+  --keda-listen "127.0.0.1:$keda_port" \
+  --config "$work/bench.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
+  --poll-interval "$POLL" --log-format json >"$work/adapter.log" 2>&1 &
+adapter=$!
+pids+=($adapter)
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 &&
+    curl -fsS "http://127.0.0.1:$metrics_port/healthz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+
+rss() { awk -v k="$1" '$1 == k":" { printf "%.1f MiB", $2 / 1024 }' "/proc/$adapter/status"; }
+
+"$load" latency "127.0.0.1:$keda_port" "$KEYS" "$CLIENTS" "$SECONDS_"
+echo "adapter RSS after the latency run: $(rss VmRSS) (peak $(rss VmHWM))"
+
+"$load" streams "127.0.0.1:$keda_port" "$STREAMS" 15 &
+pids+=($!)
+for _ in $(seq 1 300); do
+  curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -q "^gpuscale_adapter_keda_streams $STREAMS\$" && break
+  sleep 0.2
+done
+sleep 6 # a poll round with every stream woken
+echo "streams: $(curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep '^gpuscale_adapter_keda_streams ')"
+echo "adapter RSS with $STREAMS streams open: $(rss VmRSS) (peak $(rss VmHWM))"
