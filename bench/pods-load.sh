@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Pod mapping under load: the exporter on a simulated node with 110 pods (the
 # kubelet's default maximum) time-slicing 8 GPUs, one GPU process per pod,
+# the pods of odd-numbered GPUs holding them through DRA claims (half the
+# pods; CLAIMS=0 puts every pod on the device plugin),
 # served through the simulated kubelet socket, API server and /proc tree. The
 # pod servers run in a second exporter process (the "node"), so the measured
 # exporter holds only what it holds in production: the mapper.
@@ -11,10 +13,12 @@
 #
 #   bench/pods-load.sh                       # 110 pods, 8 GPUs, 15 s per wrk run
 #   PODS=220 DURATION=30s bench/pods-load.sh
+#   CLAIMS=0 bench/pods-load.sh              # device plugin only
 set -euo pipefail
 
 GPUS=${GPUS:-8}
 PODS=${PODS:-110}
+CLAIMS=${CLAIMS:-1}
 DURATION=${DURATION:-15s}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-1}
@@ -39,7 +43,8 @@ fi
 bin="$root/target/$PROFILE/gpuscale-exporter"
 sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
 
-# Scenario: pod p holds replica p/GPUS of GPU p%GPUS and runs pid 10000+p.
+# Scenario: pod p holds replica p/GPUS of GPU p%GPUS (or, on an odd GPU with
+# CLAIMS=1, a DRA claim of that GPU with its own share_id) and runs pid 10000+p.
 scenario="$work/busy.yaml"
 {
   echo "node: busy-node"
@@ -56,7 +61,11 @@ scenario="$work/busy.yaml"
     printf '  - namespace: ns-%d\n    name: worker-%d\n    uid: %08x-0000-4000-8000-00000000beef\n' $((p % 10)) "$p" "$p"
     printf '    owner: { kind: Deployment, name: worker-%d }\n    labels: { team: team-%d }\n' $((p % 10)) $((p % 10))
     printf '    containers:\n      - name: main\n        id: %064x\n' "$p"
-    printf '        devices: [ { resource: nvidia.com/gpu, ids: ["GPU-%08x-0000-4000-8000-00000000abcd::%d"] } ]\n' $((p % GPUS)) $((p / GPUS))
+    if [ "$CLAIMS" = 1 ] && [ $((p % GPUS % 2)) = 1 ]; then
+      printf '        claims: [ { name: worker-%d-gpu, share_id: share-%d, devices: [GPU-%08x-0000-4000-8000-00000000abcd] } ]\n' "$p" "$p" $((p % GPUS))
+    else
+      printf '        devices: [ { resource: nvidia.com/gpu, ids: ["GPU-%08x-0000-4000-8000-00000000abcd::%d"] } ]\n' $((p % GPUS)) $((p / GPUS))
+    fi
     printf '        pids: [%d]\n' $((10000 + p))
   done
 } > "$scenario"
@@ -95,7 +104,7 @@ run() {
   echo "== $label: $PODS pods on $GPUS GPUs =="
   echo "series: $(curl -s "http://$addr/metrics" | grep -vc '^#')  bytes: $(curl -s "http://$addr/metrics" | wc -c)"
   if [ "$label" = pods ]; then
-    echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')"
+    echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')  through claims: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{.*allocation="dra"')"
     echo "kubelet refresh (List + GetAllocatableResources): $(metric gpuscale_exporter_pod_refresh_duration_seconds) s"
     echo "pod join per collection: $(metric gpuscale_exporter_pod_join_duration_seconds) s"
   fi
