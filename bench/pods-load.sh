@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Pod mapping under load: the exporter on a simulated node with 110 pods (the
 # kubelet's default maximum) time-slicing 8 GPUs, one GPU process per pod,
+# the pods of odd-numbered GPUs holding them through DRA claims (half the
+# pods; CLAIMS=0 puts every pod on the device plugin),
 # served through the simulated kubelet socket, API server and /proc tree. The
 # pod servers run in a second exporter process (the "node"), so the measured
 # exporter holds only what it holds in production: the mapper.
@@ -11,10 +13,12 @@
 #
 #   bench/pods-load.sh                       # 110 pods, 8 GPUs, 15 s per wrk run
 #   PODS=220 DURATION=30s bench/pods-load.sh
+#   CLAIMS=0 bench/pods-load.sh              # device plugin only
 set -euo pipefail
 
 GPUS=${GPUS:-8}
 PODS=${PODS:-110}
+CLAIMS=${CLAIMS:-1}
 DURATION=${DURATION:-15s}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-1}
@@ -40,7 +44,7 @@ bin="$root/target/$PROFILE/gpuscale-exporter"
 sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
 
 scenario="$work/busy.yaml"
-GPUS=$GPUS PODS=$PODS "$root/bench/busy-scenario.sh" > "$scenario"
+GPUS=$GPUS PODS=$PODS CLAIMS=$CLAIMS "$root/bench/busy-scenario.sh" > "$scenario"
 
 metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
@@ -76,7 +80,7 @@ run() {
   echo "== $label: $PODS pods on $GPUS GPUs =="
   echo "series: $(curl -s "http://$addr/metrics" | grep -vc '^#')  bytes: $(curl -s "http://$addr/metrics" | wc -c)"
   if [ "$label" = pods ]; then
-    echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')"
+    echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')  through claims: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{.*allocation="dra"')"
     echo "kubelet refresh (List + GetAllocatableResources): $(metric gpuscale_exporter_pod_refresh_duration_seconds) s"
     echo "pod join per collection: $(metric gpuscale_exporter_pod_join_duration_seconds) s"
   fi

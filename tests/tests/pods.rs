@@ -3,7 +3,9 @@
 //! and a /proc tree that speak the real protocols.
 
 use gpuscale_e2e::exporter::{Exporter, Metrics};
-use gpuscale_e2e::pods::{STORY_SCENARIO, TestNode, many_pods_scenario, parse, write_scenario};
+use gpuscale_e2e::pods::{
+    DRA_SCENARIO, STORY_SCENARIO, TestNode, many_pods_scenario, parse, write_scenario,
+};
 use gpuscale_nvml_sim::scenario::PodPhase;
 
 const GPU0: &str = "GPU-00000000-0000-4000-8000-000000000000";
@@ -247,17 +249,33 @@ fn node_changes_while_the_exporter_runs() {
     );
 }
 
-/// 110 pods (the kubelet's default maximum) time-slicing 8 GPUs.
+/// 110 pods (the kubelet's default maximum) time-slicing 8 GPUs, half of
+/// them through DRA claims.
 #[test]
 fn kubelet_maximum_of_110_pods_on_8_gpus() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = write_scenario(dir.path(), "busy.yaml", &many_pods_scenario(8, 110));
+    let scenario = write_scenario(dir.path(), "busy.yaml", &many_pods_scenario(8, 110, true));
     let exporter = Exporter::simulate(&scenario, &["--pod-label", "team"]);
     let m = exporter.scrape_until("110 pods mapped", |m| {
         m.get("gpuscale_exporter_pods", &[]) == Some(110.0)
+            && m.get("gpuscale_exporter_dra_mapping_up", &[]) == Some(1.0)
+            && m.get("gpuscale_exporter_pod_mapping_up", &[]) == Some(1.0)
             && m.find("gpu_pod_sm_utilization_ratio", &[]).len() == 110
     });
     assert_eq!(m.find("gpu_pod_allocation", &[]).len(), 110);
+    assert_eq!(
+        m.find("gpu_pod_allocation", &[("allocation", "dra")]).len(),
+        55
+    );
+    for (path, gpus) in [("device_plugin", 4.0), ("dra", 4.0)] {
+        assert_eq!(
+            m.value(
+                "gpuscale_exporter_pod_attributed_devices",
+                &[("allocation", path)]
+            ),
+            gpus
+        );
+    }
     assert_eq!(
         m.find("gpu_process_memory_used_bytes", &[("label_team", "team-3")])
             .len(),
@@ -286,4 +304,204 @@ fn kubelet_maximum_of_110_pods_on_8_gpus() {
         ),
         0.0
     );
+}
+
+const DRA_GPU0: &str = "GPU-d0000000-0000-4000-8000-000000000000";
+const DRA_GPU1: &str = "GPU-d1111111-0000-4000-8000-000000000000";
+const DRA_GPU3: &str = "GPU-d3333333-0000-4000-8000-000000000000";
+const DRA_MIG1: &str = "MIG-d2222222-0001-4000-8000-000000000000";
+const DRA_MIG2: &str = "MIG-d2222222-0002-4000-8000-000000000000";
+
+fn dra_mapped(m: &Metrics) -> bool {
+    mapped(m) && m.get("gpuscale_exporter_dra_mapping_up", &[]) == Some(1.0)
+}
+
+fn unattributed(m: &Metrics, reason: &str) -> f64 {
+    m.value(
+        "gpuscale_exporter_dra_devices_unattributed",
+        &[("reason", reason)],
+    )
+}
+
+fn mig_pod(m: &Metrics, mig: &str) -> Option<String> {
+    let found = m.find("gpu_mig_memory_used_bytes", &[("mig_uuid", mig)]);
+    assert_eq!(found.len(), 1, "{mig}: {found:?}");
+    found[0].labels.get("pod").cloned()
+}
+
+/// A mixed node: device-plugin GPUs and GPUs/MIG instances held through DRA
+/// claims, served by the simulated kubelet (`dynamic_resources`) and API
+/// server (ResourceSlices).
+#[test]
+fn dra_claims_label_gpus_and_mig_instances_next_to_device_plugin_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "dra.yaml", DRA_SCENARIO);
+    let exporter = Exporter::simulate(&scenario, &[]);
+    let m = exporter.scrape_until("claims mapped", |m| {
+        dra_mapped(m) && label(m, "gpu_utilization_ratio", DRA_GPU1, "pod").is_some()
+    });
+
+    // A full GPU by claim: the same labels a device-plugin GPU gets.
+    let util = &m.find("gpu_utilization_ratio", &[("uuid", DRA_GPU1)])[0];
+    for (k, v) in [
+        ("namespace", "ml-train"),
+        ("pod", "trainer-0"),
+        ("container", "main"),
+        ("workload", "trainer"),
+        ("workload_kind", "StatefulSet"),
+    ] {
+        assert_eq!(util.labels.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    assert!((util.value - 0.9).abs() < 1e-9);
+    assert_eq!(
+        label(&m, "gpu_utilization_ratio", DRA_GPU0, "pod"),
+        Some("web-6d8f7c9b5-aaaaa")
+    );
+    // MIG instances: one by claim, one by the device plugin.
+    assert_eq!(
+        mig_pod(&m, DRA_MIG1).as_deref(),
+        Some("asr-5b7c9d8f6-m3n4p")
+    );
+    assert_eq!(mig_pod(&m, DRA_MIG2).as_deref(), Some("etl-x7k2p"));
+    // Allocations say which path and which claim.
+    let alloc = m.find(
+        "gpu_pod_allocation",
+        &[("mig_uuid", DRA_MIG1), ("allocation", "dra")],
+    );
+    assert_eq!(alloc.len(), 1);
+    assert_eq!(
+        alloc[0].labels.get("claim").map(String::as_str),
+        Some("asr-mig")
+    );
+    assert_eq!(
+        alloc[0].labels.get("resource").map(String::as_str),
+        Some("gpu.nvidia.com")
+    );
+    assert_eq!(
+        m.find(
+            "gpu_pod_allocation",
+            &[("uuid", DRA_GPU0), ("allocation", "device_plugin")]
+        )
+        .len(),
+        1
+    );
+
+    // One claim shared by two pods: no owner on the device, each pod its own usage.
+    assert_eq!(label(&m, "gpu_utilization_ratio", DRA_GPU3, "pod"), None);
+    let sm = |pod: &str| {
+        m.value(
+            "gpu_pod_sm_utilization_ratio",
+            &[("uuid", DRA_GPU3), ("pod", pod)],
+        )
+    };
+    assert!((sm("chat-5d8f7b9c4-abcde") - 0.45).abs() < 1e-9);
+    assert!((sm("chat-5d8f7b9c4-fghij") - 0.15).abs() < 1e-9);
+    assert_eq!(
+        m.find("gpu_pod_allocation", &[("claim", "shared-gpu")])
+            .len(),
+        2
+    );
+
+    // The NIC of another driver: not attributed, counted.
+    assert_eq!(unattributed(&m, "other_driver"), 1.0);
+    assert_eq!(unattributed(&m, "not_in_slices"), 0.0);
+    assert!(
+        m.find("gpu_pod_allocation", &[("pod", "router-0")])
+            .is_empty()
+    );
+    for (path, devices) in [("device_plugin", 2.0), ("dra", 3.0)] {
+        assert_eq!(
+            m.value(
+                "gpuscale_exporter_pod_attributed_devices",
+                &[("allocation", path)]
+            ),
+            devices,
+            "{path}"
+        );
+    }
+}
+
+/// Slices arriving after the pods, a claim released, the API server down.
+#[test]
+fn dra_node_changes_while_the_exporter_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "dra.yaml", DRA_SCENARIO);
+    let node = TestNode::start(&parse(DRA_SCENARIO));
+    // The DRA driver has not published its slices yet.
+    node.sim.delete_slices();
+    let mut args = node.flags();
+    args.extend(["--pod-refresh-interval".into(), "200ms".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let exporter = Exporter::simulate(&scenario, &args);
+    let m = exporter.scrape_until("pods mapped, no slices", |m| {
+        dra_mapped(m) && unattributed(m, "not_in_slices") == 4.0
+    });
+    assert_eq!(label(&m, "gpu_utilization_ratio", DRA_GPU1, "pod"), None);
+    assert_eq!(
+        label(&m, "gpu_utilization_ratio", DRA_GPU0, "pod"),
+        Some("web-6d8f7c9b5-aaaaa")
+    );
+
+    // The slices arrive: labels appear.
+    node.sim.publish_slices();
+    exporter.scrape_until("claims mapped", |m| {
+        label(m, "gpu_utilization_ratio", DRA_GPU1, "pod") == Some("trainer-0")
+            && unattributed(m, "not_in_slices") == 0.0
+    });
+
+    // The claim is released: its labels go within one refresh.
+    assert!(
+        node.sim
+            .remove_claim("speech", "asr-5b7c9d8f6-m3n4p", "asr-mig")
+    );
+    let m = exporter.scrape_until("claim released", |m| mig_pod(m, DRA_MIG1).is_none());
+    assert!(
+        m.find("gpu_pod_allocation", &[("claim", "asr-mig")])
+            .is_empty()
+    );
+
+    // API server down: the last known slices are kept (labels stay), and the
+    // self-metric says the mapping is not live.
+    node.sim.set_api_down(true);
+    let m = exporter.scrape_until("DRA mapping down", |m| {
+        m.get("gpuscale_exporter_dra_mapping_up", &[]) == Some(0.0)
+    });
+    assert_eq!(
+        label(&m, "gpu_utilization_ratio", DRA_GPU1, "pod"),
+        Some("trainer-0")
+    );
+    node.sim.set_api_down(false);
+    exporter.scrape_until("DRA mapping back", dra_mapped);
+}
+
+/// Clusters serving ResourceSlices only on an older version, or not at all.
+#[test]
+fn dra_on_older_clusters() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = write_scenario(dir.path(), "dra.yaml", DRA_SCENARIO);
+    // Kubernetes 1.32–1.33: only resource.k8s.io/v1beta1 (attributes under `basic`).
+    let node = TestNode::start(&parse(DRA_SCENARIO));
+    node.sim.api().set_resource_versions(&["v1beta1"]);
+    let args = node.flags();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let exporter = Exporter::simulate(&scenario, &args);
+    exporter.scrape_until("claims mapped through v1beta1", |m| {
+        dra_mapped(m) && label(m, "gpu_utilization_ratio", DRA_GPU1, "pod") == Some("trainer-0")
+    });
+    drop(exporter);
+
+    // No resource.k8s.io at all: device-plugin attribution keeps working and
+    // the self-metric says DRA mapping is unavailable.
+    let node = TestNode::start(&parse(DRA_SCENARIO));
+    node.sim.api().set_resource_versions(&[]);
+    let args = node.flags();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let exporter = Exporter::simulate(&scenario, &args);
+    let m = exporter.scrape_until("device plugin mapped", |m| {
+        mapped(m) && label(m, "gpu_utilization_ratio", DRA_GPU0, "pod").is_some()
+    });
+    assert_eq!(m.value("gpuscale_exporter_dra_mapping_up", &[]), 0.0);
+    assert_eq!(mig_pod(&m, DRA_MIG2).as_deref(), Some("etl-x7k2p"));
+    assert_eq!(label(&m, "gpu_utilization_ratio", DRA_GPU1, "pod"), None);
+    assert_eq!(unattributed(&m, "not_in_slices"), 4.0);
 }

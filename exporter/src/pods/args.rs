@@ -27,6 +27,18 @@ pub struct PodArgs {
     )]
     pub resource_names: Vec<String>,
 
+    /// DRA drivers whose claimed devices are GPUs or MIG instances, mapped to
+    /// UUIDs through the node's ResourceSlices. Repeatable.
+    #[arg(
+        long = "dra-driver",
+        env = "GPUSCALE_DRA_DRIVERS",
+        value_delimiter = ',',
+        value_name = "NAME",
+        default_value = DEFAULT_DRA_DRIVER,
+        value_parser = parse_driver
+    )]
+    pub dra_drivers: Vec<String>,
+
     /// Host /proc, for /proc/<pid>/cgroup of GPU processes [default: /proc].
     #[arg(long, env = "GPUSCALE_PROC_ROOT", value_name = "PATH")]
     pub proc_root: Option<PathBuf>,
@@ -67,6 +79,8 @@ pub struct PodArgs {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PriceFile(pub BTreeMap<String, f64>);
 
+/// NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu).
+pub const DEFAULT_DRA_DRIVER: &str = "gpu.nvidia.com";
 pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 pub const DEFAULT_PROC_ROOT: &str = "/proc";
 
@@ -164,6 +178,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A DRA driver name is a DNS subdomain (`gpu.nvidia.com`).
+fn parse_driver(s: &str) -> Result<String, String> {
+    let ok = s.contains('.')
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        });
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "{s:?}: expected a DRA driver name (a DNS subdomain such as gpu.nvidia.com)"
+        ))
+    }
+}
+
 fn parse_url(s: &str) -> Result<String, String> {
     s.parse::<http::Uri>()
         .ok()
@@ -196,6 +231,7 @@ mod tests {
         assert_eq!(a.proc_root(), PathBuf::from("/proc"));
         assert_eq!(a.pod_refresh_interval, Duration::from_secs(10));
         assert!(!a.no_pods);
+        assert_eq!(a.dra_drivers, [DEFAULT_DRA_DRIVER]);
         Ok(())
     }
 
@@ -214,7 +250,13 @@ mod tests {
             "nvidia.com/gpu.shared",
             "--pod-refresh-interval",
             "250ms",
+            "--dra-driver",
+            "gpu.nvidia.com,compute-domain.nvidia.com",
         ])?;
+        assert_eq!(
+            a.dra_drivers,
+            ["gpu.nvidia.com", "compute-domain.nvidia.com"]
+        );
         assert_eq!(a.pod_labels, vec!["team", "app.kubernetes.io/name"]);
         assert_eq!(a.prices().get("NVIDIA H100 80GB HBM3"), Some(&4.5));
         assert_eq!(a.prices().len(), 2);
@@ -233,6 +275,8 @@ mod tests {
             &["--pod-refresh-interval", "fast"],
             &["--pod-refresh-interval", "0s"],
             &["--kube-api-url", "not a url"],
+            &["--dra-driver", "nvidia"],
+            &["--dra-driver", "GPU.nvidia.com"],
             &["--gpu-price-file", "/nonexistent/prices.yaml"],
         ] {
             let err = parse(args).err();

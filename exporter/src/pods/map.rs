@@ -6,18 +6,46 @@ use std::sync::Arc;
 
 use super::kubeapi::{MetaView, PodMeta};
 use super::labels::PodLabel;
-use super::podresources::{Allocation, KubeletSnapshot};
+use super::podresources::{Allocation, ClaimDevice, KubeletSnapshot};
+use super::slices::SliceView;
 use crate::metrics::{Labels, PodLabelSet, PodLookup};
+
+/// Which kubelet path allocated a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Via {
+    DevicePlugin,
+    Dra,
+}
+
+impl Via {
+    pub const ALL: [Via; 2] = [Via::DevicePlugin, Via::Dra];
+
+    /// The `allocation` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Via::DevicePlugin => "device_plugin",
+            Via::Dra => "dra",
+        }
+    }
+}
+
+/// Why a claimed device of a configured driver got no UUID.
+pub const DRA_UNMAPPED: [&str; 3] = ["other_driver", "not_in_slices", "no_uuid"];
 
 /// One (device, pod, container) holding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Holding {
-    /// GPU or MIG UUID as the kubelet reports it (replica suffix removed).
+    /// GPU or MIG UUID as the kubelet reports it (replica suffix removed),
+    /// or as the ResourceSlice names it for a DRA claim.
     pub device: String,
     pub pod_key: (String, String),
     /// `namespace, pod, container, workload, workload_kind, label_*`.
     pub labels: Labels,
+    /// Device-plugin resource name, or the DRA driver name.
     pub resource: String,
+    pub via: Via,
+    /// The ResourceClaim's name (DRA only).
+    pub claim: String,
 }
 
 /// Immutable join of one kubelet snapshot and one metadata view.
@@ -31,6 +59,10 @@ pub struct PodMap {
     pub pods: HashMap<String, Arc<PodMeta>>,
     /// Allocatable replicas per device UUID.
     pub replicas: HashMap<String, u32>,
+    /// Devices attributed to pods, per allocation path.
+    pub attributed: BTreeMap<Via, u64>,
+    /// Claimed devices without a UUID, by reason (see [`DRA_UNMAPPED`]).
+    pub dra_unmapped: BTreeMap<&'static str, u64>,
 }
 
 /// Pod labels of one container (or of the whole pod when `container` is None).
@@ -74,7 +106,12 @@ pub fn to_set(labels: &Labels) -> PodLabelSet {
 }
 
 impl PodMap {
-    pub fn build(kubelet: &KubeletSnapshot, meta: &MetaView, label_keys: &[PodLabel]) -> Self {
+    pub fn build(
+        kubelet: &KubeletSnapshot,
+        meta: &MetaView,
+        slices: &SliceView,
+        label_keys: &[PodLabel],
+    ) -> Self {
         let pods: HashMap<String, Arc<PodMeta>> = meta
             .pods
             .iter()
@@ -87,6 +124,13 @@ impl PodMap {
             .map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m))
             .collect();
         let fresh = meta.synced && !meta.stale;
+        // Terminal pods are gone; so is a pod a healthy watch no longer lists
+        // (the kubelet may report it until its next refresh).
+        let live = |namespace: &str, pod: &str| match by_name.get(&(namespace, pod)).copied() {
+            Some(m) if m.terminal => None,
+            None if fresh => None,
+            m => Some(m),
+        };
         let mut holdings: Vec<Holding> = Vec::new();
         for Allocation {
             namespace,
@@ -96,23 +140,63 @@ impl PodMap {
             device,
         } in &kubelet.allocations
         {
-            let m = by_name.get(&(namespace.as_str(), pod.as_str())).copied();
-            // Terminal pods are gone; so is a pod a healthy watch no longer lists
-            // (the kubelet may report it until its next refresh).
-            match m {
-                Some(m) if m.terminal => continue,
-                None if fresh => continue,
-                _ => {}
-            }
+            let Some(m) = live(namespace, pod) else {
+                continue;
+            };
             holdings.push(Holding {
                 device: device.uuid.clone(),
                 pod_key: (namespace.clone(), pod.clone()),
                 labels: pod_labels(namespace, pod, Some(container), m, label_keys),
                 resource: resource.clone(),
+                via: Via::DevicePlugin,
+                claim: String::new(),
+            });
+        }
+        let mut dra_unmapped: BTreeMap<&'static str, u64> =
+            DRA_UNMAPPED.iter().map(|r| (*r, 0)).collect();
+        *dra_unmapped.entry("other_driver").or_default() += kubelet.other_driver_devices;
+        let index = slices.index();
+        for c in &kubelet.claims {
+            let ClaimDevice {
+                namespace,
+                pod,
+                container,
+                claim,
+                driver,
+                ..
+            } = c;
+            let uuid = match index.get(&(driver.as_str(), c.pool.as_str(), c.device.as_str())) {
+                Some(Some(d)) => d.uuid.clone(),
+                Some(None) => {
+                    *dra_unmapped.entry("no_uuid").or_default() += 1;
+                    continue;
+                }
+                None => {
+                    *dra_unmapped.entry("not_in_slices").or_default() += 1;
+                    continue;
+                }
+            };
+            let Some(m) = live(namespace, pod) else {
+                continue;
+            };
+            holdings.push(Holding {
+                device: uuid,
+                pod_key: (namespace.clone(), pod.clone()),
+                labels: pod_labels(namespace, pod, Some(container), m, label_keys),
+                resource: driver.clone(),
+                via: Via::Dra,
+                claim: claim.clone(),
             });
         }
         holdings.sort();
         holdings.dedup();
+        let mut attributed: BTreeMap<Via, u64> = Via::ALL.iter().map(|v| (*v, 0)).collect();
+        let mut counted = std::collections::HashSet::new();
+        for h in &holdings {
+            if counted.insert((h.via, h.device.as_str())) {
+                *attributed.entry(h.via).or_default() += 1;
+            }
+        }
 
         let mut by_device: BTreeMap<&str, Vec<&Holding>> = BTreeMap::new();
         for h in &holdings {
@@ -138,6 +222,8 @@ impl PodMap {
             holdings,
             pods,
             replicas: kubelet.replicas.clone(),
+            attributed,
+            dra_unmapped,
         }
     }
 }
@@ -214,7 +300,7 @@ mod tests {
                 alloc("a", "p1", "c2", "MIG-4"),
                 alloc("a", "p1", "c3", "MIG-4"),
             ],
-            replicas: HashMap::new(),
+            ..KubeletSnapshot::default()
         };
         let view = MetaView {
             synced: true,
@@ -228,7 +314,7 @@ mod tests {
             .into_iter()
             .collect(),
         };
-        let map = PodMap::build(&kubelet, &view, &keys());
+        let map = PodMap::build(&kubelet, &view, &SliceView::default(), &keys());
         let o1 = map.owners.get("GPU-1").map(|s| &**s);
         assert_eq!(o1.and_then(|s| get(s, "pod")), Some("p1"));
         assert_eq!(o1.and_then(|s| get(s, "label_team")), Some("research"));
@@ -248,18 +334,115 @@ mod tests {
     fn deleted_pod_dropped_only_while_the_watch_is_healthy() {
         let kubelet = KubeletSnapshot {
             allocations: vec![alloc("a", "gone", "c", "GPU-1")],
-            replicas: HashMap::new(),
+            ..KubeletSnapshot::default()
         };
         let mut view = MetaView {
             synced: true,
             stale: false,
             pods: HashMap::new(),
         };
-        assert!(PodMap::build(&kubelet, &view, &[]).owners.is_empty());
+        assert!(
+            PodMap::build(&kubelet, &view, &SliceView::default(), &[])
+                .owners
+                .is_empty()
+        );
         view.stale = true;
-        let map = PodMap::build(&kubelet, &view, &[]);
+        let map = PodMap::build(&kubelet, &view, &SliceView::default(), &[]);
         let o = map.owners.get("GPU-1").map(|s| &**s);
         assert_eq!(o.and_then(|s| get(s, "pod")), Some("gone"));
         assert_eq!(o.and_then(|s| get(s, "workload")), Some(""));
+    }
+
+    fn claim(pod: &str, claim: &str, device: &str, driver: &str) -> ClaimDevice {
+        ClaimDevice {
+            namespace: "a".into(),
+            pod: pod.into(),
+            container: "c".into(),
+            claim: claim.into(),
+            driver: driver.into(),
+            pool: "n1".into(),
+            device: device.into(),
+            share_id: None,
+        }
+    }
+
+    fn slices() -> SliceView {
+        use crate::pods::slices::{Slice, SliceDevice};
+        let dev = |uuid: &str| {
+            Some(SliceDevice {
+                uuid: uuid.into(),
+                parent_uuid: None,
+                profile: None,
+            })
+        };
+        let slice = Slice {
+            driver: "gpu.nvidia.com".into(),
+            pool: "n1".into(),
+            devices: [
+                ("gpu-0".to_owned(), dev("GPU-0")),
+                ("gpu-1".to_owned(), dev("GPU-1")),
+                ("gpu-2".to_owned(), None),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        SliceView {
+            synced: true,
+            stale: false,
+            version: Some("v1"),
+            slices: [("s".to_owned(), Arc::new(slice))].into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn claims_map_through_slices_like_device_plugin_allocations() {
+        let kubelet = KubeletSnapshot {
+            allocations: vec![alloc("a", "p1", "c", "GPU-9")],
+            claims: vec![
+                claim("p1", "mine", "gpu-0", "gpu.nvidia.com"),
+                // One claim shared by two pods: no single owner.
+                claim("p2", "shared", "gpu-1", "gpu.nvidia.com"),
+                claim("p3", "shared", "gpu-1", "gpu.nvidia.com"),
+                claim("p2", "x", "gpu-2", "gpu.nvidia.com"),
+                claim("p2", "y", "gpu-7", "gpu.nvidia.com"),
+            ],
+            other_driver_devices: 2,
+            ..KubeletSnapshot::default()
+        };
+        let view = MetaView {
+            synced: true,
+            stale: false,
+            pods: [
+                meta("u1", "a", "p1", false),
+                meta("u2", "a", "p2", false),
+                meta("u3", "a", "p3", false),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let map = PodMap::build(&kubelet, &view, &slices(), &[]);
+        let o = map.owners.get("GPU-0").map(|s| &**s);
+        assert_eq!(o.and_then(|s| get(s, "pod")), Some("p1"));
+        assert_eq!(o.and_then(|s| get(s, "container")), Some("c"));
+        assert!(!map.owners.contains_key("GPU-1"), "shared claim");
+        let claims: Vec<_> = map
+            .holdings
+            .iter()
+            .filter(|h| h.via == Via::Dra)
+            .map(|h| (h.device.as_str(), h.claim.as_str()))
+            .collect();
+        assert_eq!(
+            claims,
+            [("GPU-0", "mine"), ("GPU-1", "shared"), ("GPU-1", "shared")]
+        );
+        assert_eq!(map.attributed[&Via::Dra], 2);
+        assert_eq!(map.attributed[&Via::DevicePlugin], 1);
+        assert_eq!(map.dra_unmapped["other_driver"], 2);
+        assert_eq!(map.dra_unmapped["no_uuid"], 1);
+        assert_eq!(map.dra_unmapped["not_in_slices"], 1);
+        // Without slices (an old cluster), device-plugin attribution is unchanged.
+        let map = PodMap::build(&kubelet, &view, &SliceView::default(), &[]);
+        assert!(map.owners.contains_key("GPU-9"));
+        assert_eq!(map.dra_unmapped["not_in_slices"], 5);
     }
 }

@@ -14,8 +14,9 @@ use super::PodArgs;
 use super::cgroup::{self, PodCgroup};
 use super::kubeapi::{self, MetaView};
 use super::labels::{self, PodLabel};
-use super::map::{Joined, PodMap, pod_labels};
+use super::map::{DRA_UNMAPPED, Joined, PodMap, Via, pod_labels};
 use super::podresources::{KubeletClient, KubeletSnapshot, ResourceFilter};
+use super::slices::{self, SliceView};
 use crate::metrics::{Collected, Family, Labels, NoPods, PodLabelSet, PodLookup, Subject};
 
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +39,7 @@ struct KubeletState {
 /// What the join keeps between collections.
 #[derive(Default)]
 struct JoinCache {
-    built_from: Option<(Arc<KubeletState>, Arc<MetaView>)>,
+    built_from: Option<(Arc<KubeletState>, Arc<MetaView>, Arc<SliceView>)>,
     map: Arc<PodMap>,
     /// pid → its cgroup's pod, or why not; pids gone from NVML are evicted.
     pids: HashMap<u32, Result<PodCgroup, &'static str>>,
@@ -55,6 +56,7 @@ pub struct PodMapper {
     prices: BTreeMap<String, f64>,
     kubelet: ArcSwap<KubeletState>,
     meta: ArcSwap<MetaView>,
+    slices: ArcSwap<SliceView>,
     cache: Mutex<JoinCache>,
 }
 
@@ -83,6 +85,7 @@ impl PodMapper {
                 stale: true,
                 ..MetaView::default()
             }),
+            slices: ArcSwap::from_pointee(SliceView::default()),
             cache: Mutex::new(JoinCache::default()),
         });
         if args.no_pods {
@@ -99,7 +102,7 @@ impl PodMapper {
         let weak = Arc::downgrade(&mapper);
         let (socket, filter, interval) = (
             args.socket(),
-            ResourceFilter::new(&args.resource_names),
+            ResourceFilter::new(&args.resource_names).with_drivers(&args.dra_drivers),
             args.pod_refresh_interval,
         );
         rt.spawn(async move { kubelet_loop(weak, socket, filter, interval).await });
@@ -112,6 +115,17 @@ impl PodMapper {
             move |view| {
                 if let Some(m) = weak.upgrade() {
                     m.meta.store(Arc::new(view));
+                }
+            },
+        ));
+        let weak = Arc::downgrade(&mapper);
+        rt.spawn(slices::run(
+            args.kube_api_url.clone(),
+            args.kubeconfig.clone(),
+            node.to_owned(),
+            move |view| {
+                if let Some(m) = weak.upgrade() {
+                    m.slices.store(Arc::new(view));
                 }
             },
         ));
@@ -128,11 +142,17 @@ impl PodMapper {
         let started = Instant::now();
         let kubelet = self.kubelet.load_full();
         let meta = self.meta.load_full();
+        let slices = self.slices.load_full();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let fresh = matches!(&cache.built_from, Some((k, m)) if Arc::ptr_eq(k, &kubelet) && Arc::ptr_eq(m, &meta));
+        let fresh = matches!(&cache.built_from, Some((k, m, s)) if Arc::ptr_eq(k, &kubelet) && Arc::ptr_eq(m, &meta) && Arc::ptr_eq(s, &slices));
         if !fresh {
-            cache.map = Arc::new(PodMap::build(&kubelet.snapshot, &meta, &self.label_keys));
-            cache.built_from = Some((kubelet.clone(), meta.clone()));
+            cache.map = Arc::new(PodMap::build(
+                &kubelet.snapshot,
+                &meta,
+                &slices,
+                &self.label_keys,
+            ));
+            cache.built_from = Some((kubelet.clone(), meta.clone(), slices.clone()));
         }
         let map = cache.map.clone();
         let (processes, per_pod, unattributed) = self.attribute(&mut cache, &map, collected);
@@ -140,6 +160,7 @@ impl PodMapper {
         families.extend(per_pod);
         families.extend(self.price_family(collected));
         families.extend(self.self_families(&kubelet, &meta, &map, &cache, &unattributed));
+        families.extend(dra_families(&slices, &map));
         cache.last_join_seconds = started.elapsed().as_secs_f64();
         (Arc::new(Joined { map, processes }), families)
     }
@@ -279,7 +300,7 @@ impl PodMapper {
         }
         let mut alloc = Family::gauge(
             "gpu_pod_allocation",
-            "1 for each GPU or MIG instance a pod's container holds (kubelet pod-resources).",
+            "1 for each GPU or MIG instance a pod's container holds (kubelet pod-resources: device plugin or DRA claim).",
         );
         for h in &map.holdings {
             let (gpu, uuid, mig) = match where_.get(h.device.as_str()) {
@@ -296,6 +317,8 @@ impl PodMapper {
                 ("uuid", uuid),
                 ("mig_uuid", mig),
                 ("resource", h.resource.clone()),
+                ("allocation", h.via.label().to_owned()),
+                ("claim", h.claim.clone()),
             ];
             labels.extend(h.labels.iter().cloned());
             alloc.push(Subject::Global, labels, 1.0);
@@ -397,6 +420,42 @@ impl PodMapper {
             total,
         ]
     }
+}
+
+/// Which path attributed how many devices, and whether DRA claims can be
+/// mapped at all.
+fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
+    let mut attributed = Family::gauge(
+        "gpuscale_exporter_pod_attributed_devices",
+        "GPUs and MIG instances attributed to pods, by allocation path (device_plugin, dra).",
+    );
+    for via in Via::ALL {
+        attributed.push(
+            Subject::Global,
+            vec![("allocation", via.label().to_owned())],
+            map.attributed.get(&via).copied().unwrap_or(0) as f64,
+        );
+    }
+    let mut unmapped = Family::gauge(
+        "gpuscale_exporter_dra_devices_unattributed",
+        "Devices held through DRA claims that got no pod labels, by reason (other_driver, not_in_slices, no_uuid).",
+    );
+    for reason in DRA_UNMAPPED {
+        unmapped.push(
+            Subject::Global,
+            vec![("reason", reason.to_owned())],
+            map.dra_unmapped.get(reason).copied().unwrap_or(0) as f64,
+        );
+    }
+    vec![
+        Family::gauge(
+            "gpuscale_exporter_dra_mapping_up",
+            "1 while the node's ResourceSlices are listed and watched (DRA claims can be mapped to GPU UUIDs).",
+        )
+        .with(Subject::Global, Vec::new(), bool_f(slices.up())),
+        attributed,
+        unmapped,
+    ]
 }
 
 const REASONS: [&str; 4] = [

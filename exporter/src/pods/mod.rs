@@ -5,7 +5,9 @@
 //! - the kubelet pod-resources API (`podresources`): pod → devices;
 //! - the Kubernetes API pod watch (`kubeapi`): pod → UID, owner, labels,
 //!   container IDs, phase;
-//! - `/proc/<pid>/cgroup` (`cgroup`): GPU process → pod UID, container ID.
+//! - `/proc/<pid>/cgroup` (`cgroup`): GPU process → pod UID, container ID;
+//! - the node's DRA ResourceSlices (`slices`): a claimed (driver, pool,
+//!   device) → GPU or MIG UUID.
 //!
 //! `map` joins them; `mapper` runs the tasks and the per-collection join.
 
@@ -18,6 +20,7 @@ pub mod mapper;
 pub mod owner;
 pub mod podlite;
 pub mod podresources;
+pub mod slices;
 
 pub use args::PodArgs;
 pub use mapper::{PodMapper, PodsError};

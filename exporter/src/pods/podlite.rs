@@ -40,7 +40,7 @@ pub struct ContainerStatusLite {
 }
 
 /// Only the metadata fields the mapper uses; the rest is skipped unparsed.
-fn meta_lite<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+pub(crate) fn meta_lite<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct MetaLite {

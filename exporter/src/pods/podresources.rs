@@ -21,21 +21,38 @@ use proto::pod_resources_lister_client::PodResourcesListerClient;
 pub const DEFAULT_RESOURCES: [&str; 2] = ["nvidia.com/gpu", "nvidia.com/mig-*"];
 
 /// Which device-plugin resources are GPUs. A trailing `*` matches a prefix.
+/// Also which DRA drivers' claimed devices are GPUs.
 #[derive(Debug, Clone)]
-pub struct ResourceFilter(Vec<String>);
+pub struct ResourceFilter {
+    names: Vec<String>,
+    drivers: Vec<String>,
+}
 
 impl ResourceFilter {
     pub fn new(extra: &[String]) -> Self {
         let mut names: Vec<String> = DEFAULT_RESOURCES.iter().map(|s| (*s).to_owned()).collect();
         names.extend(extra.iter().filter(|e| !e.is_empty()).cloned());
-        Self(names)
+        Self {
+            names,
+            drivers: vec![super::args::DEFAULT_DRA_DRIVER.to_owned()],
+        }
+    }
+
+    /// The DRA drivers whose claimed devices are read (`--dra-driver`).
+    pub fn with_drivers(mut self, drivers: &[String]) -> Self {
+        self.drivers = drivers.iter().filter(|d| !d.is_empty()).cloned().collect();
+        self
     }
 
     pub fn matches(&self, resource: &str) -> bool {
-        self.0.iter().any(|p| match p.strip_suffix('*') {
+        self.names.iter().any(|p| match p.strip_suffix('*') {
             Some(prefix) => resource.starts_with(prefix),
             None => resource == p,
         })
+    }
+
+    pub fn matches_driver(&self, driver: &str) -> bool {
+        self.drivers.iter().any(|d| d == driver)
     }
 }
 
@@ -72,10 +89,29 @@ pub struct Allocation {
     pub device: DeviceId,
 }
 
+/// One device a container holds through a DRA ResourceClaim. The kubelet
+/// names it by (driver, pool, device); the node's ResourceSlices give its UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimDevice {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub claim: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    /// DRA device sharing (`share_id`, Kubernetes 1.35+).
+    pub share_id: Option<String>,
+}
+
 /// What the kubelet reported in one refresh.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KubeletSnapshot {
     pub allocations: Vec<Allocation>,
+    /// Devices held through DRA claims of the configured drivers.
+    pub claims: Vec<ClaimDevice>,
+    /// Claimed devices of other DRA drivers (not GPUs to us; counted).
+    pub other_driver_devices: u64,
     /// Allocatable replicas per device UUID (1 for an unshared device).
     pub replicas: HashMap<String, u32>,
 }
@@ -213,8 +249,29 @@ fn snapshot(
     filter: &ResourceFilter,
 ) -> KubeletSnapshot {
     let mut allocations = Vec::new();
+    let mut claims = Vec::new();
+    let mut other_driver_devices = 0;
     for pod in list.pod_resources {
         for container in pod.containers {
+            for claim in &container.dynamic_resources {
+                for r in &claim.claim_resources {
+                    if !filter.matches_driver(&r.driver_name) {
+                        other_driver_devices += 1;
+                        continue;
+                    }
+                    claims.push(ClaimDevice {
+                        // A claim lives in its pod's namespace; older kubelets may leave it unset.
+                        namespace: pod.namespace.clone(),
+                        pod: pod.name.clone(),
+                        container: container.name.clone(),
+                        claim: claim.claim_name.clone(),
+                        driver: r.driver_name.clone(),
+                        pool: r.pool_name.clone(),
+                        device: r.device_name.clone(),
+                        share_id: r.share_id.clone(),
+                    });
+                }
+            }
             for devices in container
                 .devices
                 .iter()
@@ -244,6 +301,8 @@ fn snapshot(
     }
     KubeletSnapshot {
         allocations,
+        claims,
+        other_driver_devices,
         replicas,
     }
 }
@@ -319,7 +378,7 @@ mod tests {
             devices: vec![dev("nvidia.com/gpu", &["GPU-a::0", "GPU-a::1", "GPU-b"])],
             ..Default::default()
         };
-        let s = snapshot(list, alloc, &ResourceFilter::new(&[]));
+        let s = snapshot(list.clone(), alloc.clone(), &ResourceFilter::new(&[]));
         assert_eq!(s.allocations.len(), 1);
         assert_eq!(
             s.allocations[0].device,
@@ -330,6 +389,47 @@ mod tests {
         );
         assert_eq!(s.replicas.get("GPU-a"), Some(&2));
         assert_eq!(s.replicas.get("GPU-b"), Some(&1));
+    }
+
+    #[test]
+    fn snapshot_reads_claims_of_configured_drivers() {
+        let res = |driver: &str, device: &str, share: Option<&str>| proto::ClaimResource {
+            cdi_devices: vec![proto::CdiDevice {
+                name: format!("k8s.{driver}/claim=uid-{device}"),
+            }],
+            driver_name: driver.into(),
+            pool_name: "node-1".into(),
+            device_name: device.into(),
+            share_id: share.map(str::to_owned),
+        };
+        let list = proto::ListPodResourcesResponse {
+            pod_resources: vec![proto::PodResources {
+                name: "p".into(),
+                namespace: "ns".into(),
+                containers: vec![proto::ContainerResources {
+                    name: "c".into(),
+                    dynamic_resources: vec![proto::DynamicResource {
+                        claim_name: "gpus".into(),
+                        claim_namespace: "ns".into(),
+                        claim_resources: vec![
+                            res("gpu.nvidia.com", "gpu-0", None),
+                            res("gpu.nvidia.com", "gpu-1", Some("s-1")),
+                            res("net.example.com", "eth1", None),
+                        ],
+                    }],
+                    ..Default::default()
+                }],
+            }],
+        };
+        let s = snapshot(list, Default::default(), &ResourceFilter::new(&[]));
+        assert_eq!(s.other_driver_devices, 1);
+        let devices: Vec<_> = s.claims.iter().map(|c| c.device.as_str()).collect();
+        assert_eq!(devices, ["gpu-0", "gpu-1"]);
+        assert_eq!(s.claims[1].share_id.as_deref(), Some("s-1"));
+        assert_eq!(
+            (s.claims[0].claim.as_str(), s.claims[0].pool.as_str()),
+            ("gpus", "node-1")
+        );
     }
 }
 

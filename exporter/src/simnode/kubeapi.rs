@@ -1,7 +1,9 @@
-//! A small Kubernetes API server for pods: list and watch (with
-//! resourceVersion, chunked JSON event lines) of `/api/v1/pods`, filtered by
-//! `spec.nodeName`. Errors are real status codes with a `Status` body, which
-//! is how the `kube` client reads them.
+//! A small Kubernetes API server for pods and DRA ResourceSlices: list and
+//! watch (with resourceVersion, chunked JSON event lines) of `/api/v1/pods`
+//! and `/apis/resource.k8s.io/<version>/resourceslices`, filtered by
+//! `spec.nodeName`, plus the group's discovery documents. Errors are real
+//! status codes with a `Status` body, which is how the `kube` client reads
+//! them.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -22,13 +24,44 @@ use tokio::sync::watch;
 
 type Body = BoxBody<Bytes, Infallible>;
 
-#[derive(Default)]
+/// The collections served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Collection {
+    Pods,
+    Slices,
+}
+
 struct State {
     rv: u64,
     pods: BTreeMap<String, Pod>,
-    /// (resourceVersion, type, object) — never compacted: a fake's history is short.
-    events: Vec<(u64, &'static str, Value)>,
+    /// ResourceSlices by name, stored as `resource.k8s.io/v1` objects.
+    slices: BTreeMap<String, Value>,
+    /// (resourceVersion, collection, type, object) — never compacted: a fake's history is short.
+    events: Vec<(u64, Collection, &'static str, Value)>,
     down: bool,
+    /// `resource.k8s.io` versions served (none: a cluster without DRA).
+    resource_versions: Vec<&'static str>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            rv: 0,
+            pods: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            events: Vec::new(),
+            down: false,
+            resource_versions: vec!["v1"],
+        }
+    }
+}
+
+impl State {
+    fn record(&mut self, collection: Collection, kind: &'static str, obj: Value) -> u64 {
+        self.rv += 1;
+        self.events.push((self.rv, collection, kind, obj));
+        self.rv
+    }
 }
 
 struct Shared {
@@ -90,16 +123,14 @@ impl FakeKubeApi {
     /// Creates or replaces a pod (ADDED or MODIFIED event).
     pub fn apply(&self, mut pod: Pod) {
         let mut st = self.shared.lock();
-        st.rv += 1;
-        let rv = st.rv;
-        pod.metadata.resource_version = Some(rv.to_string());
+        pod.metadata.resource_version = Some((st.rv + 1).to_string());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let kind = if st.pods.contains_key(&uid) {
             "MODIFIED"
         } else {
             "ADDED"
         };
-        st.events.push((rv, kind, to_value(&pod)));
+        let rv = st.record(Collection::Pods, kind, to_value(&pod));
         st.pods.insert(uid, pod);
         drop(st);
         self.shared.changed.send_replace(rv);
@@ -116,13 +147,52 @@ impl FakeKubeApi {
         let Some(mut pod) = uid.and_then(|u| st.pods.remove(&u)) else {
             return false;
         };
-        st.rv += 1;
-        let rv = st.rv;
-        pod.metadata.resource_version = Some(rv.to_string());
-        st.events.push((rv, "DELETED", to_value(&pod)));
+        pod.metadata.resource_version = Some((st.rv + 1).to_string());
+        let rv = st.record(Collection::Pods, "DELETED", to_value(&pod));
         drop(st);
         self.shared.changed.send_replace(rv);
         true
+    }
+
+    /// Creates or replaces a ResourceSlice (a `resource.k8s.io/v1` object).
+    pub fn apply_slice(&self, mut slice: Value) {
+        let mut st = self.shared.lock();
+        let name = slice
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(meta) = slice.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), json!((st.rv + 1).to_string()));
+        }
+        let kind = if st.slices.contains_key(&name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        let rv = st.record(Collection::Slices, kind, slice.clone());
+        st.slices.insert(name, slice);
+        drop(st);
+        self.shared.changed.send_replace(rv);
+    }
+
+    /// Deletes every ResourceSlice (a DRA driver uninstalled or not yet started).
+    pub fn delete_slices(&self) {
+        let mut st = self.shared.lock();
+        let slices = std::mem::take(&mut st.slices);
+        let mut rv = st.rv;
+        for (_, slice) in slices {
+            rv = st.record(Collection::Slices, "DELETED", slice);
+        }
+        drop(st);
+        self.shared.changed.send_replace(rv);
+    }
+
+    /// The `resource.k8s.io` versions served, newest first; none for a
+    /// cluster without DRA (older than 1.32, or the API group turned off).
+    pub fn set_resource_versions(&self, versions: &[&'static str]) {
+        self.shared.lock().resource_versions = versions.to_vec();
+        self.shared.changed.send_modify(|_| {});
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
@@ -172,13 +242,38 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
             "simulated API server is down",
         );
     }
-    if req.method() != hyper::Method::GET || req.uri().path() != "/api/v1/pods" {
-        return status(
+    let path = req.uri().path();
+    let not_found = || {
+        status(
             StatusCode::NOT_FOUND,
             "NotFound",
-            &format!("{} is not served by the simulated API", req.uri().path()),
-        );
+            &format!("{path} is not served by the simulated API"),
+        )
+    };
+    if req.method() != hyper::Method::GET {
+        return not_found();
     }
+    let (collection, version) = if path == "/api/v1/pods" {
+        (Collection::Pods, "v1")
+    } else if let Some(rest) = path.strip_prefix("/apis/resource.k8s.io/") {
+        let (version, plural) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(version) = shared
+            .lock()
+            .resource_versions
+            .iter()
+            .copied()
+            .find(|v| *v == version)
+        else {
+            return not_found();
+        };
+        match plural {
+            "" => return json_response(StatusCode::OK, &discovery(version)),
+            "resourceslices" => (Collection::Slices, version),
+            _ => return not_found(),
+        }
+    } else {
+        return not_found();
+    };
     let node = query
         .get("fieldSelector")
         .and_then(|f| f.strip_prefix("spec.nodeName="))
@@ -189,23 +284,79 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
             .get("resourceVersion")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        return watch_response(shared.clone(), node, from);
+        return watch_response(shared.clone(), collection, version, node, from);
     }
     shared.lists.fetch_add(1, Ordering::Relaxed);
     let st = shared.lock();
-    let items: Vec<Value> = st
-        .pods
-        .values()
-        .filter(|p| on_node(p, node.as_deref()))
-        .map(to_value)
-        .collect();
+    let (api_version, kind, items): (String, &str, Vec<Value>) = match collection {
+        Collection::Pods => (
+            "v1".into(),
+            "PodList",
+            st.pods
+                .values()
+                .filter(|p| on_node(p, node.as_deref()))
+                .map(to_value)
+                .collect(),
+        ),
+        Collection::Slices => (
+            format!("resource.k8s.io/{version}"),
+            "ResourceSliceList",
+            st.slices
+                .values()
+                .filter(|s| on_node_value(s, node.as_deref()))
+                .map(|s| slice_as(s, version))
+                .collect(),
+        ),
+    };
     let body = json!({
-        "apiVersion": "v1",
-        "kind": "PodList",
+        "apiVersion": api_version,
+        "kind": kind,
         "metadata": { "resourceVersion": st.rv.to_string() },
         "items": items,
     });
     json_response(StatusCode::OK, &body)
+}
+
+/// The `APIResourceList` of `resource.k8s.io/<version>` (the part clients read).
+fn discovery(version: &str) -> Value {
+    let resource = |name: &str, kind: &str, namespaced: bool| {
+        json!({ "name": name, "singularName": "", "namespaced": namespaced, "kind": kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"] })
+    };
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": format!("resource.k8s.io/{version}"),
+        "resources": [
+            resource("deviceclasses", "DeviceClass", false),
+            resource("resourceclaims", "ResourceClaim", true),
+            resource("resourceclaimtemplates", "ResourceClaimTemplate", true),
+            resource("resourceslices", "ResourceSlice", false),
+        ],
+    })
+}
+
+/// A stored `v1` slice as `version` serves it: `v1beta1` nests a device's
+/// attributes and capacity under `basic`.
+fn slice_as(slice: &Value, version: &str) -> Value {
+    let mut s = slice.clone();
+    s["apiVersion"] = json!(format!("resource.k8s.io/{version}"));
+    if version == "v1beta1"
+        && let Some(devices) = s.pointer_mut("/spec/devices").and_then(Value::as_array_mut)
+    {
+        for d in devices.iter_mut() {
+            if let Some(obj) = d.as_object_mut() {
+                let mut basic = serde_json::Map::new();
+                for key in ["attributes", "capacity"] {
+                    if let Some(v) = obj.remove(key) {
+                        basic.insert(key.into(), v);
+                    }
+                }
+                obj.insert("basic".into(), Value::Object(basic));
+            }
+        }
+    }
+    s
 }
 
 fn on_node(pod: &Pod, node: Option<&str>) -> bool {
@@ -216,8 +367,15 @@ fn on_node_value(obj: &Value, node: Option<&str>) -> bool {
     node.is_none_or(|n| obj.pointer("/spec/nodeName").and_then(Value::as_str) == Some(n))
 }
 
-/// Streams the events after `from`, then live ones, until the server goes down.
-fn watch_response(shared: Arc<Shared>, node: Option<String>, from: u64) -> Response<Body> {
+/// Streams the collection's events after `from`, then live ones, until the
+/// server goes down.
+fn watch_response(
+    shared: Arc<Shared>,
+    collection: Collection,
+    version: &'static str,
+    node: Option<String>,
+    from: u64,
+) -> Response<Body> {
     let rx = shared.changed.subscribe();
     let stream = futures::stream::unfold((shared, rx, from), move |(shared, mut rx, mut last)| {
         let node = node.clone();
@@ -230,9 +388,13 @@ fn watch_response(shared: Arc<Shared>, node: Option<String>, from: u64) -> Respo
                     }
                     let mut chunk = String::new();
                     let after = last;
-                    for (rv, kind, obj) in st.events.iter().filter(|(rv, _, _)| *rv > after) {
+                    for (rv, c, kind, obj) in st.events.iter().filter(|e| e.0 > after) {
                         last = *rv;
-                        if on_node_value(obj, node.as_deref()) {
+                        if *c == collection && on_node_value(obj, node.as_deref()) {
+                            let obj = match collection {
+                                Collection::Pods => obj.clone(),
+                                Collection::Slices => slice_as(obj, version),
+                            };
                             chunk.push_str(&json!({ "type": kind, "object": obj }).to_string());
                             chunk.push('\n');
                         }

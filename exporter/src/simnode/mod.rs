@@ -1,14 +1,17 @@
 //! The simulated node behind `--simulate`: the scenario's pods served through
 //! the protocols the production pod mapper reads — a kubelet pod-resources
-//! gRPC server on a temporary unix socket, a Kubernetes API for the pod watch
-//! on 127.0.0.1, and a generated `/proc` tree. Tests reuse it and drive its
-//! changes (pods deleted, kubelet restarted, API server down).
+//! gRPC server on a temporary unix socket (device-plugin `devices` and DRA
+//! `dynamic_resources`), a Kubernetes API for the pod and ResourceSlice
+//! watches on 127.0.0.1, and a generated `/proc` tree. Tests reuse it and
+//! drive its changes (pods deleted, claims released, slices withdrawn,
+//! kubelet restarted, API server down).
 
+pub mod dra;
 pub mod kubeapi;
 pub mod kubelet;
 pub mod procfs;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -43,6 +46,9 @@ pub struct SimNode {
     dir: PathBuf,
     node: String,
     allocatable: proto::AllocatableResourcesResponse,
+    /// GPU or MIG UUID → DRA device name.
+    dra_names: HashMap<String, String>,
+    slices: Vec<serde_json::Value>,
     /// Scenario pods currently on the node, with their layout index.
     pods: Mutex<Vec<(usize, SimPod)>>,
     next_index: AtomicU64,
@@ -62,8 +68,9 @@ impl SimNode {
         std::fs::create_dir_all(dir.join("proc")).map_err(io(dir.display().to_string()))?;
         let pods: Vec<(usize, SimPod)> = scenario.pods.iter().cloned().enumerate().collect();
         let allocatable = allocatable(scenario);
+        let dra_names = dra::device_names(scenario);
         let data = KubeletData {
-            list: list(pods.iter().map(|(_, p)| p)),
+            list: list(pods.iter().map(|(_, p)| p), &scenario.node, &dra_names),
             allocatable: allocatable.clone(),
         };
         let kubelet = FakeKubelet::start(&dir.join("kubelet.sock"), data, rt)
@@ -73,6 +80,8 @@ impl SimNode {
             dir,
             node: scenario.node.clone(),
             allocatable,
+            dra_names,
+            slices: dra::resource_slices(scenario),
             next_index: AtomicU64::new(pods.len() as u64),
             pods: Mutex::new(Vec::new()),
             kubelet: Mutex::new(kubelet),
@@ -92,6 +101,7 @@ impl SimNode {
             sim.publish_pod(i, &pod)?;
             sim.lock_pods().push((i, pod));
         }
+        sim.publish_slices();
         Ok(sim)
     }
 
@@ -179,6 +189,36 @@ impl SimNode {
         self.lock_kubelet().resume().map_err(io("kubelet socket"))
     }
 
+    /// Publishes the node's ResourceSlices (as the DRA driver does at start).
+    pub fn publish_slices(&self) {
+        for s in &self.slices {
+            self.api.apply_slice(s.clone());
+        }
+    }
+
+    /// Withdraws the node's ResourceSlices (driver not running yet, or gone).
+    pub fn delete_slices(&self) {
+        self.api.delete_slices();
+    }
+
+    /// A claim released: the kubelet no longer lists it for the pod.
+    pub fn remove_claim(&self, namespace: &str, pod: &str, claim: &str) -> bool {
+        let mut pods = self.lock_pods();
+        let mut found = false;
+        for (_, p) in pods
+            .iter_mut()
+            .filter(|(_, p)| p.namespace == namespace && p.name == pod)
+        {
+            for c in &mut p.containers {
+                let before = c.claims.len();
+                c.claims.retain(|cl| cl.name != claim);
+                found |= c.claims.len() != before;
+            }
+        }
+        self.sync_kubelet(&pods);
+        found
+    }
+
     pub fn set_api_down(&self, down: bool) {
         self.api.set_down(down);
     }
@@ -198,7 +238,7 @@ impl SimNode {
 
     fn sync_kubelet(&self, pods: &[(usize, SimPod)]) {
         let data = KubeletData {
-            list: list(pods.iter().map(|(_, p)| p)),
+            list: list(pods.iter().map(|(_, p)| p), &self.node, &self.dra_names),
             allocatable: self.allocatable.clone(),
         };
         self.lock_kubelet().set(data);
@@ -220,8 +260,12 @@ impl Drop for SimNode {
     }
 }
 
-/// What `List` answers: every pod with devices, terminal ones included.
-fn list<'a>(pods: impl Iterator<Item = &'a SimPod>) -> proto::ListPodResourcesResponse {
+/// What `List` answers: every pod with devices or claims, terminal ones included.
+fn list<'a>(
+    pods: impl Iterator<Item = &'a SimPod>,
+    node: &str,
+    dra_names: &HashMap<String, String>,
+) -> proto::ListPodResourcesResponse {
     proto::ListPodResourcesResponse {
         pod_resources: pods
             .map(|p| proto::PodResources {
@@ -241,6 +285,7 @@ fn list<'a>(pods: impl Iterator<Item = &'a SimPod>) -> proto::ListPodResourcesRe
                                 topology: None,
                             })
                             .collect(),
+                        dynamic_resources: dra::dynamic_resources(c, &p.namespace, node, dra_names),
                         ..Default::default()
                     })
                     .collect(),
@@ -249,9 +294,17 @@ fn list<'a>(pods: impl Iterator<Item = &'a SimPod>) -> proto::ListPodResourcesRe
     }
 }
 
-/// Every GPU (or MIG instance) of the scenario; time-sliced GPUs as as many
+/// Every GPU (or MIG instance) of the scenario the device plugin manages
+/// (all but those claimed through DRA); time-sliced GPUs as as many
 /// replicas as the pods use (at least the highest replica index + 1).
 fn allocatable(scenario: &Scenario) -> proto::AllocatableResourcesResponse {
+    let claimed: HashSet<&str> = scenario
+        .pods
+        .iter()
+        .flat_map(|p| &p.containers)
+        .flat_map(|c| &c.claims)
+        .flat_map(|c| c.devices.iter().map(String::as_str))
+        .collect();
     // device uuid → (resource, replicas)
     let mut used: BTreeMap<String, (String, Option<u32>)> = BTreeMap::new();
     for d in scenario
@@ -283,10 +336,14 @@ fn allocatable(scenario: &Scenario) -> proto::AllocatableResourcesResponse {
         }
     };
     for gpu in &scenario.gpus {
-        if gpu.mig.is_empty() {
+        if gpu.mig.is_empty() && !claimed.contains(gpu.uuid.as_str()) {
             add(&gpu.uuid, "nvidia.com/gpu".to_owned());
         }
-        for mig in &gpu.mig {
+        for mig in gpu
+            .mig
+            .iter()
+            .filter(|m| !claimed.contains(m.uuid.as_str()))
+        {
             add(&mig.uuid, format!("nvidia.com/mig-{}", mig.profile));
         }
     }
@@ -332,10 +389,7 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
         OwnerReference {
             api_version: api_version.into(),
             kind,
-            uid: format!(
-                "00000000-0000-4000-8000-{:012x}",
-                fnv(&name) & 0xffff_ffff_ffff
-            ),
+            uid: uid_of(&name),
             name,
             controller: Some(true),
             block_owner_deletion: Some(true),
@@ -389,6 +443,14 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
     }
 }
 
+/// A stable UID for a name.
+fn uid_of(name: &str) -> String {
+    format!(
+        "00000000-0000-4000-8000-{:012x}",
+        fnv(name) & 0xffff_ffff_ffff
+    )
+}
+
 /// A stable 10-character hash in the Deployment controller's alphabet.
 fn template_hash(name: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -434,6 +496,7 @@ mod tests {
                     resource: "nvidia.com/gpu".into(),
                     ids: vec!["GPU-x::2".into()],
                 }],
+                claims: vec![],
                 pids: vec![7],
             }],
         }

@@ -625,8 +625,36 @@ pub struct Container {
     pub id: String,
     #[serde(default)]
     pub devices: Vec<DeviceAlloc>,
+    /// Devices allocated through DRA ResourceClaims.
+    #[serde(default)]
+    pub claims: Vec<ClaimAlloc>,
     #[serde(default)]
     pub pids: Vec<u32>,
+}
+
+/// The DRA driver whose devices are GPUs and MIG instances.
+pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+
+fn default_dra_driver() -> String {
+    NVIDIA_DRA_DRIVER.into()
+}
+
+/// Devices a container holds through one DRA ResourceClaim (in the pod's
+/// namespace). The simulated node serves them in pod-resources
+/// `dynamic_resources` and publishes the node's ResourceSlices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimAlloc {
+    /// ResourceClaim name.
+    pub name: String,
+    /// DRA driver. Default `gpu.nvidia.com`.
+    #[serde(default = "default_dra_driver")]
+    pub driver: String,
+    /// GPU or MIG UUIDs for `gpu.nvidia.com`; device names for other drivers.
+    pub devices: Vec<String>,
+    /// DRA device sharing: the `share_id` the kubelet reports.
+    #[serde(default)]
+    pub share_id: Option<String>,
 }
 
 /// Devices allocated to a container by a device plugin.

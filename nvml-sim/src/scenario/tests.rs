@@ -55,6 +55,18 @@ fn default_scenario_loads_and_validates() {
         chat[0].containers[0].devices[0].ids[0],
         format!("{}::0", s.gpus[6].uuid)
     );
+    // DRA: GPU 7 and the free 1g.10gb instance of GPU 5 are held through claims.
+    let claimed: Vec<&str> = s
+        .pods
+        .iter()
+        .flat_map(|p| &p.containers)
+        .flat_map(|c| &c.claims)
+        .flat_map(|c| c.devices.iter().map(String::as_str))
+        .collect();
+    assert_eq!(
+        claimed,
+        [s.gpus[7].uuid.as_str(), s.gpus[5].mig[2].uuid.as_str()]
+    );
 }
 
 #[test]
@@ -158,6 +170,23 @@ fn semantic_errors_are_located() {
     let e = err(&pods);
     assert_eq!(e.path(), Some("pods[0].containers[0].devices[0].ids[0]"));
     assert!(e.message().contains("unknown device"), "{e}");
+
+    let claim = |claims: &str| {
+        format!(
+            "{GPU}pods:\n  - namespace: a\n    name: b\n    uid: c\n    containers:\n      - name: x\n        id: {}\n        claims: {claims}\n",
+            "a".repeat(64)
+        )
+    };
+    let e = err(&claim("[ { name: gpu, devices: [GPU-99] } ]"));
+    assert_eq!(e.path(), Some("pods[0].containers[0].claims[0].devices[0]"));
+    assert!(e.message().contains("unknown device"), "{e}");
+    let e = err(&claim("[ { name: gpu, driver: fpga, devices: [f0] } ]"));
+    assert_eq!(e.path(), Some("pods[0].containers[0].claims[0].driver"));
+    let e = err(&claim("[ { name: gpu, devices: [] } ]"));
+    assert_eq!(e.path(), Some("pods[0].containers[0].claims[0].devices"));
+    // Another driver's devices are names, not UUIDs of this node.
+    let ok = claim("[ { name: nic, driver: net.example.com, devices: [eth1] } ]");
+    assert!(parse(&ok, "t.yaml").is_ok());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::error::FieldPath;
-use super::{Curve, Scenario};
+use super::{ClaimAlloc, Curve, NVIDIA_DRA_DRIVER, Scenario};
 
 /// Maximum number of GPUs in a scenario (handle encoding limit).
 pub const MAX_GPUS: usize = 256;
@@ -506,11 +506,55 @@ pub(crate) fn validate(s: &Scenario) -> Res {
                     }
                 }
             }
+            for (k, claim) in c.claims.iter().enumerate() {
+                check_claim(s, claim, || cp().key("claims").index(k))?;
+            }
             for (k, pid) in c.pids.iter().enumerate() {
                 if *pid == 0 {
                     return fail(cp().key("pids").index(k), "must be > 0");
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// A DRA claim: a named claim of a driver; NVIDIA devices must be GPUs (not
+/// in MIG mode) or MIG instances of this node.
+fn check_claim(s: &Scenario, claim: &ClaimAlloc, at: impl Fn() -> FieldPath) -> Res {
+    if claim.name.is_empty() {
+        return fail(at().key("name"), "must not be empty");
+    }
+    if !claim.driver.contains('.') {
+        return fail(
+            at().key("driver"),
+            format!(
+                "expected a DRA driver name like gpu.nvidia.com, got {:?}",
+                claim.driver
+            ),
+        );
+    }
+    if claim.devices.is_empty() {
+        return fail(at().key("devices"), "a claim allocates at least one device");
+    }
+    for (m, id) in claim.devices.iter().enumerate() {
+        if id.is_empty() {
+            return fail(at().key("devices").index(m), "must not be empty");
+        }
+        if claim.driver != NVIDIA_DRA_DRIVER {
+            continue;
+        }
+        if s.gpu_by_uuid(id).is_none() && s.mig_by_uuid(id).is_none() {
+            return fail(
+                at().key("devices").index(m),
+                format!("unknown device {id:?}: no GPU or MIG instance has this UUID"),
+            );
+        }
+        if s.gpu_by_uuid(id).is_some_and(|(_, g)| g.mig_enabled()) {
+            return fail(
+                at().key("devices").index(m),
+                format!("GPU {id:?} is in MIG mode: claim its MIG instances"),
+            );
         }
     }
     Ok(())
