@@ -4,6 +4,7 @@ pub mod adapter;
 pub mod alerts;
 pub mod bins;
 pub mod exporter;
+pub mod kubeapi;
 pub mod pods;
 pub mod procs;
 pub mod python;

@@ -3,7 +3,9 @@
 //! the real `kubectl`/`curl` clients.
 
 pub mod client;
-pub mod kubefake;
 pub mod pki;
 pub mod procs;
 pub mod prom;
+
+/// The adapter's Kubernetes API is the shared in-memory fake.
+pub use crate::kubeapi as kubefake;
