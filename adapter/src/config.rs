@@ -1,13 +1,14 @@
 //! The metrics configuration: a YAML file (`--config`) or the built-in
 //! presets. Every problem in a file is reported at once, with its key path.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use yaml_serde::Value;
 
+use crate::objects::ObjectKind;
 use crate::presets;
 
 /// Top-level keys of the config file.
@@ -21,6 +22,7 @@ pub const METRIC_KEYS: &[&str] = &[
     "window",
     "description",
     "activation",
+    "objects",
 ];
 /// Placeholders a query template may use.
 pub const PLACEHOLDERS: &[&str] = &["matchers", "namespace"];
@@ -45,13 +47,26 @@ pub struct MetricDef {
     pub description: String,
     /// Active (0→1) when the value is above this; see [`crate::activation`].
     pub activation: f64,
+    /// Per-object queries served on `custom.metrics.k8s.io`, by kind; each
+    /// keeps the kind's object label (`sum by (namespace, pod) (…)`).
+    pub objects: BTreeMap<ObjectKind, String>,
 }
 
 impl MetricDef {
+    /// Served on `external.metrics.k8s.io` (a definition may be custom only).
+    pub fn external(&self) -> bool {
+        !self.query.is_empty()
+    }
+
     /// Fill the template: `${matchers}` gets the translated selector with
     /// the namespace matcher first; `${namespace}` the (validated) namespace.
     pub fn render(&self, namespace: &str, matchers: &str) -> String {
-        self.query
+        self.render_template(&self.query, namespace, matchers)
+    }
+
+    /// [`MetricDef::render`] for another template of this metric (a per-object one).
+    pub fn render_template(&self, template: &str, namespace: &str, matchers: &str) -> String {
+        template
             .replace("${matchers}", matchers)
             .replace("${namespace}", namespace)
     }
@@ -196,6 +211,7 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
             window: DEFAULT_WINDOW,
             description: String::new(),
             activation: DEFAULT_ACTIVATION,
+            objects: BTreeMap::new(),
         };
         let mut has_name = false;
         let mut has_query = false;
@@ -250,6 +266,7 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
                     Some(s) => def.description = s,
                     None => issues.push(issue(&at(key), "expected a string")),
                 },
+                "objects" => parse_objects(v, &at(key), &mut def.objects, issues),
                 other => issues.push(issue(
                     &at(other),
                     format!("unknown key (expected one of {METRIC_KEYS:?})"),
@@ -259,11 +276,43 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
         if !has_name {
             issues.push(issue(&at("name"), "missing"));
         }
-        if !has_query {
-            issues.push(issue(&at("query"), "missing"));
+        if !has_query && def.objects.is_empty() {
+            issues.push(issue(&at("query"), "missing (or give `objects`)"));
         }
         if issues.len() == before {
             out.push(def);
+        }
+    }
+}
+
+/// `objects: {pods: <template>, services: <template>}`.
+fn parse_objects(
+    v: &Value,
+    at: &str,
+    out: &mut BTreeMap<ObjectKind, String>,
+    issues: &mut Vec<Issue>,
+) {
+    let Value::Mapping(m) = v else {
+        issues.push(issue(at, "expected a mapping of object kind to query"));
+        return;
+    };
+    for (k, q) in m {
+        let key = k.as_str().unwrap_or("?");
+        let at = format!("{at}.{key}");
+        let Some(kind) = ObjectKind::from_resource(key) else {
+            let known: Vec<&str> = ObjectKind::ALL.iter().map(|k| k.resource()).collect();
+            issues.push(issue(
+                &at,
+                format!("unknown object kind (known: {known:?})"),
+            ));
+            continue;
+        };
+        match q.as_str() {
+            Some(q) => {
+                check_template(q, &at, issues);
+                out.insert(kind, q.to_string());
+            }
+            None => issues.push(issue(&at, "expected a PromQL template string")),
         }
     }
 }
@@ -388,6 +437,30 @@ mod tests {
                 "metrics[1].activation",
             ],
             "{issues:#?}"
+        );
+    }
+
+    #[test]
+    fn objects_are_per_kind_templates() {
+        let c = MetricsConfig::parse(
+            "metrics:\n  - name: gateway_pending\n    objects:\n      services: sum by (namespace, service) (pending{${matchers}})\n",
+        )
+        .unwrap();
+        let m = c.get("gateway_pending").unwrap();
+        assert!(!m.external());
+        assert!(m.objects.contains_key(&ObjectKind::Services));
+        let issues = MetricsConfig::parse(
+            "metrics:\n  - name: a\n    objects:\n      nodes: x{${matchers}}\n      pods: y\n  - name: b\n",
+        )
+        .unwrap_err();
+        let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "metrics[0].objects.nodes",
+                "metrics[0].objects.pods",
+                "metrics[1].query"
+            ]
         );
     }
 

@@ -15,6 +15,8 @@ pub mod cli;
 pub mod config;
 pub mod keda;
 pub mod logging;
+pub mod objects;
+pub mod pods;
 pub mod presets;
 pub mod prometheus;
 pub mod provider;
@@ -33,6 +35,7 @@ use crate::api::{Api, Security};
 use crate::auth::{Authenticator, Authorizer, KubeAuthApi, SharedSources, SourceFlags};
 use crate::cli::Args;
 use crate::config::MetricsConfig;
+use crate::pods::PodCache;
 use crate::prometheus::{CacheSettings, ClientSettings, PollCache, PromClient, PromProvider};
 use crate::selfmetrics::SelfMetrics;
 use crate::tls::ReloadingResolver;
@@ -97,9 +100,27 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         },
     ));
     tokio::spawn(cache.clone().run_poller());
+    // The Kubernetes API: authentication and authorization, and the pod
+    // lists of per-pod custom metrics (in --dev only with --kubeconfig).
+    let kube = if args.dev && args.kubeconfig.is_none() {
+        None
+    } else {
+        Some(Arc::new(
+            KubeAuthApi::connect(args.kubeconfig.as_deref()).await?,
+        ))
+    };
     let config = Arc::new(config);
-    let provider = PromProvider::new(config.clone(), cache.clone());
+    let mut provider = PromProvider::new(config.clone(), cache.clone());
     let keda_provider = Arc::new(PromProvider::new(config, cache.clone()));
+    if let Some(kube) = &kube {
+        let pods = Arc::new(PodCache::new(
+            kube.clone(),
+            args.poll_interval,
+            args.idle_expiry,
+        ));
+        tokio::spawn(pods.clone().run());
+        provider = provider.with_pods(pods);
+    }
 
     let (listen, metrics_listen, key, security) = if args.dev {
         let local = |a: SocketAddr| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port());
@@ -113,7 +134,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             None,
         )
     } else {
-        let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) else {
+        let (Some(cert), Some(key), Some(kube)) = (&args.tls_cert_file, &args.tls_key_file, kube)
+        else {
             return Err(AppError::AuthSetup(
                 "--tls-cert-file and --tls-key-file are required (or --dev)".into(),
             ));
@@ -123,7 +145,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             args.listen,
             args.metrics_listen,
             pair,
-            Some(security(&args).await?),
+            Some(security(&args, kube).await?),
         )
     };
     let resolver = ReloadingResolver::new(key);
@@ -196,8 +218,7 @@ async fn shutdown() {
 /// Authentication: CAs from files given by flag, else from the
 /// `kube-system/extension-apiserver-authentication` ConfigMap (re-read
 /// every `--authentication-config-refresh`).
-async fn security(args: &Args) -> Result<Security, AppError> {
-    let kube = Arc::new(KubeAuthApi::connect(args.kubeconfig.as_deref()).await?);
+async fn security(args: &Args, kube: Arc<KubeAuthApi>) -> Result<Security, AppError> {
     let flags = SourceFlags {
         client_ca_file: args.client_ca_file.clone(),
         requestheader_client_ca_file: args.requestheader_client_ca_file.clone(),

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::config::{EmptyPolicy, MetricDef};
+use crate::objects::ObjectKind;
 
 /// Names of the presets, in documentation order.
 pub const NAMES: &[&str] = &[
@@ -22,8 +23,27 @@ pub const NAMES: &[&str] = &[
 /// instances); averaged over pods.
 pub const GPU_PRESSURE_QUERY: &str = r#"avg(max by (namespace, pod) (label_replace(gpu_utilization_ratio{${matchers}}, "signal", "utilization", "", "") or label_replace(gpu_dram_active_ratio{${matchers}}, "signal", "dram", "", "") or label_replace(gpu_memory_used_bytes{${matchers}} / gpu_memory_total_bytes{${matchers}}, "signal", "memory", "", "") or label_replace(gpu_pod_sm_utilization_ratio{${matchers}}, "signal", "pod_sm", "", "")))"#;
 
+/// GPU pressure of each pod: the same per-pod maximum that
+/// [`GPU_PRESSURE_QUERY`] averages.
+pub const GPU_PRESSURE_PER_POD_QUERY: &str = r#"max by (namespace, pod) (label_replace(gpu_utilization_ratio{${matchers}}, "signal", "utilization", "", "") or label_replace(gpu_dram_active_ratio{${matchers}}, "signal", "dram", "", "") or label_replace(gpu_memory_used_bytes{${matchers}} / gpu_memory_total_bytes{${matchers}}, "signal", "memory", "", "") or label_replace(gpu_pod_sm_utilization_ratio{${matchers}}, "signal", "pod_sm", "", ""))"#;
+
+/// The per-pod query (custom metrics API, `pods/<name>`) of a preset.
+fn per_pod(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "vllm_queue_depth" => "sum by (namespace, pod) (vllm:num_requests_waiting{${matchers}})",
+        "vllm_kv_cache_usage" => "avg by (namespace, pod) (vllm:kv_cache_usage_perc{${matchers}})",
+        "gpu_pressure" => GPU_PRESSURE_PER_POD_QUERY,
+        _ => return None,
+    })
+}
+
 fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
+    let objects = per_pod(name)
+        .map(|q| (ObjectKind::Pods, q.to_string()))
+        .into_iter()
+        .collect();
     MetricDef {
+        objects,
         name: name.into(),
         query: query.into(),
         empty: EmptyPolicy::Error,
@@ -105,5 +125,24 @@ mod tests {
             );
             MetricsConfig::parse(&text).unwrap();
         }
+    }
+
+    #[test]
+    fn per_pod_gpu_pressure_is_what_the_external_one_averages() {
+        assert_eq!(
+            GPU_PRESSURE_QUERY,
+            format!("avg({GPU_PRESSURE_PER_POD_QUERY})")
+        );
+        let c = MetricsConfig::presets();
+        let pods: Vec<&str> = c
+            .metrics()
+            .iter()
+            .filter(|m| m.objects.contains_key(&ObjectKind::Pods))
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(
+            pods,
+            ["vllm_queue_depth", "vllm_kv_cache_usage", "gpu_pressure"]
+        );
     }
 }

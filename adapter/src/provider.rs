@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use crate::objects::ObjectKind;
+use crate::selector::Requirement;
+
 /// One value of an external metric.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricValue {
@@ -21,6 +24,44 @@ pub struct Reading {
     pub metric: String,
     pub items: Vec<MetricValue>,
     pub window_secs: u64,
+}
+
+/// Which objects a custom-metrics request is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// One object by name (for namespaces: the namespace itself).
+    Name(&'a str),
+    /// `pods/*`: the pods matching this Kubernetes label selector.
+    Selector(&'a str),
+}
+
+/// A custom-metrics request: `metric` of `kind` objects in `namespace`.
+#[derive(Debug, Clone)]
+pub struct ObjectRequest<'a> {
+    pub kind: ObjectKind,
+    pub namespace: &'a str,
+    pub target: Target<'a>,
+    pub metric: &'a str,
+    /// `metricLabelSelector`, narrowing the series (Prometheus labels).
+    pub metric_selector: &'a str,
+}
+
+/// One object's value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectValue {
+    pub name: String,
+    pub value: f64,
+    pub timestamp: i64,
+}
+
+/// What the provider answers for a custom-metrics request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectReading {
+    pub metric: String,
+    pub items: Vec<ObjectValue>,
+    pub window_secs: u64,
+    /// The parsed `metricLabelSelector`, echoed in the answer (None when absent).
+    pub selector: Option<Vec<Requirement>>,
 }
 
 /// Why a provider could not answer; each maps to one HTTP status.
@@ -50,4 +91,12 @@ pub trait Provider: Send + Sync + 'static {
         namespace: &str,
         selector: &str,
     ) -> impl Future<Output = Result<Reading, ProviderError>> + Send;
+    /// (kind, metric) pairs served on the custom metrics API.
+    fn object_metrics(&self) -> Vec<(ObjectKind, String)>;
+    /// Per-object values for a custom-metrics request; objects without a
+    /// series are left out, and none at all is an error.
+    fn get_objects(
+        &self,
+        req: &ObjectRequest<'_>,
+    ) -> impl Future<Output = Result<ObjectReading, ProviderError>> + Send;
 }

@@ -247,8 +247,22 @@ impl Parser {
     }
 }
 
-/// Parse a Kubernetes label selector (the `labelSelector` query parameter).
+/// Parse a Kubernetes label selector (the `labelSelector` query parameter)
+/// whose keys are Prometheus labels.
 pub fn parse(input: &str) -> Result<Vec<Requirement>, SelectorError> {
+    parse_with(input, validate_key)
+}
+
+/// Parse a selector of Kubernetes object labels (`app.kubernetes.io/name`
+/// is fine): the pod selector an HPA sends for `pods/*`.
+pub fn parse_kube(input: &str) -> Result<Vec<Requirement>, SelectorError> {
+    parse_with(input, validate_kube_key)
+}
+
+fn parse_with(
+    input: &str,
+    validate_key: fn(&str) -> Result<(), SelectorError>,
+) -> Result<Vec<Requirement>, SelectorError> {
     let toks = lex(input)?;
     let mut p = Parser {
         toks,
@@ -288,8 +302,20 @@ pub fn parse(input: &str) -> Result<Vec<Requirement>, SelectorError> {
     Ok(reqs)
 }
 
-/// Kubernetes label key syntax: `[prefix/]name`.
+/// Kubernetes label key syntax, and a Prometheus label that is not reserved.
 fn validate_key(key: &str) -> Result<(), SelectorError> {
+    validate_kube_key(key)?;
+    if !is_prom_label(key) {
+        return Err(SelectorError::NotPromLabel(key.to_string()));
+    }
+    if key == "namespace" || key.starts_with("__") {
+        return Err(SelectorError::Reserved(key.to_string()));
+    }
+    Ok(())
+}
+
+/// Kubernetes label key syntax: `[prefix/]name`.
+fn validate_kube_key(key: &str) -> Result<(), SelectorError> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -315,12 +341,6 @@ fn validate_key(key: &str) -> Result<(), SelectorError> {
             pos: 0,
             msg: format!("invalid label key {key:?}"),
         });
-    }
-    if !is_prom_label(key) {
-        return Err(SelectorError::NotPromLabel(key.to_string()));
-    }
-    if key == "namespace" || key.starts_with("__") {
-        return Err(SelectorError::Reserved(key.to_string()));
     }
     Ok(())
 }
@@ -420,6 +440,67 @@ pub fn to_matchers(namespace: &str, reqs: &[Requirement]) -> Result<String, Sele
     Ok(out)
 }
 
+/// Requirements back in selector text, canonical order (what a cache keys on).
+pub fn to_text(reqs: &[Requirement]) -> String {
+    let list = |vs: &[String]| vs.join(",");
+    reqs.iter()
+        .map(|r| match r {
+            Requirement::Equals(k, v) => format!("{k}={v}"),
+            Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+            Requirement::In(k, vs) => format!("{k} in ({})", list(vs)),
+            Requirement::NotIn(k, vs) => format!("{k} notin ({})", list(vs)),
+            Requirement::Exists(k) => k.clone(),
+            Requirement::DoesNotExist(k) => format!("!{k}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A `metav1.LabelSelector` object, as the custom metrics API echoes the
+/// metric selector.
+pub fn to_label_selector(reqs: &[Requirement]) -> serde_json::Value {
+    let mut labels = serde_json::Map::new();
+    let mut exprs = Vec::new();
+    let expr = |k: &str, op: &str, vs: &[String]| {
+        let mut e = serde_json::json!({"key": k, "operator": op});
+        if !vs.is_empty() {
+            e["values"] = serde_json::json!(vs);
+        }
+        e
+    };
+    for r in reqs {
+        match r {
+            Requirement::Equals(k, v) => {
+                labels.insert(k.clone(), v.clone().into());
+            }
+            Requirement::NotEquals(k, v) => exprs.push(expr(k, "NotIn", std::slice::from_ref(v))),
+            Requirement::In(k, vs) => exprs.push(expr(k, "In", vs)),
+            Requirement::NotIn(k, vs) => exprs.push(expr(k, "NotIn", vs)),
+            Requirement::Exists(k) => exprs.push(expr(k, "Exists", &[])),
+            Requirement::DoesNotExist(k) => exprs.push(expr(k, "DoesNotExist", &[])),
+        }
+    }
+    let mut out = serde_json::Map::new();
+    if !labels.is_empty() {
+        out.insert("matchLabels".into(), labels.into());
+    }
+    if !exprs.is_empty() {
+        out.insert("matchExpressions".into(), exprs.into());
+    }
+    out.into()
+}
+
+/// `label=~"a|b"` (or `label="a"`) matching exactly these names.
+pub fn names_matcher(label: &str, names: &[String]) -> String {
+    match names {
+        [one] => format!("{label}=\"{}\"", escape_promql(one)),
+        _ => {
+            let alt: Vec<String> = names.iter().map(|n| escape_regex(n)).collect();
+            format!("{label}=~\"{}\"", escape_promql(&alt.join("|")))
+        }
+    }
+}
+
 /// Parse and translate in one step.
 pub fn translate(namespace: &str, selector: &str) -> Result<String, SelectorError> {
     to_matchers(namespace, &parse(selector)?)
@@ -440,6 +521,26 @@ mod tests {
             m,
             r#"namespace="inference",app="chat",canary!="",env!="dev",gpu!~"h100",legacy="",tier="web",zone=~"a|b\\.c""#
         );
+    }
+
+    #[test]
+    fn pod_selectors_take_kubernetes_keys_and_round_trip() {
+        let r = parse_kube("app.kubernetes.io/name=chat,tier in (b,a),!legacy").unwrap();
+        assert_eq!(
+            to_text(&r),
+            "app.kubernetes.io/name=chat,!legacy,tier in (a,b)"
+        );
+        assert_eq!(parse_kube(&to_text(&r)).unwrap(), r);
+        assert!(parse_kube("app=x\"").is_err());
+        assert!(parse_kube("a>1").is_err());
+        let sel = to_label_selector(&parse("model=m,tier notin (x)").unwrap());
+        assert_eq!(sel["matchLabels"]["model"], "m");
+        assert_eq!(sel["matchExpressions"][0]["operator"], "NotIn");
+        assert_eq!(
+            names_matcher("pod", &["a.b".into(), "c".into()]),
+            r#"pod=~"a\\.b|c""#
+        );
+        assert_eq!(names_matcher("pod", &["a\"".into()]), r#"pod="a\"""#);
     }
 
     #[test]

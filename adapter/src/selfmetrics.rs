@@ -7,11 +7,15 @@ use std::time::Duration;
 
 /// Names and kinds, as documented in docs/adapter.md.
 pub const FAMILIES: &[(&str, &str, &str)] = &[
-    ("gpuscale_adapter_requests_total", "counter", "metric,code"),
+    (
+        "gpuscale_adapter_requests_total",
+        "counter",
+        "api,metric,code",
+    ),
     (
         "gpuscale_adapter_request_duration_seconds",
         "histogram",
-        "metric,code",
+        "api,metric,code",
     ),
     (
         "gpuscale_adapter_prometheus_queries_total",
@@ -66,7 +70,7 @@ impl Histogram {
 
 #[derive(Default)]
 struct Inner {
-    requests: BTreeMap<(String, u16), (u64, Histogram)>,
+    requests: BTreeMap<(&'static str, String, u16), (u64, Histogram)>,
     queries: BTreeMap<(String, &'static str), u64>,
     query_durations: BTreeMap<String, Histogram>,
     values: BTreeMap<String, f64>,
@@ -89,10 +93,14 @@ impl SelfMetrics {
         f(&mut g)
     }
 
-    /// One API request (`metric` is "" for discovery and other paths).
-    pub fn request(&self, metric: &str, code: u16, took: Duration) {
+    /// One API request (`api` is `external` or `custom`; `metric` is "" for
+    /// discovery and other paths).
+    pub fn request(&self, api: &'static str, metric: &str, code: u16, took: Duration) {
         self.with(|i| {
-            let e = i.requests.entry((metric.to_string(), code)).or_default();
+            let e = i
+                .requests
+                .entry((api, metric.to_string(), code))
+                .or_default();
             e.0 += 1;
             e.1.observe(REQUEST_BUCKETS, took.as_secs_f64());
         });
@@ -149,12 +157,12 @@ impl SelfMetrics {
             o,
             "gpuscale_adapter_requests_total",
             "counter",
-            "API requests by metric and HTTP code.",
+            "API requests by API (external, custom), metric and HTTP code.",
         )?;
-        for ((m, c), (n, _)) in &requests {
+        for ((a, m, c), (n, _)) in &requests {
             writeln!(
                 o,
-                "gpuscale_adapter_requests_total{{metric=\"{}\",code=\"{c}\"}} {n}",
+                "gpuscale_adapter_requests_total{{api=\"{a}\",metric=\"{}\",code=\"{c}\"}} {n}",
                 esc(m)
             )?;
         }
@@ -164,11 +172,11 @@ impl SelfMetrics {
             "histogram",
             "API request latency.",
         )?;
-        for ((m, c), (_, h)) in &requests {
+        for ((a, m, c), (_, h)) in &requests {
             histo(
                 o,
                 "gpuscale_adapter_request_duration_seconds",
-                &format!("metric=\"{}\",code=\"{c}\"", esc(m)),
+                &format!("api=\"{a}\",metric=\"{}\",code=\"{c}\"", esc(m)),
                 REQUEST_BUCKETS,
                 h,
             )?;

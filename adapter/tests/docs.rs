@@ -104,6 +104,15 @@ fn presets_match_names_windows_and_queries() {
             "docs/adapter.md lacks the query of {}:\n{line}",
             def.name
         );
+        for (kind, q) in &def.objects {
+            let line = format!("- `{}` per {}: `{q}`", def.name, kind.label());
+            assert!(
+                text.contains(&line),
+                "docs/adapter.md lacks the per-{} query of {}:\n{line}",
+                kind.label(),
+                def.name
+            );
+        }
     }
 }
 

@@ -113,6 +113,7 @@ fn def(empty: EmptyPolicy, freshness: Duration) -> Arc<MetricDef> {
         window: Duration::from_secs(60),
         description: String::new(),
         activation: 0.0,
+        objects: Default::default(),
     })
 }
 

@@ -7,7 +7,9 @@
 
 use gpuscale_adapter::config::MetricsConfig;
 use gpuscale_adapter::presets;
-use gpuscale_adapter::selector::{Requirement, to_matchers, translate};
+use gpuscale_adapter::selector::{
+    Requirement, names_matcher, parse_kube, to_matchers, to_text, translate,
+};
 use proptest::prelude::*;
 
 /// Parse a matcher list as PromQL would: `name op "string"` separated by
@@ -49,11 +51,12 @@ fn parse_matchers(s: &str) -> Option<Vec<(String, String, String)>> {
                     });
                     i += 2;
                 }
-                c if c < 0x80 => {
-                    value.push(c as char);
-                    i += 1;
+                // PromQL strings are UTF-8.
+                _ => {
+                    let ch = s.get(i..)?.chars().next()?;
+                    value.push(ch);
+                    i += ch.len_utf8();
                 }
-                _ => return None,
             }
         }
         i += 1;
@@ -175,6 +178,58 @@ proptest! {
             prop_assert_eq!(strip_strings(&q).replace(&strip_strings(&m), "M"), strip_strings(&safe).replace("namespace=\"\"", "M"));
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Custom metrics: whatever the metric selector and the object names
+    /// (pod names come from the Kubernetes API, service names from the
+    /// path), the matchers stay a flat list, the namespace first, and each
+    /// name matches only itself.
+    #[test]
+    fn object_matchers_are_safe(parts in prop::collection::vec(evil_string(), 1..4), names in prop::collection::vec(evil_string().prop_filter("non-empty", |s| !s.is_empty()), 1..4)) {
+        let Ok(mut m) = translate("inference", &parts.join(",")) else { return Ok(()) };
+        m.push(',');
+        m.push_str(&names_matcher("pod", &names));
+        assert_safe("inference", &m);
+        let parsed = parse_matchers(&m).expect("matchers");
+        let (label, op, value) = parsed.last().expect("pod matcher");
+        prop_assert_eq!(label, "pod");
+        if op == "=" {
+            prop_assert_eq!(value, &names[0]);
+        } else {
+            prop_assert_eq!(op, "=~");
+            prop_assert_eq!(regex_alternatives(value), names);
+        }
+    }
+
+    /// The pod selector an HPA sends: refused or re-rendered to text that
+    /// parses back to the same requirements (what the pod-list cache keys on
+    /// and what the Kubernetes API receives).
+    #[test]
+    fn pod_selectors_are_refused_or_canonical(parts in prop::collection::vec(evil_string(), 1..6)) {
+        if let Ok(r) = parse_kube(&parts.join(",")) {
+            prop_assert_eq!(parse_kube(&to_text(&r)).expect("canonical text parses"), r);
+        }
+    }
+}
+
+/// The literal alternatives of an escaped `a|b\\.c` regex.
+fn regex_alternatives(re: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = re.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.last_mut().expect("one").extend(chars.next()),
+            '|' => out.push(String::new()),
+            c => {
+                assert!(!"\\.+*?()|[]{}^$".contains(c), "unescaped {c:?} in {re}");
+                out.last_mut().expect("one").push(c);
+            }
+        }
+    }
+    out
 }
 
 /// Blank out the contents of double-quoted strings.

@@ -574,8 +574,8 @@ fn self_metrics_count_requests_and_queries() {
     read("inference", "tgi_queue_size", "workload=tgi");
     let text = w.adapter.self_metrics();
     for needle in [
-        r#"gpuscale_adapter_requests_total{metric="tgi_queue_size",code="200"}"#,
-        r#"gpuscale_adapter_request_duration_seconds_bucket{metric="tgi_queue_size",code="200",le="+Inf"}"#,
+        r#"gpuscale_adapter_requests_total{api="external",metric="tgi_queue_size",code="200"}"#,
+        r#"gpuscale_adapter_request_duration_seconds_bucket{api="external",metric="tgi_queue_size",code="200",le="+Inf"}"#,
         r#"gpuscale_adapter_prometheus_queries_total{metric="tgi_queue_size",result="ok"}"#,
         r#"gpuscale_adapter_prometheus_query_duration_seconds_count{metric="tgi_queue_size"}"#,
         r#"gpuscale_adapter_metric_value{metric="tgi_queue_size"} 5"#,

@@ -12,7 +12,7 @@ fn group() -> Value {
 /// `GET /apis` (always the plain APIGroupList; an aggregator asking for
 /// aggregated discovery falls back to it).
 pub fn group_list() -> Value {
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group()]})
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group(), super::custom::group()]})
 }
 
 /// `GET /apis/external.metrics.k8s.io`.

@@ -1,7 +1,9 @@
-//! The `external.metrics.k8s.io/v1beta1` API as kube-apiserver and the HPA
-//! use it. It asks a [`Provider`] for values and renders what comes back or
-//! a `Status`; it knows nothing of Prometheus.
+//! The `external.metrics.k8s.io/v1beta1` API (and, in [`custom`],
+//! `custom.metrics.k8s.io`) as kube-apiserver and the HPA use them. It asks
+//! a [`Provider`] for values and renders what comes back or a `Status`; it
+//! knows nothing of Prometheus.
 
+pub mod custom;
 pub mod discovery;
 pub mod quantity;
 pub mod status;
@@ -42,6 +44,7 @@ enum Route<'a> {
     Group,
     Version,
     Value { namespace: &'a str, metric: &'a str },
+    Custom(custom::Route<'a>),
     NotFound,
 }
 
@@ -53,6 +56,11 @@ fn route(path: &str) -> Route<'_> {
         "/apis/external.metrics.k8s.io" => return Route::Group,
         "/apis/external.metrics.k8s.io/v1beta1" => return Route::Version,
         _ => {}
+    }
+    if let Some(rest) = path.strip_prefix("/apis/custom.metrics.k8s.io")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return Route::Custom(custom::route(rest));
     }
     let Some(rest) = path.strip_prefix("/apis/external.metrics.k8s.io/v1beta1/namespaces/") else {
         return Route::NotFound;
@@ -85,14 +93,23 @@ impl<P: Provider> Api<P> {
     ) -> Response<Full<Bytes>> {
         let start = Instant::now();
         let r = route(uri.path());
-        let label = match &r {
-            Route::Value { metric, .. } => self.provider.canonical_name(metric).unwrap_or_default(),
-            _ => String::new(),
+        let (api, label) = match &r {
+            Route::Value { metric, .. } => (
+                "external",
+                self.provider.canonical_name(metric).unwrap_or_default(),
+            ),
+            Route::Custom(custom::Route::Value { metric, .. }) => (
+                "custom",
+                self.provider.canonical_name(metric).unwrap_or_default(),
+            ),
+            Route::Custom(_) => ("custom", String::new()),
+            _ => ("external", String::new()),
         };
+        let health = matches!(r, Route::Health);
         let resp = self.dispatch(method, uri, headers, certs, r).await;
-        if !matches!(route(uri.path()), Route::Health) {
+        if !health {
             self.metrics
-                .request(&label, resp.status().as_u16(), start.elapsed());
+                .request(api, &label, resp.status().as_u16(), start.elapsed());
         }
         resp
     }
@@ -111,10 +128,17 @@ impl<P: Provider> Api<P> {
         if let Some(sec) = &self.security {
             let attrs = match &r {
                 Route::Value { namespace, metric } => Attributes::Resource {
+                    group: GROUP,
+                    version: VERSION,
                     namespace: namespace.to_string(),
                     resource: metric.to_ascii_lowercase(),
+                    name: String::new(),
                     verb: "list".into(),
                 },
+                Route::Custom(c) => custom::attributes(c).unwrap_or(Attributes::NonResource {
+                    path: uri.path().to_string(),
+                    verb: "get".into(),
+                }),
                 _ => Attributes::NonResource {
                     path: uri.path().to_string(),
                     verb: "get".into(),
@@ -171,6 +195,7 @@ impl<P: Provider> Api<P> {
                     }
                 }
             }
+            Route::Custom(c) => custom::handle(&self.provider, c, uri.query().unwrap_or("")).await,
             Route::NotFound => status::status(
                 StatusCode::NOT_FOUND,
                 &format!(
@@ -217,11 +242,17 @@ pub fn render(r: &Reading) -> Response<Full<Bytes>> {
 
 /// The `labelSelector` query parameter, percent-decoded ("" when absent).
 pub fn label_selector(query: &str) -> Result<String, String> {
+    query_param(query, "labelSelector")
+}
+
+/// A query parameter, percent-decoded ("" when absent).
+pub fn query_param(query: &str, name: &str) -> Result<String, String> {
     let mut out = String::new();
     for pair in query.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == "labelSelector" {
-            out = percent_decode(v).ok_or("labelSelector is not valid percent-encoded UTF-8")?;
+        if k == name {
+            out = percent_decode(v)
+                .ok_or_else(|| format!("{name} is not valid percent-encoded UTF-8"))?;
         }
     }
     Ok(out)

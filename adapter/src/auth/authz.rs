@@ -10,10 +10,15 @@ use super::{AuthError, User};
 /// What a request does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Attributes {
-    /// `get` on external metric `resource` in `namespace`.
+    /// `verb` on `resource` (an external metric, or `<kind>/<metric>` of a
+    /// custom one) of `group`/`version` in `namespace`; `name` is the object
+    /// (empty for a list).
     Resource {
+        group: &'static str,
+        version: &'static str,
         namespace: String,
         resource: String,
+        name: String,
         verb: String,
     },
     /// A discovery path.
@@ -81,14 +86,14 @@ impl Authorizer {
         }
         let what = match attrs {
             Attributes::Resource {
+                group,
                 namespace,
                 resource,
                 verb,
+                ..
             } => format!(
-                "{resource}.{} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {:?} in the namespace {namespace:?}",
-                crate::api::GROUP,
+                "{resource}.{group} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {namespace:?}",
                 user.name,
-                crate::api::GROUP
             ),
             Attributes::NonResource { path, verb } => {
                 format!(

@@ -1,5 +1,6 @@
 //! The Kubernetes API calls the adapter makes: the authentication
-//! ConfigMap, TokenReview and SubjectAccessReview.
+//! ConfigMap, TokenReview, SubjectAccessReview and the pod lists behind
+//! per-pod custom metrics.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,9 +9,9 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 
 use super::User;
 use super::authz::Attributes;
@@ -59,6 +60,28 @@ impl KubeAuthApi {
         Ok(cm.data.unwrap_or_default())
     }
 
+    /// Names of the pods in `namespace` matching `selector` that are not
+    /// finished (Succeeded or Failed pods no longer serve).
+    pub async fn pod_names(
+        &self,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<String>, KubeError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let list = api.list(&ListParams::default().labels(selector)).await?;
+        let mut names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Ask who a bearer token belongs to; `None` when not authenticated.
     pub async fn token_review(&self, token: &str) -> Result<Option<User>, KubeError> {
         let api: Api<TokenReview> = Api::all(self.client.clone());
@@ -93,15 +116,19 @@ impl KubeAuthApi {
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let (resource_attributes, non_resource_attributes) = match attrs {
             Attributes::Resource {
+                group,
+                version,
                 namespace,
                 resource,
+                name,
                 verb,
             } => (
                 Some(ResourceAttributes {
-                    group: Some(crate::api::GROUP.into()),
-                    version: Some(crate::api::VERSION.into()),
+                    group: Some(group.to_string()),
+                    version: Some(version.to_string()),
                     resource: Some(resource.clone()),
                     namespace: Some(namespace.clone()),
+                    name: (!name.is_empty()).then(|| name.clone()),
                     verb: Some(verb.clone()),
                     ..Default::default()
                 }),

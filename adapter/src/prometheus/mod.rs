@@ -3,11 +3,16 @@
 
 pub mod cache;
 pub mod client;
+mod objects;
 
 use std::sync::Arc;
 
 use crate::config::{MetricDef, MetricsConfig};
-use crate::provider::{MetricValue, Provider, ProviderError, Reading};
+use crate::objects::ObjectKind;
+use crate::pods::PodCache;
+use crate::provider::{
+    MetricValue, ObjectReading, ObjectRequest, Provider, ProviderError, Reading,
+};
 use crate::selector;
 
 pub use cache::{CacheSettings, PollCache};
@@ -17,11 +22,22 @@ pub use client::{ClientSettings, PromClient, QueryError};
 pub struct PromProvider {
     config: Arc<MetricsConfig>,
     cache: Arc<PollCache>,
+    pods: Option<Arc<PodCache>>,
 }
 
 impl PromProvider {
     pub fn new(config: Arc<MetricsConfig>, cache: Arc<PollCache>) -> Self {
-        Self { config, cache }
+        Self {
+            config,
+            cache,
+            pods: None,
+        }
+    }
+
+    /// Resolve `pods/*` selectors through this pod-list cache.
+    pub fn with_pods(mut self, pods: Arc<PodCache>) -> Self {
+        self.pods = Some(pods);
+        self
     }
 
     /// The definition and query of (metric, namespace, selector).
@@ -34,6 +50,7 @@ impl PromProvider {
         let def = self
             .config
             .get(metric)
+            .filter(|m| m.external())
             .ok_or_else(|| ProviderError::UnknownMetric(metric.to_string()))?;
         let matchers = selector::translate(namespace, selector_text)
             .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
@@ -90,12 +107,28 @@ impl Provider for PromProvider {
         self.config
             .metrics()
             .iter()
+            .filter(|m| m.external())
             .map(|m| m.name.clone())
             .collect()
     }
 
     fn canonical_name(&self, metric: &str) -> Option<String> {
         self.config.get(metric).map(|m| m.name.clone())
+    }
+
+    fn object_metrics(&self) -> Vec<(ObjectKind, String)> {
+        let mut out: Vec<(ObjectKind, String)> = self
+            .config
+            .metrics()
+            .iter()
+            .flat_map(|m| m.objects.keys().map(|k| (*k, m.name.clone())))
+            .collect();
+        out.sort();
+        out
+    }
+
+    async fn get_objects(&self, req: &ObjectRequest<'_>) -> Result<ObjectReading, ProviderError> {
+        objects::read(&self.config, &self.cache, self.pods.as_deref(), req).await
     }
 
     async fn get(

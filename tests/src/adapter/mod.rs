@@ -4,7 +4,9 @@
 
 pub mod client;
 pub mod keda;
-pub mod kubefake;
 pub mod pki;
 pub mod procs;
 pub mod prom;
+
+/// The adapter's Kubernetes API is the shared in-memory fake.
+pub use crate::kubeapi as kubefake;

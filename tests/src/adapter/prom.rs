@@ -27,12 +27,22 @@ pub fn exposition(n: u64) -> String {
         ("inference", "chat-1", "chat", "4"),
         ("inference", "embed-0", "embed", "10"),
         ("other", "chat-0", "chat", "100"),
+        // A pod name that exists in `inference` without a series there.
+        ("other", "ghost-0", "ghost", "50"),
         ("broken", "x-0", "nan", "NaN"),
         ("broken", "y-0", "inf", "+Inf"),
     ] {
         s.push_str(&format!(
             "vllm:num_requests_waiting{{{},model_name=\"m\"}} {v}\n",
             ns(n_, pod, wl)
+        ));
+    }
+    // Per Service (the custom metrics API's objects): the gateway's pending
+    // requests, 12 here and 99 in another namespace.
+    s.push_str("# TYPE gateway_requests_pending gauge\n");
+    for (n_, v) in [("inference", "12"), ("other", "99")] {
+        s.push_str(&format!(
+            "gateway_requests_pending{{namespace=\"{n_}\",service=\"gateway\"}} {v}\n"
         ));
     }
     // KV cache: chat 0.5 and 0.7 → 0.6.
