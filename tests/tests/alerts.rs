@@ -731,7 +731,7 @@ fn end_to_end_alerts_and_dashboards() {
     assert_eq!(evaluated, rules::all_rules().len());
 
     // 3b. The recording rules on the real exporter output: GPU shares (whole,
-    // MIG by memory, time-sliced split), cost from the price flag, waste classes.
+    // MIG by compute slices, time-sliced split), cost from the price flag, waste classes.
     let value = |q: &str| -> f64 {
         let r = prom.query(q).unwrap_or_else(|e| panic!("{q}: {e}"));
         assert_eq!(r.len(), 1, "{q}: expected one series, got {r:?}");
@@ -747,7 +747,8 @@ fn end_to_end_alerts_and_dashboards() {
             "{q} = {got}, want {want}"
         );
     };
-    let mig_share = 40192.0 / 81559.0;
+    // A 3g.40gb instance holds 3 of an H100's 7 compute slices.
+    let mig_share = 3.0 / 7.0;
     close(r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0);
     close(r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share);
     close(r#"gpuscale:gpu_allocation:share{pod="alice-0"}"#, 0.5);
