@@ -193,8 +193,8 @@ def fleet():
              "GPUs total, allocated and busy; idle allocated GPUs; cost and waste by namespace.",
              common_vars(), tags=["fleet"])
     d.row("Capacity now")
-    d.stat("GPUs", "Physical GPUs the exporters report.",
-           f'count(gpu_info{{{C}, {N}}})')
+    d.stat("GPUs", "Physical GPUs the exporters report, lost ones included (gpuscale_exporter_gpus).",
+           f'sum(max by (cluster, node) (gpuscale_exporter_gpus{{{C}, {N}}}))')
     d.stat("GPUs allocated", "GPUs held (whole or by at least one MIG instance) by a running pod.",
            f'count(count by (cluster, node, uuid) (gpu_pod_allocation{{{C}, {N}}})) or vector(0)')
     d.stat("GPUs busy", "GPUs (or GPUs with a MIG instance) more than 5% busy right now.",
@@ -207,10 +207,10 @@ def fleet():
     d.stat("Waste / h", "Price per hour of allocations in a waste class (idle replica, low compute, oversized).",
            f'sum(gpuscale:gpu_allocation_waste_cost_usd_per_hour{{{ALLOC}}}) or vector(0)', unit="currencyUSD",
            thresholds=ORANGE_AT(1))
-    d.stat("Fleet cost / h", "Price per hour of every GPU, allocated or not.",
-           f'sum(gpu_price_usd_per_hour{{{C}, {N}}}) or vector(0)', unit="currencyUSD")
-    d.stat("Average utilization", "Mean GPU utilization over the GPUs shown.",
-           f'avg(gpu_utilization_ratio{{{C}, {N}}})', unit=PCT, decimals=0)
+    d.stat("Fleet cost / h", "Price per hour of every GPU seen in the last 6 hours, allocated or not: a lost GPU still costs.",
+           f'sum(max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour{{{C}, {N}}}[6h]))) or vector(0)', unit="currencyUSD")
+    d.stat("Average utilization", "Mean utilization over the GPUs shown; a GPU in MIG mode counts with its instances' mean SM activity.",
+           f'avg(gpu_utilization_ratio{{{C}, {N}}} or on (cluster, node, uuid) avg by (cluster, node, gpu, uuid) (gpu_mig_sm_active_ratio{{{C}, {N}}}))', unit=PCT, decimals=0)
     d.stat("Lost GPUs", "GPUs NVML reports as fallen off the bus.",
            f'sum(gpuscale_exporter_gpu_state{{{C}, {N}, state="lost"}}) or vector(0)', thresholds=RED_AT(1))
     d.stat("Firing GPU alerts", "gpuscale alerts firing now.",
@@ -218,7 +218,7 @@ def fleet():
     d.stat("Exporters up", "gpuscale-exporter scrape targets that answer.",
            f'sum(up{{job=~".*gpuscale-exporter.*", {C}}})')
     d.stat("Pod mapping up", "Exporters that map GPUs to pods (kubelet pod-resources reachable).",
-           f'sum(gpuscale_exporter_pod_mapping_up{{{C}}})')
+           f'sum(gpuscale_exporter_pod_mapping_up{{{C}, {N}}})')
     d.row("Over time")
     d.ts("GPUs: total, allocated, busy", "Allocated = held by a pod; busy = more than 5% utilization.", [
         {"expr": f'count(gpu_info{{{C}, {N}}})', "legend": "total"},
@@ -381,38 +381,38 @@ def node_gpu():
         overrides=[{"matcher": {"id": "byName", "options": "memory"}, "properties": [{"id": "unit", "value": "bytes"}]},
                    {"matcher": {"id": "byRegexp", "options": ".*util"}, "properties": [{"id": "unit", "value": PCT}]}])
     d.row("Exporter")
-    d.stat("NVML up", "1 while NVML is initialised.", f'min(gpuscale_exporter_nvml_up{{{C}}})', thresholds={
+    d.stat("NVML up", "1 while NVML is initialised.", f'min(gpuscale_exporter_nvml_up{{{C}, {N}}})', thresholds={
         "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
     d.stat("GPUs reported", "Devices NVML reports on the selected nodes.", f'sum(gpuscale_exporter_gpus{{{C}, {N}}})')
     d.stat("Last collection", "Seconds since the last successful collection (oldest exporter).",
-           f'max(time() - gpuscale_exporter_last_collection_timestamp_seconds{{{C}}})', unit="s", thresholds=ORANGE_AT(30))
-    d.stat("Collections / s", "Collection cycles per second.", f'sum(rate(gpuscale_exporter_collections_total{{{C}}}[$__rate_interval]))', unit="ops")
-    d.stat("Collection time", "Duration of the last whole collection cycle (slowest exporter).", f'max(gpuscale_exporter_collection_duration_seconds{{{C}}})', unit="s")
-    d.stat("Failing collectors", "Collectors whose last run failed.", f'sum(1 - gpuscale_exporter_collector_success{{{C}}})', thresholds=ORANGE_AT(1))
+           f'max(time() - gpuscale_exporter_last_collection_timestamp_seconds{{{C}, {N}}})', unit="s", thresholds=ORANGE_AT(30))
+    d.stat("Collections / s", "Collection cycles per second.", f'sum(rate(gpuscale_exporter_collections_total{{{C}, {N}}}[$__rate_interval]))', unit="ops")
+    d.stat("Collection time", "Duration of the last whole collection cycle (slowest exporter).", f'max(gpuscale_exporter_collection_duration_seconds{{{C}, {N}}})', unit="s")
+    d.stat("Failing collectors", "Collectors whose last run failed.", f'sum(1 - gpuscale_exporter_collector_success{{{C}, {N}}})', thresholds=ORANGE_AT(1))
     d.ts("Collector duration", "Duration of each collector's last run.", [
-        {"expr": f'max by (collector) (gpuscale_exporter_collector_duration_seconds{{{C}}})', "legend": "{{collector}}"}], unit="s")
+        {"expr": f'max by (collector) (gpuscale_exporter_collector_duration_seconds{{{C}, {N}}})', "legend": "{{collector}}"}], unit="s")
     d.ts("NVML errors", "Failing NVML calls per second by function and error.", [
-        {"expr": f'sum by (function, error) (rate(gpuscale_exporter_nvml_errors_total{{{C}}}[$__rate_interval]))', "legend": "{{function}} {{error}}"}], unit="ops")
+        {"expr": f'sum by (function, error) (rate(gpuscale_exporter_nvml_errors_total{{{C}, {N}}}[$__rate_interval]))', "legend": "{{function}} {{error}}"}], unit="ops")
     d.table("Exporter versions", "gpuscale_exporter_build_info per exporter.", [
-        {"expr": f'gpuscale_exporter_build_info{{{C}}}'}])
+        {"expr": f'gpuscale_exporter_build_info{{{C}, {N}}}'}])
     d.row("Pod mapping")
     d.stat("Pod mapping up", "Exporters whose last kubelet pod-resources refresh succeeded.",
-           f'min(gpuscale_exporter_pod_mapping_up{{{C}}})', thresholds={
+           f'min(gpuscale_exporter_pod_mapping_up{{{C}, {N}}})', thresholds={
                "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
     d.stat("Pod metadata stale", "Exporters working from stale pod metadata (Kubernetes API watch failing).",
-           f'sum(gpuscale_exporter_pod_metadata_stale{{{C}}})', thresholds=ORANGE_AT(1))
+           f'sum(gpuscale_exporter_pod_metadata_stale{{{C}, {N}}})', thresholds=ORANGE_AT(1))
     d.stat("Pods on the nodes", "Non-terminal pods on the selected nodes, from the exporters' pod watch.",
-           f'sum(gpuscale_exporter_pods{{{C}}})')
+           f'sum(gpuscale_exporter_pods{{{C}, {N}}})')
     d.stat("Pod refresh time", "Duration of the last kubelet pod-resources refresh (slowest exporter).",
-           f'max(gpuscale_exporter_pod_refresh_duration_seconds{{{C}}})', unit="s")
+           f'max(gpuscale_exporter_pod_refresh_duration_seconds{{{C}, {N}}})', unit="s")
     d.stat("Pod join time", "Duration of the last join of GPU data with the pod map (slowest exporter).",
-           f'max(gpuscale_exporter_pod_join_duration_seconds{{{C}}})', unit="s")
+           f'max(gpuscale_exporter_pod_join_duration_seconds{{{C}, {N}}})', unit="s")
     d.stat("Pod refresh errors", "Failed kubelet refreshes over the time range.",
-           f'sum(increase(gpuscale_exporter_pod_refresh_errors_total{{{C}}}[$__range]))', decimals=0, thresholds=ORANGE_AT(1))
+           f'sum(increase(gpuscale_exporter_pod_refresh_errors_total{{{C}, {N}}}[$__range]))', decimals=0, thresholds=ORANGE_AT(1))
     d.stat("Unattributed processes", "GPU processes of the last collection that could not be joined to a pod.",
-           f'sum(gpuscale_exporter_unattributed_processes{{{C}}})', thresholds=ORANGE_AT(1), w=8)
+           f'sum(gpuscale_exporter_unattributed_processes{{{C}, {N}}})', thresholds=ORANGE_AT(1), w=8)
     d.ts("Unattributed processes by reason", "GPU processes without a pod, by reason (each pid counted once, per second).", [
-        {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}}})', "legend": "{{reason}} now"},
+        {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}, {N}}})', "legend": "{{reason}} now"},
         {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_processes_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
         unit="none", w=24)
     return d
@@ -467,8 +467,8 @@ def workloads():
                                                         "Value #C": "cost (USD)", "Value #D": "cost last hour (USD)"}}}])
     d.table("Pods: waste class", "Allocations in a waste class, with their average utilization and peak memory over the last hour.", [
         {"expr": f'gpuscale:gpu_allocation_waste:share{{{A}}}'},
-        {"expr": f'gpuscale:gpu_allocation_utilization:avg1h{{{A}}}'},
-        {"expr": f'gpuscale:gpu_allocation_memory_used:max1h{{{A}}}'}], transformations=[
+        {"expr": f'gpuscale:gpu_allocation_utilization:avg1h{{{A}}} and ignoring (waste_class) gpuscale:gpu_allocation_waste:share{{{A}}}'},
+        {"expr": f'gpuscale:gpu_allocation_memory_used:max1h{{{A}}} and ignoring (waste_class) gpuscale:gpu_allocation_waste:share{{{A}}}'}], transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "GPU share", "Value #B": "utilization 1h", "Value #C": "peak memory 1h"}}}])
@@ -501,19 +501,19 @@ def autoscaling():
         {"expr": f'sum by (metric, result) (rate(gpuscale_adapter_prometheus_queries_total{{{M}}}[$__rate_interval]))', "legend": "{{metric}} {{result}}"}],
         unit="reqps", w=12)
     d.ts("Prometheus read latency p90", "90th percentile of the adapter's Prometheus query duration.", [
-        {"expr": f'histogram_quantile(0.9, sum by (le, metric) (rate(gpuscale_adapter_prometheus_query_duration_seconds_bucket{{{M}}}[$__rate_interval])))', "legend": "{{metric}}"}],
+        {"expr": f'histogram_quantile(0.9, sum by (le, metric) (rate(gpuscale_adapter_prometheus_query_duration_seconds_bucket{{{M}}}[$__rate_interval]))) >= 0', "legend": "{{metric}}"}],
         unit="s", w=12)
     d.row("API requests (HPA → adapter)")
     d.ts("Requests by code", "external.metrics.k8s.io requests per second by metric and HTTP code.", [
         {"expr": f'sum by (metric, code) (rate(gpuscale_adapter_requests_total{{{M}}}[$__rate_interval]))', "legend": "{{metric}} {{code}}"}],
         unit="reqps", w=12)
     d.ts("Request latency p99", "99th percentile of the adapter's request duration.", [
-        {"expr": f'histogram_quantile(0.99, sum by (le, metric) (rate(gpuscale_adapter_request_duration_seconds_bucket{{{M}}}[$__rate_interval])))', "legend": "{{metric}}"}],
+        {"expr": f'histogram_quantile(0.99, sum by (le, metric) (rate(gpuscale_adapter_request_duration_seconds_bucket{{{M}}}[$__rate_interval]))) >= 0', "legend": "{{metric}}"}],
         unit="s", w=12)
     d.stat("Adapters up", "Adapter replicas that are up and ready.", f'sum(gpuscale_adapter_up{{{C}}})', w=6,
            thresholds={"mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
-    d.stat("Error ratio", "Share of requests answered 5xx over the rate window.",
-           f'1 - sum(rate(gpuscale_adapter_requests_total{{{C}, code!~"5.."}}[$__rate_interval])) / sum(rate(gpuscale_adapter_requests_total{{{C}}}[$__rate_interval]))',
+    d.stat("Error ratio", "Share of requests answered 5xx over the rate window (0 without traffic).",
+           f'(sum(rate(gpuscale_adapter_requests_total{{{C}, code=~"5.."}}[$__rate_interval])) or vector(0)) / (sum(rate(gpuscale_adapter_requests_total{{{C}}}[$__rate_interval])) > 0) or vector(0)',
            unit=PCT, w=6, thresholds=ORANGE_AT(0.05))
     d.table("Adapter versions", "gpuscale_adapter_build_info.", [{"expr": f'gpuscale_adapter_build_info{{{C}}}'}], w=12, h=4)
     d.row("Scale to zero")

@@ -157,6 +157,17 @@ impl Loop {
             }
             let mut states = states;
             drop_lost(&mut out, &self.reader.lost, &mut states);
+            let gone = states
+                .iter()
+                .filter(|(i, _)| !gpus.iter().any(|g| g.id.index == **i));
+            let gone = gone.filter_map(|(&index, s)| {
+                let uuid = s.uuid.clone()?;
+                Some(Arc::new(DeviceRef { index, uuid }))
+            });
+            if self.cfg.collectors.iter().any(|c| c == "xid") {
+                out.families
+                    .extend(collectors::xid::families(&self.xids, gone));
+            }
             self.stats.collections_total += 1;
             self.stats.last_duration = started.elapsed().as_secs_f64();
             self.stats.last_success_unix = now_unix();
@@ -327,7 +338,8 @@ impl Loop {
             states,
             &self.cfg.node,
         ));
-        let families = merge(families);
+        let mut families = merge(families);
+        selfmetrics::label_node(&mut families, &self.cfg.node);
         let text = encode(&families, &self.cfg.node, lookup.as_ref(), Format::Text);
         let om = encode(
             &families,
@@ -361,7 +373,10 @@ fn drop_lost(
         Subject::Process(p) => lost.contains(&p.gpu.index),
     };
     for f in &mut out.families {
-        f.samples.retain(|s| !gone(&s.subject));
+        // XIDs stay: the one that took the GPU down is what the alert needs.
+        if !f.name.starts_with("gpu_xid_") {
+            f.samples.retain(|s| !gone(&s.subject));
+        }
     }
     out.devices.retain(|d| !lost.contains(&d.index));
     out.migs.retain(|m| !lost.contains(&m.gpu.index));

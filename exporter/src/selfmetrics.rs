@@ -150,3 +150,19 @@ pub fn families(
     out.push(errors);
     out
 }
+
+/// Adds `node` to the exporter's own series (health, pod mapping) that lack
+/// it, so an alert on them names the node, not a pod IP, and node-filtered
+/// dashboard panels can select them.
+pub fn label_node(families: &mut [Family], node: &str) {
+    let own = families
+        .iter_mut()
+        .filter(|f| f.name.starts_with("gpuscale_exporter_"));
+    for f in own {
+        for s in &mut f.samples {
+            if matches!(s.subject, Subject::Global) && !s.labels.iter().any(|(k, _)| *k == "node") {
+                s.labels.push(("node", node.to_string()));
+            }
+        }
+    }
+}

@@ -416,10 +416,13 @@ fn adapter_metric_names_match_the_adapter_docs() {
 
 // ------------------------------------------------------------------ end to end
 
-/// An alert the scenario must raise: name and labels it must carry.
+/// An alert the scenario must raise: name and labels it must carry, and
+/// whether it reaches the receiver (false: an inhibit rule of
+/// `alerts/alertmanager-inhibit.yml` holds it back in Alertmanager).
 struct Expected {
     alert: &'static str,
     labels: &'static [(&'static str, &'static str)],
+    notified: bool,
 }
 
 impl Expected {
@@ -432,22 +435,37 @@ const EXPECTED: &[Expected] = &[
     Expected {
         alert: "GPUThermalThrottling",
         labels: &[("uuid", THROTTLED), ("gpu", "1"), ("reason", "sw_thermal")],
+        notified: true,
     },
     Expected {
         alert: "GPUThermalThrottling",
         labels: &[("uuid", THROTTLED), ("gpu", "1"), ("reason", "hw_thermal")],
+        notified: true,
+    },
+    Expected {
+        alert: "GPUMemoryTemperatureHigh",
+        labels: &[("uuid", THROTTLED), ("gpu", "1")],
+        notified: true,
     },
     Expected {
         alert: "GPUTemperatureNearSlowdown",
         labels: &[("uuid", THROTTLED), ("gpu", "1")],
+        notified: false,
     },
     Expected {
         alert: "GPUCriticalXid",
-        labels: &[("uuid", XID), ("gpu", "2"), ("xid", "79")],
+        labels: &[("uuid", XID), ("gpu", "2"), ("xid", "119")],
+        notified: true,
     },
     Expected {
         alert: "GPUFallenOffBus",
         labels: &[("uuid", LOST), ("gpu", "7"), ("state", "lost")],
+        notified: true,
+    },
+    Expected {
+        alert: "GPUCriticalXid",
+        labels: &[("uuid", LOST), ("gpu", "7"), ("xid", "79")],
+        notified: false,
     },
     Expected {
         alert: "GPUAllocatedButIdle",
@@ -460,8 +478,17 @@ const EXPECTED: &[Expected] = &[
             ("workload", "vllm"),
             ("workload_kind", "Deployment"),
         ],
+        notified: true,
     },
 ];
+
+/// Alerts of the hardware rule file: one per GPU, never with the labels of
+/// a pod or of a scrape target (a replaced pod or exporter must not reset them).
+fn is_hardware(alert: &str) -> bool {
+    rules::all_rules()
+        .iter()
+        .any(|r| r.is_alert && r.name == alert && r.file.ends_with("gpu.rules.yml"))
+}
 
 fn describe(alerts: &[Notified]) -> String {
     alerts
@@ -540,14 +567,23 @@ fn end_to_end_alerts_and_dashboards() {
         Duration::from_secs(150),
         || {
             let got = webhook.alerts();
+            let firing = prom.api("/api/v1/alerts", &[]).ok()?;
+            let firing = firing["alerts"].as_array()?;
+            let in_prometheus = |e: &Expected| {
+                firing.iter().any(|a| {
+                    let label = |k: &str| a["labels"][k].as_str().unwrap_or("").to_string();
+                    a["state"] == "firing" && e.matches(&label("alertname"), label)
+                })
+            };
+            let at_webhook = |e: &Expected| {
+                got.iter().any(|a| {
+                    a.status == "firing"
+                        && e.matches(a.label("alertname"), |k| a.label(k).to_string())
+                })
+            };
             EXPECTED
                 .iter()
-                .all(|e| {
-                    got.iter().any(|a| {
-                        a.status == "firing"
-                            && e.matches(a.label("alertname"), |k| a.label(k).to_string())
-                    })
-                })
+                .all(|e| in_prometheus(e) && (!e.notified || at_webhook(e)))
                 .then_some(got)
         },
         context,
@@ -555,16 +591,37 @@ fn end_to_end_alerts_and_dashboards() {
     eprintln!("all expected alerts notified after {:?}", t0.elapsed());
     prom.proc.assert_running();
 
-    for e in EXPECTED {
+    for e in EXPECTED.iter().filter(|e| e.notified) {
         let a = received
             .iter()
             .find(|a| e.matches(a.label("alertname"), |k| a.label(k).to_string()))
             .expect("matched above");
         assert_eq!(a.label("node"), "e2e-node", "{}: node label", e.alert);
-        assert_eq!(
-            a.label("job"),
-            "gpuscale-exporter",
-            "{}: job label",
+        if is_hardware(e.alert) {
+            for k in [
+                "job",
+                "instance",
+                "container",
+                "exporter_pod",
+                "exporter_namespace",
+            ] {
+                assert_eq!(a.label(k), "", "{}: hardware alert with {k}", e.alert);
+            }
+            if e.labels.iter().all(|(k, _)| *k != "pod") {
+                assert_eq!(a.label("pod"), "", "{}: hardware alert with a pod", e.alert);
+            }
+        } else {
+            assert_eq!(
+                a.label("job"),
+                "gpuscale-exporter",
+                "{}: job label",
+                e.alert
+            );
+        }
+        assert_ne!(
+            a.label("namespace"),
+            "gpuscale",
+            "{}: the exporter's namespace",
             e.alert
         );
         assert!(
@@ -590,19 +647,32 @@ fn end_to_end_alerts_and_dashboards() {
     }
 
     // 2. Nothing else fires or is pending, and no alert names a healthy GPU.
-    let unexpected: Vec<&Notified> = received
-        .iter()
-        .filter(|a| {
-            !EXPECTED
-                .iter()
-                .any(|e| e.matches(a.label("alertname"), |k| a.label(k).to_string()))
-        })
-        .collect();
-    assert!(
-        unexpected.is_empty(),
-        "unexpected notifications:\n{}",
-        describe(&unexpected.into_iter().cloned().collect::<Vec<_>>())
-    );
+    // Inhibited alerts fire in Prometheus but never reach the receiver: a
+    // lost GPU pages once, not once per symptom.
+    let only_expected_notified = |received: &[Notified], when: &str| {
+        let unexpected: Vec<Notified> = received
+            .iter()
+            .filter(|a| {
+                !EXPECTED.iter().any(|e| {
+                    e.notified && e.matches(a.label("alertname"), |k| a.label(k).to_string())
+                })
+            })
+            .cloned()
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "unexpected notifications ({when}):\n{}",
+            describe(&unexpected)
+        );
+        let lost = received.iter().filter(|a| a.label("uuid") == LOST).count();
+        assert_eq!(
+            lost,
+            1,
+            "pages for the lost GPU ({when}):\n{}",
+            describe(received)
+        );
+    };
+    only_expected_notified(&received, "once the expected alerts arrived");
     let only_expected_alerts = |when: &str| {
         let active = prom.api("/api/v1/alerts", &[]).expect("alerts API");
         for a in active["alerts"].as_array().expect("alerts") {
@@ -661,7 +731,7 @@ fn end_to_end_alerts_and_dashboards() {
     assert_eq!(evaluated, rules::all_rules().len());
 
     // 3b. The recording rules on the real exporter output: GPU shares (whole,
-    // MIG by memory, time-sliced split), cost from the price flag, waste classes.
+    // MIG by compute slices, time-sliced split), cost from the price flag, waste classes.
     let value = |q: &str| -> f64 {
         let r = prom.query(q).unwrap_or_else(|e| panic!("{q}: {e}"));
         assert_eq!(r.len(), 1, "{q}: expected one series, got {r:?}");
@@ -677,7 +747,8 @@ fn end_to_end_alerts_and_dashboards() {
             "{q} = {got}, want {want}"
         );
     };
-    let mig_share = 40192.0 / 81559.0;
+    // A 3g.40gb instance holds 3 of an H100's 7 compute slices.
+    let mig_share = 3.0 / 7.0;
     close(r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0);
     close(r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share);
     close(r#"gpuscale:gpu_allocation:share{pod="alice-0"}"#, 0.5);
@@ -791,6 +862,65 @@ fn end_to_end_alerts_and_dashboards() {
     );
 
     only_expected_alerts("after the dashboards and the adapter reads");
+    only_expected_notified(
+        &webhook.alerts(),
+        "after the dashboards and the adapter reads",
+    );
+
+    // XID 79 of the lost GPU still fires, well past the (scaled) hold window
+    // of its range selector: the exporter keeps the lost GPU's XID series.
+    let xid79 = format!(
+        r#"ALERTS{{alertname="GPUCriticalXid", uuid="{LOST}", xid="79", alertstate="firing"}}"#
+    );
+    assert_eq!(
+        prom.query(&xid79).expect("query").len(),
+        1,
+        "XID 79 of the lost GPU resolved"
+    );
+    eprintln!(
+        "XID 79 of the lost GPU still firing after {:?}",
+        t0.elapsed()
+    );
+
+    // 4b. Operator-style scrape (target labels of the exporter pod,
+    // honor_labels, the ServiceMonitor's relabelings): series keep the
+    // GPU's pod labels or none; the exporter pod's identity is exporter_*.
+    let exporter_ns = prom
+        .query(r#"count by (namespace) ({__name__=~"gpu_.+|gpuscale_exporter_.+", namespace="gpuscale"})"#)
+        .expect("query");
+    assert!(
+        exporter_ns.is_empty(),
+        "series in the exporter's namespace: {exporter_ns:?}"
+    );
+    for (q, pod) in [
+        (
+            format!(r#"gpu_utilization_ratio{{uuid="{UNALLOCATED}"}}"#),
+            "",
+        ),
+        (format!(r#"gpu_utilization_ratio{{uuid="{SHARED}"}}"#), ""),
+        (
+            format!(r#"gpu_utilization_ratio{{uuid="{IDLE_ALLOCATED}"}}"#),
+            "vllm-2",
+        ),
+        ("gpuscale_exporter_nvml_up".to_string(), ""),
+    ] {
+        let r = prom.query(&q).expect("query");
+        assert_eq!(r.len(), 1, "{q}: {r:?}");
+        let l = &r[0]["metric"];
+        assert_eq!(l["pod"].as_str().unwrap_or(""), pod, "{q}: pod label: {l}");
+        assert_eq!(l["exporter_pod"], "gpuscale-exporter-x7k2p", "{q}: {l}");
+        assert_eq!(l["exporter_namespace"], "gpuscale", "{q}: {l}");
+        assert_eq!(l["node"], "e2e-node", "{q}: {l}");
+        for k in ["service", "endpoint"] {
+            assert!(l[k].is_null(), "{q}: target label {k} kept: {l}");
+        }
+        if pod.is_empty() {
+            assert!(
+                l["container"].is_null(),
+                "{q}: the exporter's container: {l}"
+            );
+        }
+    }
 
     // 5. Metric names: exporter names exist in its output; others are on an explicit list.
     let exposition = exporter.scrape();
@@ -949,4 +1079,141 @@ fn every_documented_exporter_family_is_charted() {
         missing.is_empty(),
         "families in docs/metrics.md on no dashboard: {missing:?}"
     );
+}
+
+#[test]
+fn scrape_examples_relabel_like_the_servicemonitor() {
+    // The PodMonitor carries the ServiceMonitor's relabelings verbatim; the
+    // plain scrape config renames the same discovery labels.
+    let sm = stack::servicemonitor_relabelings();
+    let read = |p: &str| -> yaml_serde::Value {
+        yaml_serde::from_str(&std::fs::read_to_string(repo_root().join(p)).expect(p)).expect(p)
+    };
+    let pm = read("deploy/examples/podmonitor.yaml");
+    assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["relabelings"], sm);
+    assert_eq!(pm["spec"]["podMetricsEndpoints"][0]["honorLabels"], true);
+    let plain = read("deploy/examples/prometheus-scrape-config.yaml");
+    let job = &plain["scrape_configs"][0];
+    assert_eq!(job["honor_labels"], true);
+    let targets: Vec<(String, String)> = job["relabel_configs"]
+        .as_sequence()
+        .expect("relabel_configs")
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r["source_labels"][0].as_str()?.to_string(),
+                r["target_label"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    for want in [
+        ("__meta_kubernetes_namespace", "exporter_namespace"),
+        ("__meta_kubernetes_pod_name", "exporter_pod"),
+        ("__meta_kubernetes_pod_node_name", "node"),
+    ] {
+        assert!(
+            targets.contains(&(want.0.to_string(), want.1.to_string())),
+            "plain scrape config lacks {want:?}"
+        );
+    }
+    for t in &targets {
+        assert!(
+            !["namespace", "pod", "container"].contains(&t.1.as_str()),
+            "plain scrape config sets {t:?}"
+        );
+    }
+    // The relabelings the e2e scrape uses come from the ServiceMonitor.
+    assert_eq!(stack::relabel_configs(&sm).len(), 4);
+}
+
+#[test]
+fn runbooks_reset_a_gpu_by_uuid_after_stopping_nvml_users() {
+    let guide = std::fs::read_to_string(repo_root().join("docs/gpu-reset.md")).expect("guide");
+    for want in [
+        "nvidia-smi --gpu-reset -i <uuid>",
+        "gpu_pod_allocation{uuid=\"<uuid>\"}",
+        "gpuscale-exporter",
+        "DCGM",
+    ] {
+        assert!(guide.contains(want), "docs/gpu-reset.md lacks {want}");
+    }
+    for e in std::fs::read_dir(repo_root().join("docs/runbooks")).expect("runbooks") {
+        let p = e.expect("entry").path();
+        let text = std::fs::read_to_string(&p).expect("runbook");
+        assert!(
+            !text.contains("-i <index>"),
+            "{}: reset by index",
+            p.display()
+        );
+        if text.contains("--gpu-reset") {
+            assert!(
+                text.contains("../gpu-reset.md") && text.contains("-i <uuid>"),
+                "{}: reset without the drain steps or by index",
+                p.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn alertmanager_inhibits_ecc_xids_and_a_lost_gpus_symptoms() {
+    require("prometheus-alertmanager");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let webhook = Webhook::start();
+    let am = Alertmanager::start(dir.path(), &webhook.url());
+    let alert = |name: &str, uuid: &str, extra: &[(&str, &str)]| {
+        let mut labels = serde_json::json!({
+            "alertname": name, "node": "n1", "uuid": uuid, "gpu": "0", "severity": "critical"
+        });
+        for (k, v) in extra {
+            labels[*k] = serde_json::json!(v);
+        }
+        serde_json::json!({ "labels": labels })
+    };
+    // Sources first, as Prometheus sends them in rule order.
+    am.post_alerts(&serde_json::json!([
+        alert("GPUFallenOffBus", "GPU-lost", &[("state", "lost")]),
+        alert("GPUUncorrectableECCErrors", "GPU-ecc", &[]),
+    ]));
+    am.post_alerts(&serde_json::json!([
+        alert("GPUCriticalXid", "GPU-lost", &[("xid", "79")]),
+        alert("GPUUncorrectableECCErrors", "GPU-lost", &[]),
+        alert(
+            "GPUThermalThrottling",
+            "GPU-lost",
+            &[("reason", "hw_thermal")]
+        ),
+        alert("GPUCriticalXid", "GPU-ecc", &[("xid", "95")]),
+        alert("GPUXidWarning", "GPU-ecc", &[("xid", "94")]),
+        // Not the same event: must be notified.
+        alert("GPUCriticalXid", "GPU-ecc", &[("xid", "119")]),
+    ]));
+    eventually(
+        "the three uninhibited alerts at the webhook",
+        Duration::from_secs(30),
+        || (webhook.alerts().len() >= 3).then_some(()),
+        || am.proc.log_tail(20),
+    );
+    // Give an inhibited alert time to (wrongly) arrive.
+    std::thread::sleep(Duration::from_secs(4));
+    let got: BTreeSet<(String, String, String)> = webhook
+        .alerts()
+        .iter()
+        .map(|a| {
+            (
+                a.label("alertname").to_string(),
+                a.label("uuid").to_string(),
+                a.label("xid").to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, String, String)> = [
+        ("GPUFallenOffBus", "GPU-lost", ""),
+        ("GPUUncorrectableECCErrors", "GPU-ecc", ""),
+        ("GPUCriticalXid", "GPU-ecc", "119"),
+    ]
+    .iter()
+    .map(|(a, u, x)| (a.to_string(), u.to_string(), x.to_string()))
+    .collect();
+    assert_eq!(got, want, "notified alerts");
 }

@@ -400,28 +400,51 @@ fn a_gpu_lost_mid_run_drops_its_series_and_the_others_keep_flowing() {
     let a = "GPU-00000000-0000-4000-8000-00000000aaaa";
     let b = "GPU-00000000-0000-4000-8000-00000000bbbb";
     let exporter = Exporter::simulate(&scenario("exporter-lost.yaml"), &[]);
-    // XID 79 at 0.5 s is counted with its last-seen time, before the GPU goes.
-    let m = exporter.scrape_until("XID 79", |m| {
-        m.get("gpu_xid_errors_total", &[("uuid", b), ("xid", "79")])
+    // XID 94 at 0.5 s is counted with its last-seen time, before the GPU goes.
+    let m = exporter.scrape_until("XID 94", |m| {
+        m.get("gpu_xid_errors_total", &[("uuid", b), ("xid", "94")])
             .is_some()
     });
-    assert_eq!(
-        m.value("gpu_xid_errors_total", &[("uuid", b), ("xid", "79")]),
-        1.0
-    );
     assert!(
         m.value(
             "gpu_xid_last_seen_timestamp_seconds",
-            &[("uuid", b), ("xid", "79")]
+            &[("uuid", b), ("xid", "94")]
         ) > 1.7e9
     );
 
-    let m = exporter.scrape_until("GPU b lost", |m| {
+    // XID 79 comes as the GPU falls off the bus (its UUID no longer
+    // answers): it is recorded under the GPU's UUID, and the lost GPU keeps
+    // its XID series (with gpu and uuid) while its other series go.
+    let m = exporter.scrape_until("GPU b lost with its XID 79", |m| {
         m.get(
             "gpuscale_exporter_gpu_state",
             &[("uuid", b), ("state", "lost")],
         ) == Some(1.0)
+            && m.get("gpu_xid_errors_total", &[("uuid", b), ("xid", "79")]) == Some(1.0)
     });
+    for xid in ["79", "94"] {
+        let l = &[
+            ("uuid", b),
+            ("gpu", "1"),
+            ("node", "test-node"),
+            ("xid", xid),
+        ];
+        assert_eq!(m.value("gpu_xid_errors_total", l), 1.0, "XID {xid}");
+        assert!(m.value("gpu_xid_last_seen_timestamp_seconds", l) > 1.7e9);
+    }
+    assert!(
+        m.find("gpu_xid_errors_total", &[])
+            .iter()
+            .all(|s| s.labels.contains_key("uuid")),
+        "no XID without a UUID"
+    );
+    // The exporter's own series name the node.
+    for name in [
+        "gpuscale_exporter_nvml_up",
+        "gpuscale_exporter_last_collection_timestamp_seconds",
+    ] {
+        assert_eq!(m.find(name, &[("node", "test-node")]).len(), 1, "{name}");
+    }
     assert!(
         m.find("gpu_utilization_ratio", &[("uuid", b)]).is_empty(),
         "lost GPU's series disappear"

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::{Collector, Ctx};
 use crate::collect::{now_unix, sleep_unless_stopped};
-use crate::metrics::{Collected, Family};
+use crate::metrics::{Collected, DeviceRef, Family, Subject};
 use crate::nvml::library::LibSource;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -61,30 +61,35 @@ impl<'n> Collector<'n> for Xid {
     }
 
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut count = Family::counter(
-            "gpu_xid_errors_total",
-            "XID errors reported by the driver, by XID code.",
-        );
-        let mut last = Family::gauge(
-            "gpu_xid_last_seen_timestamp_seconds",
-            "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
-        );
-        for gpu in cx.gpus {
-            for (xid, seen) in self.log.of(&gpu.id.uuid) {
-                count.push(
-                    gpu.subject(),
-                    vec![("xid", xid.to_string())],
-                    seen.count as f64,
-                );
-                last.push(
-                    gpu.subject(),
-                    vec![("xid", xid.to_string())],
-                    seen.last_seen_unix,
-                );
-            }
-        }
-        out.families.extend([count, last]);
+        out.families
+            .extend(families(&self.log, cx.gpus.iter().map(|g| g.id.clone())));
     }
+}
+
+/// The XID families of `gpus`. Also called for GPUs that no longer answer
+/// (lost, error): the XID that took a GPU down (79) must outlive its other
+/// series, or its alert and the dashboard's XID table lose it at once.
+pub fn families(log: &XidLog, gpus: impl Iterator<Item = Arc<DeviceRef>>) -> [Family; 2] {
+    let mut count = Family::counter(
+        "gpu_xid_errors_total",
+        "XID errors reported by the driver, by XID code.",
+    );
+    let mut last = Family::gauge(
+        "gpu_xid_last_seen_timestamp_seconds",
+        "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
+    );
+    for gpu in gpus {
+        for (xid, seen) in log.of(&gpu.uuid) {
+            let labels = vec![("xid", xid.to_string())];
+            count.push(
+                Subject::Device(gpu.clone()),
+                labels.clone(),
+                seen.count as f64,
+            );
+            last.push(Subject::Device(gpu.clone()), labels, seen.last_seen_unix);
+        }
+    }
+    [count, last]
 }
 
 /// Waits for XID events until `stop`; re-initialises NVML after failures.
@@ -106,10 +111,17 @@ fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), N
     let nvml = lib.init()?;
     let mut set = nvml.create_event_set()?;
     let mut registered = 0;
+    // A GPU that falls off the bus no longer answers nvmlDeviceGetUUID, yet
+    // its XID 79 must be recorded under its UUID: remember them by handle.
+    let mut uuids: HashMap<usize, String> = HashMap::new();
     for i in 0..nvml.device_count()? {
         let Ok(device) = nvml.device_by_index(i) else {
             continue;
         };
+        if let Ok(uuid) = device.uuid() {
+            // SAFETY: the handle is only used as a map key, never dereferenced.
+            uuids.insert(unsafe { device.handle() } as usize, uuid);
+        }
         let supported = device
             .supported_event_types()
             .unwrap_or(EventTypes::empty());
@@ -135,7 +147,16 @@ fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), N
                     Some(XidError::Value(v)) => v,
                     _ => continue,
                 };
-                let uuid = event.device.uuid().unwrap_or_default();
+                let uuid = event.device.uuid().ok().or_else(|| {
+                    // SAFETY: as above, the handle is a map key only.
+                    uuids
+                        .get(&(unsafe { event.device.handle() } as usize))
+                        .cloned()
+                });
+                let Some(uuid) = uuid else {
+                    warn!(xid, "XID error on a GPU whose UUID is unknown");
+                    continue;
+                };
                 warn!(uuid = %uuid, xid, "XID error");
                 log.record(&uuid, xid, now_unix());
             }

@@ -114,7 +114,9 @@ impl Prometheus {
 }
 
 /// A real Alertmanager (Debian package `prometheus-alertmanager`) sending
-/// every alert on its own to `webhook_url`.
+/// every alert on its own to `webhook_url`, with the shipped inhibit rules
+/// (`alerts/alertmanager-inhibit.yml`). group_wait gives an inhibiting alert
+/// sent in the same evaluation time to arrive before its targets notify.
 pub struct Alertmanager {
     pub proc: Proc,
     pub url: String,
@@ -127,8 +129,10 @@ impl Alertmanager {
         std::fs::write(
             &cfg,
             format!(
-                "route:\n  receiver: webhook\n  group_by: ['...']\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 1h\n\
-                 receivers:\n  - name: webhook\n    webhook_configs:\n      - url: {webhook_url}\n        send_resolved: true\n"
+                "route:\n  receiver: webhook\n  group_by: ['...']\n  group_wait: 2s\n  group_interval: 1s\n  repeat_interval: 1h\n\
+                 receivers:\n  - name: webhook\n    webhook_configs:\n      - url: {webhook_url}\n        send_resolved: true\n{}",
+                std::fs::read_to_string(super::repo_root().join("alerts/alertmanager-inhibit.yml"))
+                    .expect("alerts/alertmanager-inhibit.yml")
             ),
         )
         .expect("write alertmanager.yml");
@@ -153,6 +157,19 @@ impl Alertmanager {
             || me.proc.log_tail(30),
         );
         me
+    }
+}
+
+impl Alertmanager {
+    /// Posts alerts (a JSON array of `{labels, annotations}`) to the v2 API,
+    /// as Prometheus does.
+    pub fn post_alerts(&self, alerts: &Value) {
+        let r = agent()
+            .post(&format!("{}/api/v2/alerts", self.url))
+            .header("Content-Type", "application/json")
+            .send(alerts.to_string())
+            .expect("POST /api/v2/alerts");
+        assert_eq!(r.status(), 200, "Alertmanager refused the alerts");
     }
 }
 
@@ -356,9 +373,57 @@ pub fn start_fake_targets() -> Server {
     })
 }
 
+/// The target labels the Prometheus Operator gives the exporter pod found
+/// by its ServiceMonitor: the exporter pod's own identity.
+pub const OPERATOR_TARGET_LABELS: &[(&str, &str)] = &[
+    ("namespace", "gpuscale"),
+    ("pod", "gpuscale-exporter-x7k2p"),
+    ("container", "exporter"),
+    ("service", "gpuscale-exporter"),
+    ("endpoint", "metrics"),
+];
+
+/// The relabelings of an operator resource's endpoint, as Prometheus
+/// `relabel_configs` (one flow mapping a line).
+pub fn relabel_configs(relabelings: &yaml_serde::Value) -> Vec<String> {
+    let key = |k: &str| match k {
+        "sourceLabels" => "source_labels".to_string(),
+        "targetLabel" => "target_label".to_string(),
+        k => k.to_string(),
+    };
+    relabelings
+        .as_sequence()
+        .expect("relabelings")
+        .iter()
+        .map(|r| {
+            let m: serde_json::Map<String, Value> = r
+                .as_mapping()
+                .expect("relabeling")
+                .iter()
+                .map(|(k, v)| {
+                    let v: Value = yaml_serde::from_value(v.clone()).expect("relabeling value");
+                    (key(k.as_str().expect("key")), v)
+                })
+                .collect();
+            Value::Object(m).to_string()
+        })
+        .collect()
+}
+
+/// The shipped ServiceMonitor's relabelings (`deploy/exporter/servicemonitor.yaml`).
+pub fn servicemonitor_relabelings() -> yaml_serde::Value {
+    let path = super::repo_root().join("deploy/exporter/servicemonitor.yaml");
+    let doc: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(path).expect("servicemonitor.yaml"))
+            .expect("servicemonitor YAML");
+    doc["spec"]["endpoints"][0]["relabelings"].clone()
+}
+
 /// prometheus.yml for the test: 1s scrapes and evaluations, the rule copies,
 /// the Alertmanager, the exporter, the adapter's self-metrics and the fake
-/// targets.
+/// targets. The exporter is scraped as the Prometheus Operator does it
+/// with the shipped ServiceMonitor: its pod's identity as target labels,
+/// `honor_labels`, and the ServiceMonitor's relabelings.
 pub fn prometheus_config(
     rule_files: &[PathBuf],
     alertmanager: &str,
@@ -374,9 +439,20 @@ pub fn prometheus_config(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n{}\
          alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{alertmanager}']\n\
-         scrape_configs:\n  - job_name: gpuscale-exporter\n    static_configs:\n      - targets: ['{exporter}']\n\
+         scrape_configs:\n  - job_name: gpuscale-exporter\n    honor_labels: true\n    static_configs:\n      - targets: ['{exporter}']\n        labels: {}\n    relabel_configs:\n{}\
          \x20 - job_name: gpuscale-adapter\n    static_configs:\n      - targets: ['{adapter_metrics}']\n",
-        rules.concat()
+        rules.concat(),
+        serde_json::to_string(
+            &OPERATOR_TARGET_LABELS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        )
+        .expect("labels"),
+        relabel_configs(&servicemonitor_relabelings())
+            .iter()
+            .map(|r| format!("      - {r}\n"))
+            .collect::<String>(),
     );
     for (job, path) in [
         ("gpuscale-scale-to-zero", "/scale-to-zero"),
