@@ -80,7 +80,7 @@ pub struct Cli {
           value_parser = clap::builder::PossibleValuesParser::new(["Hostname", "hostname"]))]
     pub compat_hostname_label: String,
 
-    /// Pod labels of the dcgm-exporter families as its --use-old-namespace: pod_name, pod_namespace, container_name.
+    /// Pod labels of the dcgm-exporter families in its old-namespace spelling: pod_name, pod_namespace, container_name.
     #[arg(long, env = "GPUSCALE_COMPAT_OLD_POD_LABELS")]
     pub compat_old_pod_labels: bool,
 
