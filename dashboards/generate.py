@@ -285,9 +285,10 @@ def node_gpu():
     d.ts("SM active / occupancy (GPM)", "Hopper+: fraction of SMs busy and warp occupancy.", [
         {"expr": f'gpu_sm_active_ratio{{{DEV}}}', "legend": L + " active"},
         {"expr": f'gpu_sm_occupancy_ratio{{{DEV}}}', "legend": L + " occupancy"}], unit=PCT, minv=0, maxv=1, w=8)
-    d.ts("Tensor / DRAM active (GPM)", "Hopper+: tensor pipe activity and DRAM bandwidth utilization.", [
+    d.ts("Tensor / DRAM / graphics active (GPM)", "Hopper+: tensor pipe activity, DRAM bandwidth utilization and graphics engine activity.", [
         {"expr": f'gpu_tensor_active_ratio{{{DEV}}}', "legend": L + " tensor"},
-        {"expr": f'gpu_dram_active_ratio{{{DEV}}}', "legend": L + " dram"}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'gpu_dram_active_ratio{{{DEV}}}', "legend": L + " dram"},
+        {"expr": f'gpu_graphics_active_ratio{{{DEV}}}', "legend": L + " graphics"}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Encoder / decoder", "NVENC / NVDEC utilization.", [
         {"expr": f'gpu_encoder_utilization_ratio{{{DEV}}}', "legend": L + " enc"},
         {"expr": f'gpu_decoder_utilization_ratio{{{DEV}}}', "legend": L + " dec"}], unit=PCT, minv=0, maxv=1, w=8)

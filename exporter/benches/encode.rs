@@ -4,7 +4,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gpuscale_exporter::metrics::encode::{Format, encode};
+use gpuscale_exporter::metrics::dcgm::{self, Input, Options};
+use gpuscale_exporter::metrics::encode::{self, Format, encode};
 use gpuscale_exporter::metrics::{DeviceRef, Family, NoPods, Subject};
 use gpuscale_exporter::snapshot::Snapshot;
 
@@ -65,6 +66,33 @@ fn node() -> Vec<Family> {
     fams
 }
 
+/// The node plus `gpu_info`, which the dcgm families read their labels from.
+fn with_identity(fams: &[Family]) -> (Vec<Family>, Vec<Arc<DeviceRef>>) {
+    let devices: Vec<Arc<DeviceRef>> = fams[0]
+        .samples
+        .iter()
+        .filter_map(|s| match &s.subject {
+            Subject::Device(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut info = Family::gauge("gpu_info", "GPU identity.");
+    for d in &devices {
+        info.push(
+            Subject::Device(d.clone()),
+            vec![
+                ("model", "NVIDIA H100 80GB HBM3".into()),
+                ("pci_bus_id", format!("00000000:{:02X}:00.0", d.index)),
+                ("driver_version", "570.172.08".into()),
+            ],
+            1.0,
+        );
+    }
+    let mut all = vec![info];
+    all.extend(fams.iter().cloned());
+    (all, devices)
+}
+
 fn bench(c: &mut Criterion) {
     let fams = node();
     c.bench_function("encode_text_8_gpus", |b| {
@@ -72,6 +100,33 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("encode_openmetrics_8_gpus", |b| {
         b.iter(|| encode(black_box(&fams), "node-1", &NoPods, Format::OpenMetrics))
+    });
+    // `--compat dcgm`: the native text plus dcgm-exporter's families.
+    let (with_info, devices) = with_identity(&fams);
+    let opts = Options {
+        hostname_label: "Hostname",
+        old_pod_labels: false,
+    };
+    c.bench_function("encode_text_8_gpus_compat_dcgm", |b| {
+        b.iter(|| {
+            let mut out = String::with_capacity(2 * encode::capacity(&with_info));
+            encode::write_families(
+                &mut out,
+                black_box(&with_info),
+                "node-1",
+                &NoPods,
+                Format::Text,
+            );
+            let input = Input {
+                families: &with_info,
+                devices: &devices,
+                migs: &[],
+                node: "node-1",
+                pods: &NoPods,
+            };
+            dcgm::write(&mut out, &input, &opts, Format::Text);
+            encode::finish(out, Format::Text)
+        })
     });
     let text = encode(&fams, "node-1", &NoPods, Format::Text);
     c.bench_function("gzip_text_8_gpus", |b| {

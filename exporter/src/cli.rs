@@ -7,11 +7,23 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use crate::collectors::NAMES;
+use crate::metrics::dcgm::{Exposition, Options};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Which metric names `/metrics` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compat {
+    /// The native `gpu_*` families only.
+    Off,
+    /// dcgm-exporter's `DCGM_FI_*` families beside the native ones.
+    Dcgm,
+    /// dcgm-exporter's families instead of the native ones.
+    DcgmOnly,
 }
 
 #[derive(Debug, Parser)]
@@ -59,6 +71,19 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_NVLINK_PER_LINK")]
     pub nvlink_per_link: bool,
 
+    /// Also (dcgm) or only (dcgm-only) serve dcgm-exporter's metric and label names.
+    #[arg(long, env = "GPUSCALE_COMPAT", value_enum, default_value = "off")]
+    pub compat: Compat,
+
+    /// Host label of the dcgm-exporter families: Hostname (its releases) or hostname (its next).
+    #[arg(long, env = "GPUSCALE_COMPAT_HOSTNAME_LABEL", default_value = "Hostname",
+          value_parser = clap::builder::PossibleValuesParser::new(["Hostname", "hostname"]))]
+    pub compat_hostname_label: String,
+
+    /// Pod labels of the dcgm-exporter families in its old-namespace spelling: pod_name, pod_namespace, container_name.
+    #[arg(long, env = "GPUSCALE_COMPAT_OLD_POD_LABELS")]
+    pub compat_old_pod_labels: bool,
+
     /// Node name put in the `node` label (default: the host name).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,
@@ -91,6 +116,22 @@ impl Cli {
             .filter(|c| !self.disable_collectors.contains(c))
             .cloned()
             .collect()
+    }
+
+    /// The families to serve, from `--compat` and its options.
+    pub fn exposition(&self) -> Exposition {
+        let dcgm = Options {
+            hostname_label: if self.compat_hostname_label == "hostname" {
+                "hostname"
+            } else {
+                "Hostname"
+            },
+            old_pod_labels: self.compat_old_pod_labels,
+        };
+        Exposition {
+            native: self.compat != Compat::DcgmOnly,
+            dcgm: (self.compat != Compat::Off).then_some(dcgm),
+        }
     }
 }
 

@@ -15,7 +15,8 @@ use nvml_wrapper::error::NvmlError;
 use tracing::{error, info, warn};
 
 use crate::collectors::{self, Ctx, Gpu, MigDev, xid::XidLog};
-use crate::metrics::encode::{Format, encode};
+use crate::metrics::dcgm::{self, Exposition};
+use crate::metrics::encode::{self, Format};
 use crate::metrics::{Collected, DeviceRef, Family, MigRef, NoPods, PodLookup, Subject};
 use crate::nvml::Reader;
 use crate::nvml::library::LibSource;
@@ -33,6 +34,7 @@ pub struct Config {
     pub collectors: Vec<String>,
     pub options: collectors::Options,
     pub node: String,
+    pub exposition: Exposition,
 }
 
 pub fn spawn(
@@ -340,15 +342,41 @@ impl Loop {
         ));
         let mut families = merge(families);
         selfmetrics::label_node(&mut families, &self.cfg.node);
-        let text = encode(&families, &self.cfg.node, lookup.as_ref(), Format::Text);
-        let om = encode(
-            &families,
-            &self.cfg.node,
-            lookup.as_ref(),
-            Format::OpenMetrics,
-        );
+        let text = self.render(&families, &out, lookup.as_ref(), Format::Text);
+        let om = self.render(&families, &out, lookup.as_ref(), Format::OpenMetrics);
         let ready = self.stats.nvml_up && self.stats.collections_total > 0;
         self.store.publish(Snapshot::new(text, om, ready));
+    }
+}
+
+impl Loop {
+    /// One exposition: the native families (or only the exporter's own under
+    /// `--compat dcgm-only`), then the dcgm-exporter families if asked for.
+    fn render(
+        &self,
+        families: &[Family],
+        out: &Collected,
+        pods: &dyn PodLookup,
+        format: Format,
+    ) -> Vec<u8> {
+        let exposition = self.cfg.exposition;
+        let native = exposition.native;
+        let mut text = String::with_capacity(encode::capacity(families));
+        let served = families
+            .iter()
+            .filter(|f| native || f.name.starts_with("gpuscale_"));
+        encode::write_families(&mut text, served, &self.cfg.node, pods, format);
+        if let Some(opts) = &exposition.dcgm {
+            let input = dcgm::Input {
+                families,
+                devices: &out.devices,
+                migs: &out.migs,
+                node: &self.cfg.node,
+                pods,
+            };
+            dcgm::write(&mut text, &input, opts, format);
+        }
+        encode::finish(text, format)
     }
 }
 

@@ -173,6 +173,7 @@ async fn run(
             nvlink_per_link: cli.nvlink_per_link,
         },
         node: node_name(&cli, simulated.as_ref()),
+        exposition: cli.exposition(),
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
     let (join, sim_node) = match start_pods(&cli, simulated.as_ref(), &config.node) {

@@ -1,7 +1,7 @@
 //! docs/ and the code must agree: every metric family the code can emit is in
 //! docs/metrics.md and vice versa; every flag in `--help` is documented.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,10 +35,11 @@ fn code_families() -> BTreeSet<String> {
         let lit = &all[at + 1..];
         let Some(end) = lit.find('"') else { continue };
         let name = &lit[..end];
-        let is_metric = (name.starts_with("gpu_") || name.starts_with("gpuscale_exporter_"))
+        let native = (name.starts_with("gpu_") || name.starts_with("gpuscale_exporter_"))
             && name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let is_metric = native || is_compat(name);
         let followed_by_help = lit[end + 1..]
             .trim_start()
             .strip_prefix(',')
@@ -69,6 +70,36 @@ fn code_families() -> BTreeSet<String> {
     names
 }
 
+/// A dcgm-exporter family name (`--compat dcgm`).
+fn is_compat(name: &str) -> bool {
+    name.starts_with("DCGM_FI_")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The compat families of `metrics/dcgm.rs` and their type: the `gauge(` or
+/// `counter(` call each name literal is the first argument of.
+fn code_compat_kinds() -> BTreeMap<String, String> {
+    let src = std::fs::read_to_string(repo().join("exporter/src/metrics/dcgm.rs"))
+        .expect("exporter/src/metrics/dcgm.rs");
+    let mut kinds = BTreeMap::new();
+    for kind in ["gauge", "counter"] {
+        let call = format!("{kind}(");
+        for (at, _) in src.match_indices(&call) {
+            let rest = src[at + call.len()..].trim_start();
+            let Some(lit) = rest.strip_prefix('"') else {
+                continue;
+            };
+            let name = &lit[..lit.find('"').expect("closing quote")];
+            if is_compat(name) {
+                kinds.insert(name.to_string(), kind.to_string());
+            }
+        }
+    }
+    kinds
+}
+
 /// First-column backticked names in the tables of docs/metrics.md.
 fn documented_families() -> BTreeSet<String> {
     let text = std::fs::read_to_string(repo().join("docs/metrics.md")).expect("docs/metrics.md");
@@ -97,6 +128,50 @@ fn docs_metrics_md_lists_exactly_the_families_the_code_emits() {
     assert!(
         stale.is_empty(),
         "docs/metrics.md lists families the code never emits: {stale:?}"
+    );
+}
+
+/// The compat table: every row's type is the code's, and every native family
+/// it names as a source is a documented one.
+#[test]
+fn docs_compat_table_types_and_native_sources_match_the_code() {
+    let text = std::fs::read_to_string(repo().join("docs/metrics.md")).expect("docs/metrics.md");
+    let documented = documented_families();
+    let kinds = code_compat_kinds();
+    assert!(
+        kinds.len() >= 26,
+        "found only {} compat families",
+        kinds.len()
+    );
+    let mut seen = BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("| `DCGM_FI_")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = cells[1].trim_matches('`');
+        assert_eq!(
+            kinds.get(name).map(String::as_str),
+            Some(cells[2]),
+            "type of {name} in docs/metrics.md"
+        );
+        let sources: Vec<&str> = cells[4]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.split('{').next().unwrap_or(s))
+            .filter(|s| s.starts_with("gpu_"))
+            .collect();
+        assert!(!sources.is_empty(), "{name} names no native source");
+        for s in sources {
+            assert!(
+                documented.contains(s),
+                "{name}: source {s} is no documented family"
+            );
+        }
+        seen.insert(name.to_string());
+    }
+    let missing: Vec<_> = kinds.keys().filter(|k| !seen.contains(*k)).collect();
+    assert!(
+        missing.is_empty(),
+        "compat families missing from the table: {missing:?}"
     );
 }
 

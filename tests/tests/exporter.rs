@@ -517,6 +517,8 @@ fn bad_flags_exit_with_code_2_and_say_why() {
         (vec!["--collectors", "memory,bogus"], "bogus"),
         (vec!["--listen", "nowhere"], "--listen"),
         (vec!["--log-format", "xml"], "xml"),
+        (vec!["--compat", "dcgm-exporter"], "--compat"),
+        (vec!["--compat-hostname-label", "host"], "Hostname"),
         (
             vec!["--web-config-file", "/nonexistent/web.yml"],
             "cannot read",

@@ -29,13 +29,15 @@ impl Gpm<'_> {
     }
 }
 
-const DEVICE_IDS: [GpmMetricId; 6] = [
+/// MIG instances read the first four.
+const DEVICE_IDS: [GpmMetricId; 7] = [
     GpmMetricId::SmUtil,
     GpmMetricId::SmOccupancy,
     GpmMetricId::AnyTensorUtil,
     GpmMetricId::DramBwUtil,
     GpmMetricId::PcieTxPerSec,
     GpmMetricId::PcieRxPerSec,
+    GpmMetricId::GraphicsUtil,
 ];
 
 struct Families {
@@ -45,6 +47,7 @@ struct Families {
     dram: Family,
     tx: Family,
     rx: Family,
+    graphics: Family,
 }
 
 impl<'n> Gpm<'n> {
@@ -112,6 +115,10 @@ impl<'n> Collector<'n> for Gpm<'n> {
             ),
             tx: Family::gauge(pcie::TX, pcie::TX_HELP),
             rx: Family::gauge(pcie::RX, pcie::RX_HELP),
+            graphics: Family::gauge(
+                "gpu_graphics_active_ratio",
+                "Fraction of time the graphics or compute engine was active (GPM).",
+            ),
         };
         let mut mig_sm = Family::gauge(
             "gpu_mig_sm_active_ratio",
@@ -146,6 +153,7 @@ impl<'n> Collector<'n> for Gpm<'n> {
                 (&mut f.dram, 0.01),
                 (&mut f.tx, MIB),
                 (&mut f.rx, MIB),
+                (&mut f.graphics, 0.01),
             ];
             for ((fam, scale), value) in pushes.into_iter().zip(v) {
                 if let Some(x) = value {
@@ -181,7 +189,8 @@ impl<'n> Collector<'n> for Gpm<'n> {
             gpus.iter().any(|g| *g.id.uuid == **k) || migs.iter().any(|m| *m.id.mig_uuid == **k)
         });
         out.families.extend([
-            f.sm, f.occ, f.tensor, f.dram, f.tx, f.rx, mig_sm, mig_occ, mig_tensor, mig_dram,
+            f.sm, f.occ, f.tensor, f.dram, f.tx, f.rx, f.graphics, mig_sm, mig_occ, mig_tensor,
+            mig_dram,
         ]);
     }
 }

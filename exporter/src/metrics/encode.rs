@@ -24,17 +24,38 @@ impl Format {
 
 /// Renders families. `node` is added to every sample with a GPU subject.
 pub fn encode(families: &[Family], node: &str, pods: &dyn PodLookup, format: Format) -> Vec<u8> {
+    let mut out = String::with_capacity(capacity(families));
+    write_families(&mut out, families, node, pods, format);
+    finish(out, format)
+}
+
+/// A buffer size that holds the exposition of `families` without regrowing.
+pub fn capacity(families: &[Family]) -> usize {
     let samples: usize = families.iter().map(|f| f.samples.len()).sum();
-    let mut out = String::with_capacity(families.len() * 120 + samples * 110);
+    families.len() * 120 + samples * 110
+}
+
+/// Appends the families to `out` (no `# EOF`: see [`finish`]).
+pub fn write_families<'a>(
+    out: &mut String,
+    families: impl IntoIterator<Item = &'a Family>,
+    node: &str,
+    pods: &dyn PodLookup,
+    format: Format,
+) {
     for family in families {
         if family.samples.is_empty() {
             continue;
         }
-        write_header(&mut out, family, format);
+        write_header(out, family, format);
         for sample in &family.samples {
-            write_sample(&mut out, family.name, sample, node, pods);
+            write_sample(out, family.name, sample, node, pods);
         }
     }
+}
+
+/// Closes an exposition: OpenMetrics ends with `# EOF`.
+pub fn finish(mut out: String, format: Format) -> Vec<u8> {
     if format == Format::OpenMetrics {
         out.push_str("# EOF\n");
     }
@@ -130,7 +151,7 @@ fn write_sample(out: &mut String, name: &str, sample: &Sample, node: &str, pods:
     out.push('\n');
 }
 
-fn write_value(out: &mut String, v: f64) {
+pub(crate) fn write_value(out: &mut String, v: f64) {
     if v.is_nan() {
         out.push_str("NaN");
     } else if v.is_infinite() {
@@ -142,7 +163,7 @@ fn write_value(out: &mut String, v: f64) {
     }
 }
 
-fn escape_value(out: &mut String, v: &str) {
+pub(crate) fn escape_value(out: &mut String, v: &str) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -153,7 +174,7 @@ fn escape_value(out: &mut String, v: &str) {
     }
 }
 
-fn escape_help(out: &mut String, v: &str) {
+pub(crate) fn escape_help(out: &mut String, v: &str) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

@@ -4,6 +4,7 @@
 //! instance, a process) and the encoder adds the subject's labels — and the
 //! pod labels the join step found for it — when it renders the snapshot.
 
+pub mod dcgm;
 pub mod encode;
 
 use std::sync::Arc;
