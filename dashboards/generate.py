@@ -413,7 +413,7 @@ def node_gpu():
            f'sum(gpuscale_exporter_unattributed_processes{{{C}}})', thresholds=ORANGE_AT(1), w=8)
     d.ts("Unattributed processes by reason", "GPU processes without a pod, by reason (each pid counted once, per second).", [
         {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}}})', "legend": "{{reason}} now"},
-        {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_processes_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
+        {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_pids_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
         unit="none", w=24)
     return d
 

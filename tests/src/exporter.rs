@@ -106,6 +106,25 @@ impl Exporter {
             .expect("body")
     }
 
+    /// The OpenMetrics exposition, as Prometheus 3 negotiates it first.
+    pub fn scrape_openmetrics(&self) -> String {
+        ureq::get(&self.url("/metrics"))
+            .header("Accept", "application/openmetrics-text;version=1.0.0")
+            .call()
+            .expect("scrape")
+            .body_mut()
+            .read_to_string()
+            .expect("body")
+    }
+
+    /// Both expositions pass the strict checks of [`crate::exposition`].
+    pub fn assert_strict_expositions(&self) {
+        let text = self.scrape_text();
+        crate::exposition::assert_unique_family_names(&text);
+        crate::exposition::assert_promtool_accepts(&text);
+        crate::exposition::assert_strict_openmetrics(&self.scrape_openmetrics());
+    }
+
     pub fn scrape(&self) -> Metrics {
         Metrics::parse(&self.scrape_text())
     }

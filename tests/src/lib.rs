@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod bins;
 pub mod deploy;
 pub mod exporter;
+pub mod exposition;
 pub mod pods;
 pub mod procs;
 pub mod python;

@@ -263,14 +263,15 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     assert!(m.has("gpuscale_exporter_collector_duration_seconds"));
     assert_eq!(m.find("gpuscale_exporter_build_info", &[]).len(), 1);
 
-    // Every family has HELP and TYPE, and promtool accepts the exposition.
+    // Every family has HELP and TYPE; promtool and the strict OpenMetrics
+    // parser accept both expositions (MIG and per-process series included).
     for (name, (kind, help)) in &m.families {
         assert!(
             !kind.is_empty() && !help.is_empty(),
             "{name} lacks TYPE or HELP"
         );
     }
-    promtool_check_metrics(&exporter.scrape_text());
+    exporter.assert_strict_expositions();
 }
 
 trait Eventually {
@@ -307,30 +308,6 @@ fn raw_get(port: u16, path: &str, extra_headers: &str) -> (String, Vec<u8>) {
         String::from_utf8_lossy(&all[..split]).to_string(),
         all[split + 4..].to_vec(),
     )
-}
-
-fn promtool_check_metrics(text: &str) {
-    use std::io::Write as _;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) must be installed: .ci/run installs it");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -522,6 +499,7 @@ fn the_built_in_default_scenario_is_an_eight_gpu_node() {
             .iter()
             .any(|s| s.value == 1.0)
     );
+    exporter.assert_strict_expositions();
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn node_changes_while_the_exporter_runs() {
     );
     assert_eq!(
         m.value(
-            "gpuscale_exporter_unattributed_processes_total",
+            "gpuscale_exporter_unattributed_pids_total",
             &[("reason", "cgroup_malformed")]
         ),
         1.0
@@ -286,4 +286,5 @@ fn kubelet_maximum_of_110_pods_on_8_gpus() {
         ),
         0.0
     );
+    exporter.assert_strict_expositions();
 }
