@@ -25,10 +25,23 @@ impl Exporter {
 
     /// As [`Exporter::spawn`]; `probe` waits for plain-HTTP /healthz (off for TLS).
     pub fn spawn_with_probe(args: &[&str], probe: bool) -> Self {
+        Self::start(Command::new(bins::exporter()), args, probe)
+    }
+
+    /// As [`Exporter::spawn`], with the open-file limit (`ulimit -n`) lowered.
+    pub fn spawn_with_fd_limit(args: &[&str], nofile: u32) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(bins::exporter());
+        Self::start(cmd, args, true)
+    }
+
+    fn start(mut cmd: Command, args: &[&str], probe: bool) -> Self {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("log file");
         let listen = format!("127.0.0.1:{port}");
-        let child = Command::new(bins::exporter())
+        let child = cmd
             .args(args)
             .args(["--listen", &listen, "--simulator-lib"])
             .arg(bins::simulator_lib())

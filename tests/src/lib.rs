@@ -6,6 +6,7 @@ pub mod bins;
 pub mod deploy;
 pub mod exporter;
 pub mod exposition;
+pub mod hostile;
 pub mod pods;
 pub mod procs;
 pub mod python;

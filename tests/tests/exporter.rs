@@ -468,6 +468,8 @@ fn a_malformed_scenario_is_rejected_with_file_line_and_field() {
 fn bad_flags_exit_with_code_2_and_say_why() {
     for (args, says) in [
         (vec!["--collect-interval", "10ms"], "between 100ms and 1h"),
+        // A leading '-' is a value here, so the message names the flag.
+        (vec!["--collect-interval", "-5s"], "--collect-interval"),
         (vec!["--collectors", "memory,bogus"], "bogus"),
         (vec!["--listen", "nowhere"], "--listen"),
         (vec!["--log-format", "xml"], "xml"),
@@ -475,6 +477,8 @@ fn bad_flags_exit_with_code_2_and_say_why() {
             vec!["--web-config-file", "/nonexistent/web.yml"],
             "cannot read",
         ),
+        (vec!["--max-connections", "0"], "--max-connections"),
+        (vec!["--read-header-timeout", "1d"], "--read-header-timeout"),
     ] {
         let out = Command::new(bins::exporter())
             .args(&args)
@@ -560,25 +564,30 @@ fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
 }
 
 #[test]
-fn a_web_config_with_unknown_keys_is_rejected() {
+fn a_web_config_with_unknown_keys_or_no_users_is_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
     let web = dir.path().join("web.yml");
-    std::fs::write(
-        &web,
-        "tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: typo\n",
-    )
-    .expect("write");
-    let out = Command::new(bins::exporter())
-        .args([
-            "--simulate",
-            "--web-config-file",
-            web.to_str().expect("utf-8"),
-        ])
-        .output()
-        .expect("run exporter");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("web.yml") && err.contains("cert_fil"), "{err}");
+    for (text, says) in [
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: typo\n",
+            "cert_fil",
+        ),
+        // An empty map must not silently turn authentication off.
+        ("basic_auth_users: {}\n", "basic_auth_users is empty"),
+    ] {
+        std::fs::write(&web, text).expect("write");
+        let out = Command::new(bins::exporter())
+            .args([
+                "--simulate",
+                "--web-config-file",
+                web.to_str().expect("utf-8"),
+            ])
+            .output()
+            .expect("run exporter");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("web.yml") && err.contains(says), "{err}");
+    }
 }
 
 #[test]
