@@ -86,10 +86,9 @@ mod tests {
         assert_eq!(format(1e-12).unwrap(), "1n");
         assert_eq!(format(-1e-12).unwrap(), "-1n");
         assert_eq!(format(0.0).unwrap(), "0");
-        assert_eq!(format(0.0).unwrap(), "0");
         assert_eq!(format(0.955014162).unwrap(), "955m");
         assert_eq!(format(0.0025).unwrap(), "3m");
-        assert_eq!(format(1e-10).unwrap(), "0");
+        assert_eq!(format(1e-10).unwrap(), "1n");
         assert_eq!(format(1e6).unwrap(), "1M");
         assert_eq!(format(f64::NAN), Err(QuantityError::NaN));
         assert_eq!(format(f64::INFINITY), Err(QuantityError::Infinite));
