@@ -414,8 +414,16 @@ def node_gpu():
            f'sum(gpuscale_exporter_unattributed_processes{{{C}, {N}}})', thresholds=ORANGE_AT(1), w=8)
     d.ts("Unattributed processes by reason", "GPU processes without a pod, by reason (each pid counted once, per second).", [
         {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}, {N}}})', "legend": "{{reason}} now"},
-        {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_processes_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
+        {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_pids_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
         unit="none", w=24)
+    d.stat("DRA mapping", "Exporters whose ResourceSlice watch is down, or whose cluster serves no resource.k8s.io (DRA claims cannot be mapped to GPUs).",
+           f'count(gpuscale_exporter_dra_mapping_up{{{C}, {N}}} == 0) or vector(0)', decimals=0, thresholds=ORANGE_AT(1), w=8)
+    d.ts("Attributed devices by path", "GPUs and MIG instances attributed to pods through the device plugin or DRA ResourceClaims.", [
+        {"expr": f'sum by (allocation) (gpuscale_exporter_pod_attributed_devices{{{C}, {N}}})', "legend": "{{allocation}}"}],
+        unit="none", w=8)
+    d.ts("DRA devices without a pod", "Devices held through DRA claims that got no pod labels, by reason.", [
+        {"expr": f'sum by (reason) (gpuscale_exporter_dra_devices_unattributed{{{C}, {N}}})', "legend": "{{reason}}"}],
+        unit="none", w=8)
     return d
 
 

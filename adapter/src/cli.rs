@@ -71,6 +71,16 @@ pub struct Args {
     /// A (metric, namespace, selector) not requested for this long stops being polled.
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub idle_expiry: Duration,
+    /// Connections served at once on each listener; more wait in the backlog.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// A connection with no request in flight for this long is closed
+    /// (HTTP/2: GOAWAY), on the API and the metrics port.
+    #[arg(long, default_value = "90s", value_parser = duration)]
+    pub idle_timeout: Duration,
+    /// Time a client has to finish the TLS handshake.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub tls_handshake_timeout: Duration,
     /// Kubeconfig for the Kubernetes API (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -113,4 +123,14 @@ pub struct Args {
     /// Threads serving requests and polling Prometheus.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub worker_threads: u16,
+}
+
+impl Args {
+    pub fn limits(&self) -> crate::conn::Limits {
+        crate::conn::Limits {
+            max_connections: self.max_connections as usize,
+            idle_timeout: self.idle_timeout,
+            handshake_timeout: self.tls_handshake_timeout,
+        }
+    }
 }

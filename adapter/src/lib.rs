@@ -13,6 +13,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod conn;
 pub mod keda;
 pub mod logging;
 pub mod objects;
@@ -187,13 +188,15 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         }
         None => futures::future::Either::Right(std::future::pending()),
     };
+    let limits = args.limits();
     tokio::spawn(server::serve_metrics(
         metrics_listener,
         metrics,
         Some(cache),
+        limits,
     ));
     tokio::select! {
-        _ = server::serve_api(listener, tls_config, api) => {}
+        _ = server::serve_api(listener, tls_config, api, limits) => {}
         res = keda => res?,
         _ = shutdown() => tracing::info!("shutting down"),
     }

@@ -10,50 +10,64 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls_pki_types::CertificateDer;
-use tokio::net::TcpListener;
+use std::net::SocketAddr;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::Api;
+use crate::conn::{self, Activity, Limits};
 use crate::prometheus::PollCache;
 use crate::provider::Provider;
 use crate::selfmetrics::SelfMetrics;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Accepts connections while a slot is free; backs off when accept fails
+/// (out of file descriptors) instead of spinning.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => return Some((tcp, peer, slot)),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
 
 /// Serve the API over TLS until the task is dropped.
 pub async fn serve_api<P: Provider>(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     api: Arc<Api<P>>,
+    limits: Limits,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    while let Some((tcp, peer, slot)) = accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let api = api.clone();
         tokio::spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
+            let stream =
+                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
             let certs: Arc<Vec<CertificateDer<'static>>> = Arc::new(
                 stream
                     .get_ref()
@@ -62,26 +76,23 @@ pub async fn serve_api<P: Provider>(
                     .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
                     .unwrap_or_default(),
             );
+            let activity = Activity::new();
+            let busy = activity.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
                 let api = api.clone();
                 let certs = certs.clone();
+                let in_flight = busy.begin();
                 async move {
                     let (parts, _body) = req.into_parts();
-                    Ok::<_, Infallible>(
-                        api.handle(&parts.method, &parts.uri, &parts.headers, &certs)
-                            .await,
-                    )
+                    let resp = api
+                        .handle(&parts.method, &parts.uri, &parts.headers, &certs)
+                        .await;
+                    drop(in_flight);
+                    Ok::<_, Infallible>(resp)
                 }
             });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            // A client that never finishes its request headers is dropped.
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            conn::serve(stream, svc, activity, limits.idle_timeout, false).await;
+            drop(slot);
         });
     }
 }
@@ -91,18 +102,19 @@ pub async fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<SelfMetrics>,
     cache: Option<Arc<PollCache>>,
+    limits: Limits,
 ) {
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    while let Some((tcp, _, slot)) = accept(&listener, &slots).await {
         let metrics = metrics.clone();
         let cache = cache.clone();
         tokio::spawn(async move {
+            let activity = Activity::new();
+            let busy = activity.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
                 let metrics = metrics.clone();
                 let cache = cache.clone();
+                let in_flight = busy.begin();
                 async move {
                     let resp = match req.uri().path() {
                         "/metrics" => {
@@ -122,12 +134,12 @@ pub async fn serve_metrics(
                         }
                         _ => crate::api::status::text(StatusCode::NOT_FOUND, "not found"),
                     };
+                    drop(in_flight);
                     Ok::<_, Infallible>(resp)
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tcp), svc)
-                .await;
+            conn::serve(tcp, svc, activity, limits.idle_timeout, true).await;
+            drop(slot);
         });
     }
 }

@@ -38,7 +38,8 @@ pub struct Cli {
     pub listen: SocketAddr,
 
     /// Time between collections (100ms to 1h), e.g. 5s, 500ms, 1m.
-    #[arg(long, env = "GPUSCALE_COLLECT_INTERVAL", default_value = "5s", value_parser = parse_interval)]
+    #[arg(long, env = "GPUSCALE_COLLECT_INTERVAL", default_value = "5s", value_parser = parse_interval,
+          allow_hyphen_values = true)]
     pub collect_interval: Duration,
 
     /// NVML library to load instead of the system's libnvidia-ml.so.1.
@@ -92,6 +93,22 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_WEB_CONFIG_FILE", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
 
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "GPUSCALE_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
+    /// Time a client has to send a complete request header, from connecting
+    /// or from its previous response (so idle keep-alive connections close too).
+    #[arg(long, env = "GPUSCALE_READ_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_interval,
+          allow_hyphen_values = true)]
+    pub read_header_timeout: Duration,
+
+    /// Time a client has to complete the TLS handshake.
+    #[arg(long, env = "GPUSCALE_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_interval,
+          allow_hyphen_values = true)]
+    pub tls_handshake_timeout: Duration,
+
     /// Threads serving HTTP and the pod mapping (1-64); collection has its own.
     #[arg(long, env = "GPUSCALE_WORKER_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -110,6 +127,14 @@ pub struct Cli {
 }
 
 impl Cli {
+    pub fn limits(&self) -> crate::server::accept::Limits {
+        crate::server::accept::Limits {
+            max_connections: self.max_connections as usize,
+            read_header_timeout: self.read_header_timeout,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+        }
+    }
+
     pub fn enabled_collectors(&self) -> Vec<String> {
         self.collectors
             .iter()

@@ -182,7 +182,8 @@ async fn run(
     };
     let collector = collect::spawn(config, store.clone(), join, stop.clone());
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(Server { store, web }.run(listener, rx));
+    let limits = cli.limits();
+    let server = tokio::spawn(Server { store, web, limits }.run(listener, rx));
     wait_for_signal().await;
     info!("shutting down");
     stop.store(true, Ordering::Relaxed);

@@ -25,10 +25,23 @@ impl Exporter {
 
     /// As [`Exporter::spawn`]; `probe` waits for plain-HTTP /healthz (off for TLS).
     pub fn spawn_with_probe(args: &[&str], probe: bool) -> Self {
+        Self::start(Command::new(bins::exporter()), args, probe)
+    }
+
+    /// As [`Exporter::spawn`], with the open-file limit (`ulimit -n`) lowered.
+    pub fn spawn_with_fd_limit(args: &[&str], nofile: u32) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(bins::exporter());
+        Self::start(cmd, args, true)
+    }
+
+    fn start(mut cmd: Command, args: &[&str], probe: bool) -> Self {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("log file");
         let listen = format!("127.0.0.1:{port}");
-        let child = Command::new(bins::exporter())
+        let child = cmd
             .args(args)
             .args(["--listen", &listen, "--simulator-lib"])
             .arg(bins::simulator_lib())
@@ -104,6 +117,25 @@ impl Exporter {
             .body_mut()
             .read_to_string()
             .expect("body")
+    }
+
+    /// The OpenMetrics exposition, as Prometheus 3 negotiates it first.
+    pub fn scrape_openmetrics(&self) -> String {
+        ureq::get(&self.url("/metrics"))
+            .header("Accept", "application/openmetrics-text;version=1.0.0")
+            .call()
+            .expect("scrape")
+            .body_mut()
+            .read_to_string()
+            .expect("body")
+    }
+
+    /// Both expositions pass the strict checks of [`crate::exposition`].
+    pub fn assert_strict_expositions(&self) {
+        let text = self.scrape_text();
+        crate::exposition::assert_unique_family_names(&text);
+        crate::exposition::assert_promtool_accepts(&text);
+        crate::exposition::assert_strict_openmetrics(&self.scrape_openmetrics());
     }
 
     pub fn scrape(&self) -> Metrics {

@@ -5,6 +5,8 @@ pub mod alerts;
 pub mod bins;
 pub mod deploy;
 pub mod exporter;
+pub mod exposition;
+pub mod hostile;
 pub mod kubeapi;
 pub mod pods;
 pub mod procs;

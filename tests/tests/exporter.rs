@@ -263,14 +263,15 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     assert!(m.has("gpuscale_exporter_collector_duration_seconds"));
     assert_eq!(m.find("gpuscale_exporter_build_info", &[]).len(), 1);
 
-    // Every family has HELP and TYPE, and promtool accepts the exposition.
+    // Every family has HELP and TYPE; promtool and the strict OpenMetrics
+    // parser accept both expositions (MIG and per-process series included).
     for (name, (kind, help)) in &m.families {
         assert!(
             !kind.is_empty() && !help.is_empty(),
             "{name} lacks TYPE or HELP"
         );
     }
-    promtool_check_metrics(&exporter.scrape_text());
+    exporter.assert_strict_expositions();
 }
 
 trait Eventually {
@@ -307,30 +308,6 @@ fn raw_get(port: u16, path: &str, extra_headers: &str) -> (String, Vec<u8>) {
         String::from_utf8_lossy(&all[..split]).to_string(),
         all[split + 4..].to_vec(),
     )
-}
-
-fn promtool_check_metrics(text: &str) {
-    use std::io::Write as _;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) must be installed: .ci/run installs it");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -514,6 +491,8 @@ fn a_malformed_scenario_is_rejected_with_file_line_and_field() {
 fn bad_flags_exit_with_code_2_and_say_why() {
     for (args, says) in [
         (vec!["--collect-interval", "10ms"], "between 100ms and 1h"),
+        // A leading '-' is a value here, so the message names the flag.
+        (vec!["--collect-interval", "-5s"], "--collect-interval"),
         (vec!["--collectors", "memory,bogus"], "bogus"),
         (vec!["--listen", "nowhere"], "--listen"),
         (vec!["--log-format", "xml"], "xml"),
@@ -523,6 +502,8 @@ fn bad_flags_exit_with_code_2_and_say_why() {
             vec!["--web-config-file", "/nonexistent/web.yml"],
             "cannot read",
         ),
+        (vec!["--max-connections", "0"], "--max-connections"),
+        (vec!["--read-header-timeout", "1d"], "--read-header-timeout"),
     ] {
         let out = Command::new(bins::exporter())
             .args(&args)
@@ -547,6 +528,7 @@ fn the_built_in_default_scenario_is_an_eight_gpu_node() {
             .iter()
             .any(|s| s.value == 1.0)
     );
+    exporter.assert_strict_expositions();
 }
 
 #[test]
@@ -607,25 +589,30 @@ fn web_config_enables_tls_and_basic_auth_in_the_exporter_toolkit_format() {
 }
 
 #[test]
-fn a_web_config_with_unknown_keys_is_rejected() {
+fn a_web_config_with_unknown_keys_or_no_users_is_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
     let web = dir.path().join("web.yml");
-    std::fs::write(
-        &web,
-        "tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: typo\n",
-    )
-    .expect("write");
-    let out = Command::new(bins::exporter())
-        .args([
-            "--simulate",
-            "--web-config-file",
-            web.to_str().expect("utf-8"),
-        ])
-        .output()
-        .expect("run exporter");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("web.yml") && err.contains("cert_fil"), "{err}");
+    for (text, says) in [
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  cert_fil: typo\n",
+            "cert_fil",
+        ),
+        // An empty map must not silently turn authentication off.
+        ("basic_auth_users: {}\n", "basic_auth_users is empty"),
+    ] {
+        std::fs::write(&web, text).expect("write");
+        let out = Command::new(bins::exporter())
+            .args([
+                "--simulate",
+                "--web-config-file",
+                web.to_str().expect("utf-8"),
+            ])
+            .output()
+            .expect("run exporter");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("web.yml") && err.contains(says), "{err}");
+    }
 }
 
 #[test]

@@ -178,7 +178,7 @@ fn node_changes_while_the_exporter_runs() {
     );
     assert_eq!(
         m.value(
-            "gpuscale_exporter_unattributed_processes_total",
+            "gpuscale_exporter_unattributed_pids_total",
             &[("reason", "cgroup_malformed")]
         ),
         1.0
@@ -304,6 +304,7 @@ fn kubelet_maximum_of_110_pods_on_8_gpus() {
         ),
         0.0
     );
+    exporter.assert_strict_expositions();
 }
 
 const DRA_GPU0: &str = "GPU-d0000000-0000-4000-8000-000000000000";

@@ -14,7 +14,9 @@ pub enum QuantityError {
 
 /// Format `v` as a canonical decimal-SI quantity, as
 /// `resource.Quantity.String()` would: `1500m`, `3`, `2k`; milli precision,
-/// except that a non-zero value below 0.5m keeps nano precision (`250u`).
+/// except that a non-zero value below 0.5m keeps nano precision (`250u`),
+/// and one below 1n reads as `1n` (or `-1n`): a positive activation signal
+/// must never read as zero.
 pub fn format(v: f64) -> Result<String, QuantityError> {
     if v.is_nan() {
         return Err(QuantityError::NaN);
@@ -30,6 +32,9 @@ pub fn format(v: f64) -> Result<String, QuantityError> {
     let (mut mantissa, mut idx) = ((v * 1e3).round() as i128, 2);
     if mantissa == 0 {
         (mantissa, idx) = ((v * 1e9).round() as i128, 0);
+    }
+    if mantissa == 0 && v != 0.0 {
+        return Ok(if v > 0.0 { "1n" } else { "-1n" }.into());
     }
     if mantissa == 0 {
         return Ok("0".into());
@@ -78,10 +83,12 @@ mod tests {
         assert_eq!(format(0.00025).unwrap(), "250u");
         assert_eq!(format(0.1 + 0.2).unwrap(), "300m");
         assert_eq!(format(-0.75).unwrap(), "-750m");
+        assert_eq!(format(1e-12).unwrap(), "1n");
+        assert_eq!(format(-1e-12).unwrap(), "-1n");
         assert_eq!(format(0.0).unwrap(), "0");
         assert_eq!(format(0.955014162).unwrap(), "955m");
         assert_eq!(format(0.0025).unwrap(), "3m");
-        assert_eq!(format(1e-10).unwrap(), "0");
+        assert_eq!(format(1e-10).unwrap(), "1n");
         assert_eq!(format(1e6).unwrap(), "1M");
         assert_eq!(format(f64::NAN), Err(QuantityError::NaN));
         assert_eq!(format(f64::INFINITY), Err(QuantityError::Infinite));

@@ -364,7 +364,7 @@ impl PodMapper {
             "GPU processes of the last collection without a pod, by reason.",
         );
         let mut total = Family::counter(
-            "gpuscale_exporter_unattributed_processes_total",
+            "gpuscale_exporter_unattributed_pids_total",
             "GPU processes (counted once per pid) whose cgroup named no pod, by reason.",
         );
         for reason in REASONS {

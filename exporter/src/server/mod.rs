@@ -1,6 +1,8 @@
 //! HTTP(S) server: `/metrics` hands out the current pre-encoded snapshot; it
 //! never calls NVML or the Kubernetes API.
 
+pub mod accept;
+pub mod auth;
 pub mod negotiate;
 pub mod webconfig;
 
@@ -13,12 +15,13 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::snapshot::Store;
+use accept::{Accepted, Acceptor, Limits};
 use webconfig::WebConfig;
 
 const LANDING: &str = "<!doctype html><html><head><title>gpuscale exporter</title></head><body>\
@@ -29,6 +32,7 @@ const LANDING: &str = "<!doctype html><html><head><title>gpuscale exporter</titl
 pub struct Server {
     pub store: Arc<Store>,
     pub web: WebConfig,
+    pub limits: Limits,
 }
 
 impl Server {
@@ -36,52 +40,57 @@ impl Server {
     pub async fn run(self, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
         let this = Arc::new(self);
         let tls = this.web.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-        info!(address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), tls = tls.is_some(), "serving /metrics");
+        let mut acceptor = Acceptor::new(listener, &this.limits);
+        info!(address = %acceptor.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+              tls = tls.is_some(), limits = ?this.limits, "serving /metrics");
         loop {
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                },
+            let accepted = tokio::select! {
+                accepted = acceptor.next() => accepted,
                 _ = shutdown.changed() => break,
             };
-            let _ = stream.set_nodelay(true);
-            let this = this.clone();
-            let tls = tls.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req| {
-                    let this = this.clone();
-                    async move { Ok::<_, Infallible>(this.handle(req)) }
-                });
-                let result = match tls {
-                    Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(s) => {
-                            http1::Builder::new()
-                                .serve_connection(TokioIo::new(s), service)
-                                .await
-                        }
-                        Err(e) => {
-                            debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    },
-                    None => {
-                        http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
-                    }
-                };
-                if let Err(e) = result {
-                    debug!(%peer, error = %e, "connection ended with an error");
-                }
-            });
+            tokio::spawn(this.clone().serve(accepted, tls.clone()));
         }
     }
 
-    fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    /// One connection: TLS handshake (bounded), then HTTP/1.1 with a header
+    /// read timeout that also closes idle keep-alive connections.
+    async fn serve(self: Arc<Self>, conn: Accepted, tls: Option<tokio_rustls::TlsAcceptor>) {
+        let Accepted { stream, peer, slot } = conn;
+        let _ = stream.set_nodelay(true);
+        let limits = self.limits;
+        let this = self.clone();
+        let service = service_fn(move |req| {
+            let this = this.clone();
+            async move { Ok::<_, Infallible>(this.handle(req).await) }
+        });
+        let mut http = http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.read_header_timeout);
+        let result = match tls {
+            Some(acceptor) => {
+                let handshake =
+                    tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream));
+                match handshake.await {
+                    Ok(Ok(s)) => http.serve_connection(TokioIo::new(s), service).await,
+                    Ok(Err(e)) => {
+                        debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                }
+            }
+            None => http.serve_connection(TokioIo::new(stream), service).await,
+        };
+        if let Err(e) = result {
+            debug!(%peer, error = %e, "connection ended with an error");
+        }
+        drop(slot);
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         // Health endpoints stay open, as on Kubernetes' own components: the
         // kubelet's probes carry no credentials, and they reveal nothing.
         let health = matches!(req.uri().path(), "/healthz" | "/readyz");
@@ -90,7 +99,7 @@ impl Server {
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok());
-            if !auth.check(header) {
+            if !auth.check(header).await {
                 return Response::builder()
                     .status(StatusCode::UNAUTHORIZED)
                     .header(header::WWW_AUTHENTICATE, "Basic realm=\"gpuscale\"")

@@ -4,14 +4,15 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use base64::Engine as _;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use serde::Deserialize;
+
+use super::auth::BasicAuth;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
@@ -28,8 +29,7 @@ pub enum WebConfigError {
 #[serde(deny_unknown_fields)]
 struct File {
     tls_server_config: Option<TlsFile>,
-    #[serde(default)]
-    basic_auth_users: HashMap<String, String>,
+    basic_auth_users: Option<HashMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,17 +83,16 @@ impl WebConfig {
             Some(t) => Some(Arc::new(tls_config(&t, base).map_err(invalid)?)),
             None => None,
         };
-        for (user, hash) in &file.basic_auth_users {
-            if !hash.starts_with("$2") {
-                return Err(invalid(format!(
-                    "basic_auth_users.{user}: expected a bcrypt hash ($2y$...)"
-                )));
+        let auth = match file.basic_auth_users {
+            None => None,
+            // An empty map would silently serve without authentication.
+            Some(users) if users.is_empty() => {
+                return Err(invalid(
+                    "basic_auth_users is empty: list at least one user, or remove the key to serve without authentication".into(),
+                ));
             }
-        }
-        let auth = (!file.basic_auth_users.is_empty()).then(|| BasicAuth {
-            users: file.basic_auth_users,
-            verified: Mutex::new(HashMap::new()),
-        });
+            Some(users) => Some(BasicAuth::new(users).map_err(invalid)?),
+        };
         Ok(Self { tls, auth })
     }
 }
@@ -174,49 +173,4 @@ fn tls_config(t: &TlsFile, base: &Path) -> Result<ServerConfig, String> {
         .map_err(|e| format!("tls_server_config: {e}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// Basic auth against bcrypt hashes. bcrypt is slow by design, so verified
-/// credentials are remembered (bounded) to keep scrapes cheap.
-pub struct BasicAuth {
-    users: HashMap<String, String>,
-    verified: Mutex<HashMap<String, bool>>,
-}
-
-const CACHE_MAX: usize = 256;
-
-impl BasicAuth {
-    /// Checks an `Authorization` header value.
-    pub fn check(&self, header: Option<&str>) -> bool {
-        let Some(encoded) = header.and_then(|h| h.strip_prefix("Basic ")) else {
-            return false;
-        };
-        if let Some(&ok) = self
-            .verified
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(encoded)
-        {
-            return ok;
-        }
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return false;
-        };
-        let Ok(text) = String::from_utf8(decoded) else {
-            return false;
-        };
-        let Some((user, pass)) = text.split_once(':') else {
-            return false;
-        };
-        let ok = self
-            .users
-            .get(user)
-            .is_some_and(|hash| bcrypt::verify(pass, hash).unwrap_or(false));
-        let mut cache = self.verified.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(encoded.to_string(), ok);
-        ok
-    }
 }

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Hostile clients against gpuscale-exporter on the simulated node: scrape p99
+# (wrk, 1 connection) with 200 slowloris connections open, RSS before, during
+# and 10 s after a 10,000-connection flood, and the authorized scrape median
+# while 8 clients send fresh wrong passwords (bcrypt cost 10).
+#
+#   bench/hostile.sh                     # release build
+#   PROFILE=debug DURATION=10s bench/hostile.sh
+set -euo pipefail
+
+DURATION=${DURATION:-20s}
+PROFILE=${PROFILE:-release}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d -t gpuscale-hostile-XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+flag=; [ "$PROFILE" = release ] && flag=--release
+[ "${BUILD:-1}" = 0 ] || cargo build -q $flag -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib
+bin=$root/target/$PROFILE/gpuscale-exporter
+py=$root/target/pyenv/bin/python3
+port=19400
+
+start() {
+  "$bin" --simulate --listen 127.0.0.1:$port --simulator-lib "$root/target/$PROFILE/libgpuscale_nvml_sim.so" "$@" 2>"$work/log" &
+  pid=$!
+  until curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" "${auth[@]}" 2>/dev/null \
+     || curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" | grep -q 401; do sleep 0.2; done
+}
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
+rss() { awk '/VmRSS/ {printf "%.1f MiB", $2/1024}' "/proc/$pid/status"; }
+p99() { wrk -t1 -c1 -d"$DURATION" --latency "$@" "http://127.0.0.1:$port/metrics" | awk '/ 99%/ {print $2}'; }
+
+# Slowloris: one header byte per second on each of 200 connections.
+auth=()
+start --read-header-timeout 10s
+echo "scrape p99, quiet: $(p99)"
+"$py" - "$port" <<'PY' &
+import socket, sys, time
+conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(200)]
+for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n" * 10:
+    for c in conns:
+        try: c.send(bytes([b]))
+        except OSError: pass
+    time.sleep(1)
+PY
+loris=$!
+sleep 2
+echo "scrape p99, 200 slowloris connections: $(p99)"
+kill $loris 2>/dev/null || true
+
+# Flood: 10,000 idle connections (the test process holds them 10 s).
+echo "RSS before flood: $(rss)"
+(ulimit -n 20000; "$py" - "$port" <<'PY') &
+import socket, sys, time
+conns = []
+for _ in range(10000):
+    try: conns.append(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5))
+    except OSError: pass
+print(f"flood: {len(conns)} connections open", flush=True)
+time.sleep(10)
+PY
+flood=$!
+sleep 8
+echo "RSS during flood: $(rss)"
+wait $flood
+sleep 10
+echo "RSS 10 s after flood: $(rss)"
+stop
+
+# Wrong-password flood.
+# glibc's crypt (libxcrypt) makes bcrypt hashes; rounds=1024 is cost 10.
+hash=$(python3 -W ignore -c 'import crypt; print(crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1024)))')
+printf 'basic_auth_users:\n  prometheus: %s\n' "$hash" >"$work/web.yml"
+auth=(-u prometheus:s3cret)
+start --web-config-file "$work/web.yml"
+median() { for _ in $(seq 21); do curl -s -o /dev/null -w '%{time_total}\n' -u prometheus:s3cret "http://127.0.0.1:$port/metrics"; done | sort -n | sed -n 11p; }
+echo "authorized scrape median, quiet: $(median) s"
+for t in $(seq 8); do
+  (while :; do curl -s -o /dev/null -u "prometheus:guess-$t-$RANDOM$RANDOM" "http://127.0.0.1:$port/metrics"; done) &
+done
+sleep 1
+echo "authorized scrape median, 8 clients flooding wrong passwords: $(median) s"
+kill $(jobs -p) 2>/dev/null || true
