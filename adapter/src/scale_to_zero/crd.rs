@@ -70,20 +70,16 @@ pub struct TargetRef {
 }
 
 /// Where a rule's value comes from: a configured adapter metric (with an
-/// optional label selector, as an HPA would send it) or a PromQL template.
+/// optional label selector, as an HPA would send it), read through the same
+/// poll cache as the external metrics API and the KEDA scaler.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSource {
     /// A metric of the adapter's config or presets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
     /// Label selector applied to `metric`, e.g. `workload=chat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
-    /// A PromQL template using `${matchers}` (the policy's namespace is
-    /// enforced), instead of `metric`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
 }
 
 /// Idle: the value is at or below `threshold` for `for` on every read.

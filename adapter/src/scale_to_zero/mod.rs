@@ -3,7 +3,71 @@
 //! for clusters without KEDA or the HPA's `minReplicas: 0`.
 //!
 //! [`crd`] is the `ScaleToZeroPolicy` resource; [`decide`] the pure
-//! decisions over one round's reads.
+//! decisions over one round's reads; [`reconcile`] gathers those reads and
+//! applies the decision; [`lease`] makes one replica of several act;
+//! [`report`] is what it tells people (self-metrics, `/debug/scalers`).
 
 pub mod crd;
 pub mod decide;
+pub mod lease;
+pub mod reconcile;
+pub mod report;
+pub mod target;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client};
+
+use crate::provider::Provider;
+use crd::ScaleToZeroPolicy;
+use lease::{Leadership, LeaseSettings};
+use reconcile::{Context, Settings};
+use report::Report;
+
+/// Runs the Lease loop and the controller until the process ends.
+pub async fn run<P: Provider>(
+    client: Client,
+    provider: Arc<P>,
+    lease: LeaseSettings,
+    settings: Settings,
+    report: Arc<Report>,
+) {
+    let leadership = Arc::new(Leadership::default());
+    tokio::spawn(lease::run(
+        client.clone(),
+        lease.clone(),
+        leadership.clone(),
+    ));
+    tokio::spawn(mirror_leadership(leadership.clone(), report.clone()));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "gpuscale-scale-to-zero".into(),
+            instance: Some(lease.identity.clone()),
+        },
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        provider,
+        leadership,
+        report,
+        recorder,
+        settings,
+    ));
+    let policies: Api<ScaleToZeroPolicy> = Api::all(client);
+    Controller::new(policies, watcher::Config::default())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|_| std::future::ready(()))
+        .await;
+}
+
+/// Keeps the leader gauge in step with the Lease.
+async fn mirror_leadership(leadership: Arc<Leadership>, report: Arc<Report>) {
+    loop {
+        report.set_leader(leadership.is_leader());
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}

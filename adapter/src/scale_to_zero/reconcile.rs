@@ -1,0 +1,566 @@
+//! One round for one policy: gather what [`decide`] needs (reads from the
+//! poll cache, the target through `scale`, HPAs on the same target), apply
+//! its action, and say what happened (status, Events, self-metrics).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+
+use super::crd::{
+    Condition, MetricSource, Phase, ReadState, RuleStatus, ScaleToZeroPolicy,
+    ScaleToZeroPolicyStatus,
+};
+use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rules, Target};
+use super::lease::Leadership;
+use super::report::{PolicyReport, Report};
+use super::target::{self, Kinds, TargetError};
+use crate::config::parse_duration;
+use crate::provider::{Provider, ProviderError};
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How often a parked target's activation is checked (from the cache).
+    pub wake_interval: Duration,
+    /// How often a running target's idle window is advanced.
+    pub check_interval: Duration,
+    /// Longest wait after repeated failures (targets missing, API errors).
+    pub max_backoff: Duration,
+}
+
+/// What every reconcile shares.
+pub struct Context<P> {
+    pub client: Client,
+    pub provider: Arc<P>,
+    pub leadership: Arc<Leadership>,
+    pub report: Arc<Report>,
+    pub recorder: Recorder,
+    pub settings: Settings,
+    pub kinds: Kinds,
+    failures: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl<P> Context<P> {
+    pub fn new(
+        client: Client,
+        provider: Arc<P>,
+        leadership: Arc<Leadership>,
+        report: Arc<Report>,
+        recorder: Recorder,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            client,
+            provider,
+            leadership,
+            report,
+            recorder,
+            settings,
+            kinds: Kinds::default(),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Exponential backoff per policy: 2 s doubling to `max_backoff`.
+    fn backoff(&self, key: &(String, String)) -> Duration {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = f.entry(key.clone()).or_default();
+        *n = n.saturating_add(1);
+        let secs = 2u64.saturating_mul(1 << (*n - 1).min(16));
+        Duration::from_secs(secs).min(self.settings.max_backoff)
+    }
+
+    fn succeeded(&self, key: &(String, String)) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+/// Errors that end a round early; each becomes a `Ready=False` condition.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    #[error("unknown metric {0:?}: not in the adapter's config or presets")]
+    UnknownMetric(String),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("writing status: {0}")]
+    Status(kube::Error),
+}
+
+impl ReconcileError {
+    fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::InvalidSpec(_) => "InvalidSpec",
+            ReconcileError::UnknownMetric(_) => "UnknownMetric",
+            ReconcileError::Target(e) => e.reason(),
+            ReconcileError::Status(_) => "KubernetesAPIError",
+        }
+    }
+}
+
+fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, ReconcileError> {
+    let spec = &policy.spec;
+    let duration = |key: &str, v: &str| {
+        parse_duration(v).ok_or_else(|| {
+            ReconcileError::InvalidSpec(format!("{key}: {v:?} is not a duration like 15m"))
+        })
+    };
+    let wake = spec.wake_replicas.unwrap_or(wake_default);
+    if wake < 1 {
+        return Err(ReconcileError::InvalidSpec(format!(
+            "wakeReplicas: {wake} must be at least 1"
+        )));
+    }
+    for (key, v) in [
+        ("idle.threshold", spec.idle.threshold),
+        ("activation.threshold", spec.activation.threshold),
+    ] {
+        if !v.is_finite() {
+            return Err(ReconcileError::InvalidSpec(format!("{key} must be finite")));
+        }
+    }
+    Ok(Rules {
+        idle_threshold: spec.idle.threshold,
+        idle_for: duration("idle.for", &spec.idle.duration)?,
+        activation_threshold: spec.activation.threshold,
+        min_up: match &spec.min_up_duration {
+            Some(v) => duration("minUpDuration", v)?,
+            None => Duration::ZERO,
+        },
+        wake_replicas: wake,
+        paused: spec.paused,
+    })
+}
+
+/// A rule's read: the sum of the items, or unknown. An unknown metric or a
+/// bad selector is the policy's error, not a read.
+async fn read<P: Provider>(
+    provider: &P,
+    key: &str,
+    source: &MetricSource,
+    namespace: &str,
+) -> Result<Read, ReconcileError> {
+    let metric = source
+        .metric
+        .as_deref()
+        .ok_or_else(|| ReconcileError::InvalidSpec(format!("{key}.metric is required")))?;
+    let selector = source.label_selector.as_deref().unwrap_or("");
+    match provider.get(metric, namespace, selector).await {
+        Ok(r) => Ok(Read::Value(r.items.iter().map(|i| i.value).sum())),
+        Err(ProviderError::Unavailable(why)) => Ok(Read::Unknown(why)),
+        Err(ProviderError::UnknownMetric(_)) => Err(ReconcileError::UnknownMetric(metric.into())),
+        Err(ProviderError::BadRequest(why)) => Err(ReconcileError::InvalidSpec(format!(
+            "{key}.labelSelector: {why}"
+        ))),
+    }
+}
+
+fn rfc3339(secs: i64) -> String {
+    Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
+fn parse_time(s: Option<&String>) -> Option<i64> {
+    s?.parse::<Timestamp>().ok().map(|t| t.as_second())
+}
+
+fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>) -> Memory {
+    Memory {
+        idle_since: status.and_then(|s| parse_time(s.idle_since.as_ref())),
+        last_wake: status.and_then(|s| parse_time(s.last_wake_time.as_ref())),
+        parked_from,
+    }
+}
+
+fn rule_status(read: &Read, state: ReadState, name: &str, now: i64) -> RuleStatus {
+    let (value, summary) = match read {
+        Read::Value(v) => (Some(*v), format!("{name}={v} ({state:?})")),
+        Read::Unknown(why) => (None, format!("{name} unknown: {why}")),
+    };
+    RuleStatus {
+        value,
+        state,
+        time: rfc3339(now),
+        summary,
+    }
+}
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: i64,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: rfc3339(now),
+        observed_generation: generation,
+    }
+}
+
+/// Keeps a condition's transition time when its status did not change.
+fn merge_conditions(old: &[Condition], new: Vec<Condition>) -> Vec<Condition> {
+    new.into_iter()
+        .map(|mut c| {
+            if let Some(o) = old
+                .iter()
+                .find(|o| o.type_ == c.type_ && o.status == c.status)
+            {
+                c.last_transition_time = o.last_transition_time.clone();
+            }
+            c
+        })
+        .collect()
+}
+
+/// A status worth writing differs in something other than read times.
+fn meaningful(s: &ScaleToZeroPolicyStatus) -> ScaleToZeroPolicyStatus {
+    let mut s = s.clone();
+    for r in [&mut s.idle, &mut s.activation].into_iter().flatten() {
+        r.time.clear();
+    }
+    s
+}
+
+async fn write_status(
+    policy: &ScaleToZeroPolicy,
+    client: &Client,
+    mut status: ScaleToZeroPolicyStatus,
+) -> Result<(), ReconcileError> {
+    let old = policy.status.clone().unwrap_or_default();
+    status.conditions = merge_conditions(&old.conditions, status.conditions);
+    if status.phase == old.phase && status.reason == old.reason {
+        status.last_transition_time = old.last_transition_time.clone();
+    }
+    if meaningful(&status) == meaningful(&old) {
+        return Ok(());
+    }
+    let api: Api<ScaleToZeroPolicy> =
+        Api::namespaced(client.clone(), &policy.namespace().unwrap_or_default());
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(
+        &policy.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(ReconcileError::Status)?;
+    Ok(())
+}
+
+async fn event<P>(
+    ctx: &Context<P>,
+    policy: &ScaleToZeroPolicy,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
+    let ev = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.into(),
+        note: Some(note),
+        action: "Scale".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &policy.object_ref(&())).await {
+        tracing::warn!(error = %e, policy = %policy.name_any(), "event not recorded");
+    }
+}
+
+/// The round's inputs that need the Kubernetes API and Prometheus.
+struct Round {
+    api: Api<DynamicObject>,
+    rules: Rules,
+    seen: Observed,
+    memory: Memory,
+}
+
+async fn gather<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    now: i64,
+) -> Result<Round, ReconcileError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let spec = &policy.spec;
+    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns).await?;
+    let activation = read(
+        ctx.provider.as_ref(),
+        "activation",
+        &spec.activation.source,
+        &ns,
+    )
+    .await?;
+    let ar = ctx.kinds.resolve(&ctx.client, &spec.target).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+    let read = target::read(&api, &spec.target).await?;
+    let hpas = target::hpas(&ctx.client, &ns, &spec.target)
+        .await
+        .map_err(TargetError::Api)?;
+    let wake_default = hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
+    let rules = rules_of(policy, wake_default)?;
+    Ok(Round {
+        api,
+        rules,
+        seen: Observed {
+            now,
+            idle,
+            activation,
+            target: Target {
+                replicas: read.replicas,
+                ready: read.ready,
+            },
+            hpa_owns_zero: hpas.into_iter().find(|(_, min)| *min == 0).map(|(n, _)| n),
+        },
+        memory: memory_of(policy.status.as_ref(), read.parked_from),
+    })
+}
+
+fn now_secs() -> i64 {
+    Timestamp::now().as_second()
+}
+
+/// The reconcile function of the controller.
+pub async fn reconcile<P: Provider>(
+    policy: Arc<ScaleToZeroPolicy>,
+    ctx: Arc<Context<P>>,
+) -> Result<Requeue, ReconcileError> {
+    if !ctx.leadership.is_leader() {
+        return Ok(Requeue::requeue(ctx.settings.wake_interval));
+    }
+    let key = (policy.namespace().unwrap_or_default(), policy.name_any());
+    let now = now_secs();
+    match round(&policy, &ctx, now).await {
+        Ok(requeue) => {
+            ctx.succeeded(&key);
+            Ok(requeue)
+        }
+        Err(e) => {
+            let wait = ctx.backoff(&key);
+            tracing::warn!(policy = %key.1, namespace = %key.0, error = %e, retry_in = ?wait, "scale-to-zero policy not acted on");
+            let old = policy.status.clone().unwrap_or_default();
+            if old.reason.as_deref() != Some(e.reason()) {
+                event(&ctx, &policy, true, e.reason(), e.to_string()).await;
+            }
+            let status = ScaleToZeroPolicyStatus {
+                reason: Some(e.reason().into()),
+                message: Some(e.to_string()),
+                conditions: vec![condition(
+                    "Ready",
+                    false,
+                    e.reason(),
+                    &e.to_string(),
+                    now,
+                    policy.meta().generation,
+                )],
+                ..old
+            };
+            if !matches!(e, ReconcileError::Status(_)) {
+                write_status(&policy, &ctx.client, status).await?;
+            }
+            ctx.report.policy(PolicyReport {
+                namespace: key.0.clone(),
+                name: key.1.clone(),
+                target: policy.spec.target.name.clone(),
+                phase: "Error".into(),
+                idle: String::new(),
+                activation: String::new(),
+                idle_for_seconds: None,
+                reason: e.reason().into(),
+                message: e.to_string(),
+                time: now,
+            });
+            Ok(Requeue::requeue(wait))
+        }
+    }
+}
+
+async fn round<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    now: i64,
+) -> Result<Requeue, ReconcileError> {
+    let r = gather(policy, ctx, now).await?;
+    let d = decide::decide(&r.rules, &r.seen, r.memory);
+    apply(policy, ctx, &r, &d).await?;
+    record(policy, ctx, &r, &d).await?;
+    Ok(Requeue::requeue(if d.phase == Phase::Parked {
+        ctx.settings.wake_interval
+    } else {
+        ctx.settings.check_interval
+    }))
+}
+
+async fn apply<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    r: &Round,
+    d: &Decision,
+) -> Result<(), ReconcileError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let target = &policy.spec.target;
+    match d.action {
+        Action::Nothing => {
+            if is_refusal(d.reason) && last_reason(policy) != Some(d.reason.as_str()) {
+                ctx.report.refused(d.reason.as_str());
+                event(ctx, policy, true, d.reason.as_str(), d.message.clone()).await;
+            }
+        }
+        Action::Park { from } => {
+            target::scale(&r.api, target, 0, Some(from)).await?;
+            ctx.report.parked(&ns, &target.name);
+            event(ctx, policy, false, "Parked", d.message.clone()).await;
+            tracing::info!(namespace = %ns, target = %target.name, from, "parked");
+        }
+        Action::Wake { to } => {
+            target::scale(&r.api, target, to, None).await?;
+            let latency = (Timestamp::now().as_millisecond() as f64 / 1000.0) - r.seen.now as f64;
+            ctx.report.woken(&ns, &target.name, latency.max(0.0));
+            event(ctx, policy, false, "Woken", d.message.clone()).await;
+            tracing::info!(namespace = %ns, target = %target.name, to, "woken");
+        }
+    }
+    Ok(())
+}
+
+/// Reasons that refuse a park the idle rule asked for, or a wake.
+fn is_refusal(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::HpaOwnsZero
+            | Reason::MinUpDuration
+            | Reason::PodsNotReady
+            | Reason::ReadUnknown
+            | Reason::ActivationUnknown
+    )
+}
+
+fn last_reason(policy: &ScaleToZeroPolicy) -> Option<&str> {
+    policy.status.as_ref()?.reason.as_deref()
+}
+
+async fn record<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    r: &Round,
+    d: &Decision,
+) -> Result<(), ReconcileError> {
+    let now = r.seen.now;
+    let metric = |s: &MetricSource| s.metric.clone().unwrap_or_default();
+    let idle = rule_status(
+        &r.seen.idle,
+        d.idle_state,
+        &metric(&policy.spec.idle.source),
+        now,
+    );
+    let activation = rule_status(
+        &r.seen.activation,
+        d.activation_state,
+        &metric(&policy.spec.activation.source),
+        now,
+    );
+    let generation = policy.meta().generation;
+    let parked = d.phase == Phase::Parked;
+    let status = ScaleToZeroPolicyStatus {
+        phase: Some(d.phase),
+        idle_since: d.memory.idle_since.map(rfc3339),
+        last_wake_time: d.memory.last_wake.map(rfc3339),
+        last_transition_time: Some(rfc3339(now)),
+        reason: Some(d.reason.as_str().into()),
+        message: Some(d.message.clone()),
+        conditions: vec![
+            condition(
+                "Ready",
+                true,
+                "TargetScalable",
+                "target and metrics resolved",
+                now,
+                generation,
+            ),
+            condition(
+                "Parked",
+                parked,
+                d.reason.as_str(),
+                &d.message,
+                now,
+                generation,
+            ),
+        ],
+        observed_generation: generation,
+        idle: Some(idle.clone()),
+        activation: Some(activation.clone()),
+    };
+    ctx.report.policy(PolicyReport {
+        namespace: policy.namespace().unwrap_or_default(),
+        name: policy.name_any(),
+        target: policy.spec.target.name.clone(),
+        phase: format!("{:?}", d.phase),
+        idle: idle.summary,
+        activation: activation.summary,
+        idle_for_seconds: d.memory.idle_since.map(|s| now - s),
+        reason: d.reason.as_str().into(),
+        message: d.message.clone(),
+        time: now,
+    });
+    write_status(policy, &ctx.client, status).await
+}
+
+/// Errors the controller could not turn into a status: retry later.
+pub fn error_policy<P>(
+    _policy: Arc<ScaleToZeroPolicy>,
+    error: &ReconcileError,
+    ctx: Arc<Context<P>>,
+) -> Requeue {
+    tracing::warn!(error = %error, "scale-to-zero reconcile failed");
+    Requeue::requeue(ctx.settings.max_backoff.min(Duration::from_secs(30)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_times_alone_are_not_worth_a_write() {
+        let a = ScaleToZeroPolicyStatus {
+            idle: Some(RuleStatus {
+                value: Some(0.0),
+                state: ReadState::Inactive,
+                time: "2026-11-30T06:00:00Z".into(),
+                summary: "q=0".into(),
+            }),
+            ..ScaleToZeroPolicyStatus::default()
+        };
+        let mut b = a.clone();
+        if let Some(i) = b.idle.as_mut() {
+            i.time = "2026-11-30T06:00:10Z".into();
+        }
+        assert_eq!(meaningful(&a), meaningful(&b));
+        if let Some(i) = b.idle.as_mut() {
+            i.value = Some(1.0);
+        }
+        assert_ne!(meaningful(&a), meaningful(&b));
+    }
+
+    #[test]
+    fn times_round_trip_through_the_status() {
+        let s = rfc3339(1_790_000_000);
+        assert_eq!(parse_time(Some(&s)), Some(1_790_000_000));
+    }
+}

@@ -1,0 +1,222 @@
+//! The scale target through the Kubernetes API: resolve its kind once
+//! (discovery says whether it has a `scale` subresource), read replicas and
+//! readiness, park and wake through `scale`, find an HPA on the same object.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, discovery};
+
+use super::crd::TargetRef;
+
+/// The annotation on the target that records the replicas it was parked from.
+pub const PARKED_FROM: &str = "gpuscale.dev/parked-replicas";
+
+/// Why a target cannot be read or scaled.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("target apiVersion {0:?} is not group/version or version")]
+    BadApiVersion(String),
+    #[error("{kind} ({api_version}) is not served by the cluster: {source}")]
+    UnknownKind {
+        kind: String,
+        api_version: String,
+        source: kube::Error,
+    },
+    #[error("{0} has no scale subresource")]
+    NoScale(String),
+    #[error("{kind} {name} not found")]
+    NotFound { kind: String, name: String },
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+}
+
+impl TargetError {
+    /// The condition reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TargetError::BadApiVersion(_) | TargetError::UnknownKind { .. } => "TargetKindUnknown",
+            TargetError::NoScale(_) => "TargetNotScalable",
+            TargetError::NotFound { .. } => "TargetNotFound",
+            TargetError::Api(_) => "KubernetesAPIError",
+        }
+    }
+}
+
+/// The target as read this round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetRead {
+    /// `spec.replicas` of the scale subresource.
+    pub replicas: i32,
+    /// `status.readyReplicas` of the object (absent: 0).
+    pub ready: i32,
+    /// The replica count recorded at parking.
+    pub parked_from: Option<i32>,
+}
+
+/// Kinds resolved through discovery, kept: kinds do not change under a
+/// running controller, and one discovery per reconcile would be wasteful.
+#[derive(Default)]
+pub struct Kinds {
+    known: Mutex<HashMap<(String, String), ApiResource>>,
+}
+
+fn gvk(target: &TargetRef) -> Result<GroupVersionKind, TargetError> {
+    let (group, version) = match target.api_version.split_once('/') {
+        Some((g, v)) if !g.is_empty() && !v.is_empty() => (g, v),
+        None if !target.api_version.is_empty() => ("", target.api_version.as_str()),
+        _ => return Err(TargetError::BadApiVersion(target.api_version.clone())),
+    };
+    Ok(GroupVersionKind::gvk(group, version, &target.kind))
+}
+
+impl Kinds {
+    /// The API resource of `target`'s kind; an error when it has no `scale`.
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        target: &TargetRef,
+    ) -> Result<ApiResource, TargetError> {
+        let key = (target.api_version.clone(), target.kind.clone());
+        if let Some(ar) = self.lock().get(&key) {
+            return Ok(ar.clone());
+        }
+        let gvk = gvk(target)?;
+        let (ar, caps) = discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|source| TargetError::UnknownKind {
+                kind: target.kind.clone(),
+                api_version: target.api_version.clone(),
+                source,
+            })?;
+        if !caps
+            .subresources
+            .iter()
+            .any(|(sub, _)| sub.plural == "scale")
+        {
+            return Err(TargetError::NoScale(format!(
+                "{} ({})",
+                target.kind, target.api_version
+            )));
+        }
+        self.lock().insert(key, ar.clone());
+        Ok(ar)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ApiResource>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn not_found(e: kube::Error, target: &TargetRef) -> TargetError {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => TargetError::NotFound {
+            kind: target.kind.clone(),
+            name: target.name.clone(),
+        },
+        e => TargetError::Api(e),
+    }
+}
+
+/// Replicas, readiness and the parked-from annotation of the target.
+pub async fn read(api: &Api<DynamicObject>, target: &TargetRef) -> Result<TargetRead, TargetError> {
+    let scale = api
+        .get_scale(&target.name)
+        .await
+        .map_err(|e| not_found(e, target))?;
+    let object = api
+        .get(&target.name)
+        .await
+        .map_err(|e| not_found(e, target))?;
+    let ready = object
+        .data
+        .pointer("/status/readyReplicas")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|v| i32::try_from(v).ok())
+        .unwrap_or(0);
+    let parked_from = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PARKED_FROM))
+        .and_then(|v| v.parse().ok());
+    Ok(TargetRead {
+        replicas: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+        ready,
+        parked_from,
+    })
+}
+
+/// Sets replicas through the scale subresource; when parking, records the
+/// replicas it had in an annotation first (so a wake restores them even if
+/// the policy's status is lost).
+pub async fn scale(
+    api: &Api<DynamicObject>,
+    target: &TargetRef,
+    replicas: i32,
+    parked_from: Option<i32>,
+) -> Result<(), TargetError> {
+    let params = PatchParams::default();
+    let note = serde_json::json!({
+        "metadata": {"annotations": {PARKED_FROM: parked_from.map(|n| n.to_string())}}
+    });
+    api.patch(&target.name, &params, &Patch::Merge(&note))
+        .await
+        .map_err(|e| not_found(e, target))?;
+    let body = serde_json::json!({"spec": {"replicas": replicas}});
+    api.patch_scale(&target.name, &params, &Patch::Merge(&body))
+        .await
+        .map_err(|e| not_found(e, target))?;
+    Ok(())
+}
+
+/// HPAs in the namespace that scale `target`: (name, minReplicas).
+pub async fn hpas(
+    client: &Client,
+    namespace: &str,
+    target: &TargetRef,
+) -> Result<Vec<(String, i32)>, kube::Error> {
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), namespace);
+    let list = api.list(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|h| {
+            let spec = h.spec;
+            let r = &spec.scale_target_ref;
+            let same = r.name == target.name
+                && r.kind == target.kind
+                && r.api_version.as_deref().unwrap_or("") == target.api_version;
+            same.then(|| {
+                (
+                    h.metadata.name.unwrap_or_default(),
+                    spec.min_replicas.unwrap_or(1),
+                )
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(api_version: &str) -> TargetRef {
+        TargetRef {
+            api_version: api_version.into(),
+            kind: "Deployment".into(),
+            name: "chat".into(),
+        }
+    }
+
+    #[test]
+    fn api_versions_split_into_group_and_version() {
+        assert_eq!(gvk(&t("apps/v1")).unwrap().group, "apps");
+        assert_eq!(gvk(&t("v1")).unwrap().group, "");
+        assert!(matches!(gvk(&t("")), Err(TargetError::BadApiVersion(_))));
+        assert!(matches!(gvk(&t("/v1")), Err(TargetError::BadApiVersion(_))));
+    }
+}
