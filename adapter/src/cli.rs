@@ -81,6 +81,27 @@ pub struct Args {
     /// Time a client has to finish the TLS handshake.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub tls_handshake_timeout: Duration,
+    /// Run the scale-to-zero controller (ScaleToZeroPolicy resources): park idle targets at 0, wake them on activation.
+    #[arg(long)]
+    pub scale_to_zero: bool,
+    /// Namespace of the controller's leader Lease (default: the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "gpuscale")]
+    pub scale_to_zero_lease_namespace: String,
+    /// Name of the controller's leader Lease.
+    #[arg(long, default_value = "gpuscale-scale-to-zero")]
+    pub scale_to_zero_lease_name: String,
+    /// This replica's identity in the Lease (default: the pod name).
+    #[arg(long, env = "POD_NAME")]
+    pub scale_to_zero_identity: Option<String>,
+    /// A Lease holder that has not renewed for this long loses it.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub scale_to_zero_lease_duration: Duration,
+    /// How often parked targets' activation is checked (from the poll cache).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub scale_to_zero_wake_interval: Duration,
+    /// How often running targets' idle windows are advanced.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub scale_to_zero_check_interval: Duration,
     /// Kubeconfig for the Kubernetes API (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

@@ -112,7 +112,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     };
     let config = Arc::new(config);
     let mut provider = PromProvider::new(config.clone(), cache.clone());
-    let keda_provider = Arc::new(PromProvider::new(config, cache.clone()));
+    let keda_provider = Arc::new(PromProvider::new(config.clone(), cache.clone()));
     if let Some(kube) = &kube {
         let pods = Arc::new(PodCache::new(
             kube.clone(),
@@ -121,6 +121,20 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         ));
         tokio::spawn(pods.clone().run());
         provider = provider.with_pods(pods);
+    }
+
+    if args.scale_to_zero {
+        let Some(kube) = &kube else {
+            return Err(AppError::AuthSetup(
+                "--scale-to-zero needs the Kubernetes API: give --kubeconfig with --dev".into(),
+            ));
+        };
+        start_scale_to_zero(
+            &args,
+            kube.client(),
+            PromProvider::new(config, cache.clone()),
+            &metrics,
+        );
     }
 
     let (listen, metrics_listen, key, security) = if args.dev {
@@ -201,6 +215,41 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         _ = shutdown() => tracing::info!("shutting down"),
     }
     Ok(())
+}
+
+/// The controller shares the poll cache with the APIs: one (metric,
+/// namespace, selector) costs one query however many readers it has.
+fn start_scale_to_zero(
+    args: &Args,
+    client: kube::Client,
+    provider: PromProvider,
+    metrics: &SelfMetrics,
+) {
+    let report = Arc::new(scale_to_zero::report::Report::default());
+    metrics.attach_scale_to_zero(report.clone());
+    let identity = args.scale_to_zero_identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("gpuscale-adapter-{}", std::process::id()))
+    });
+    let lease = scale_to_zero::lease::LeaseSettings {
+        namespace: args.scale_to_zero_lease_namespace.clone(),
+        name: args.scale_to_zero_lease_name.clone(),
+        identity,
+        duration: args.scale_to_zero_lease_duration,
+    };
+    let settings = scale_to_zero::reconcile::Settings {
+        wake_interval: args.scale_to_zero_wake_interval,
+        check_interval: args.scale_to_zero_check_interval,
+        max_backoff: std::time::Duration::from_secs(300),
+    };
+    tracing::info!(lease = %lease.name, identity = %lease.identity, "scale-to-zero controller starting");
+    tokio::spawn(scale_to_zero::run(
+        client,
+        Arc::new(provider),
+        lease,
+        settings,
+        report,
+    ));
 }
 
 async fn shutdown() {

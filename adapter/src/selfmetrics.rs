@@ -85,6 +85,8 @@ pub const QUERY_RESULTS: &[&str] = &["ok", "error", "empty", "nan", "timeout"];
 #[derive(Default)]
 pub struct SelfMetrics {
     inner: Mutex<Inner>,
+    /// The scale-to-zero controller's report, when it runs.
+    scale_to_zero: std::sync::OnceLock<std::sync::Arc<crate::scale_to_zero::report::Report>>,
 }
 
 impl SelfMetrics {
@@ -138,7 +140,23 @@ impl SelfMetrics {
     pub fn render(&self, ages: &BTreeMap<String, f64>) -> String {
         let mut o = String::new();
         let _ = self.render_into(&mut o, ages);
+        if let Some(r) = self.scale_to_zero.get() {
+            o.push_str(&r.render());
+        }
         o
+    }
+
+    /// Serve the controller's families and `/debug/scalers` from here.
+    pub fn attach_scale_to_zero(
+        &self,
+        report: std::sync::Arc<crate::scale_to_zero::report::Report>,
+    ) {
+        let _ = self.scale_to_zero.set(report);
+    }
+
+    /// `/debug/scalers`: the controller's per-policy report (JSON).
+    pub fn debug_scalers(&self) -> Option<String> {
+        self.scale_to_zero.get().map(|r| r.debug_json())
     }
 
     fn render_into(&self, o: &mut String, ages: &BTreeMap<String, f64>) -> std::fmt::Result {

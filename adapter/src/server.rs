@@ -132,6 +132,20 @@ pub async fn serve_metrics(
                         "/healthz" | "/livez" | "/readyz" => {
                             crate::api::status::text(StatusCode::OK, "ok")
                         }
+                        "/debug/scalers" => match metrics.debug_scalers() {
+                            Some(json) => {
+                                let mut r = Response::new(Full::new(Bytes::from(json)));
+                                r.headers_mut().insert(
+                                    http::header::CONTENT_TYPE,
+                                    http::HeaderValue::from_static("application/json"),
+                                );
+                                r
+                            }
+                            None => crate::api::status::text(
+                                StatusCode::NOT_FOUND,
+                                "the scale-to-zero controller is off (--scale-to-zero)",
+                            ),
+                        },
                         _ => crate::api::status::text(StatusCode::NOT_FOUND, "not found"),
                     };
                     drop(in_flight);

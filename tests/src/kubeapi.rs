@@ -4,6 +4,7 @@
 //! reviews an aggregated API server makes (TokenReview, SubjectAccessReview).
 //! Errors are `Status` objects with the codes and reasons of a real server.
 
+mod discovery;
 mod http;
 mod labels;
 
@@ -54,6 +55,8 @@ pub(crate) struct State {
     /// Every request: `METHOD path?query`.
     requests: Vec<String>,
     reviews: Vec<Value>,
+    /// Accepted `scale` patches: (namespace, name, replicas).
+    scale_patches: Vec<(String, String, i64)>,
 }
 
 /// A running fake.
@@ -82,6 +85,7 @@ impl KubeFake {
             watchers: Vec::new(),
             requests: Vec::new(),
             reviews: Vec::new(),
+            scale_patches: Vec::new(),
         }));
         let fake = Self { port, state };
         fake.put(&core("configmaps"), cm);
@@ -121,6 +125,25 @@ impl KubeFake {
     /// Requests received so far, `METHOD path?query`.
     pub fn requests(&self) -> Vec<String> {
         lock(&self.state).requests.clone()
+    }
+
+    /// An object, as stored now.
+    pub fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.state)
+            .objects
+            .get(&(gvr.clone(), namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Objects of a collection in a namespace.
+    pub fn list(&self, gvr: &Gvr, namespace: &str) -> Vec<Value> {
+        let all = labels::Selector::parse("").expect("the empty selector parses");
+        lock(&self.state).list(gvr, Some(namespace), &all)
+    }
+
+    /// Accepted `scale` patches so far: (namespace, name, replicas).
+    pub fn scale_patches(&self) -> Vec<(String, String, i64)> {
+        lock(&self.state).scale_patches.clone()
     }
 
     /// SubjectAccessReview specs received so far.

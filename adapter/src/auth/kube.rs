@@ -53,6 +53,11 @@ impl KubeAuthApi {
         Ok(Self { client })
     }
 
+    /// The client, for the scale-to-zero controller.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
     /// Data of `kube-system/extension-apiserver-authentication`.
     pub async fn auth_configmap(&self) -> Result<BTreeMap<String, String>, KubeError> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "kube-system");

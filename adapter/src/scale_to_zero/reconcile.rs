@@ -142,7 +142,7 @@ fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, Reco
     })
 }
 
-/// A rule's read: the sum of the items, or unknown. An unknown metric or a
+/// A rule's read: the sum of the items (as the HPA and KEDA see it), or unknown. An unknown metric or a
 /// bad selector is the policy's error, not a read.
 async fn read<P: Provider>(
     provider: &P,
@@ -156,7 +156,12 @@ async fn read<P: Provider>(
         .ok_or_else(|| ReconcileError::InvalidSpec(format!("{key}.metric is required")))?;
     let selector = source.label_selector.as_deref().unwrap_or("");
     match provider.get(metric, namespace, selector).await {
-        Ok(r) => Ok(Read::Value(r.items.iter().map(|i| i.value).sum())),
+        // One definition of unknown for every consumer: no items or a
+        // non-finite sum is unknown, never idle.
+        Ok(r) => Ok(match crate::activation::total(&r) {
+            Ok(v) => Read::Value(v),
+            Err(why) => Read::Unknown(why),
+        }),
         Err(ProviderError::Unavailable(why)) => Ok(Read::Unknown(why)),
         Err(ProviderError::UnknownMetric(_)) => Err(ReconcileError::UnknownMetric(metric.into())),
         Err(ProviderError::BadRequest(why)) => Err(ReconcileError::InvalidSpec(format!(

@@ -150,7 +150,7 @@ impl Report {
                 &mut out,
                 FAMILIES[0].0,
                 "gauge",
-                "1 on the replica that holds the scale-to-zero Lease and acts.",
+                "Whether this replica holds the scale-to-zero Lease and acts (1) or stands by (0).",
             );
             let _ = writeln!(out, "{} {}", FAMILIES[0].0, u8::from(i.leader));
             for (family, help, map) in [

@@ -133,6 +133,8 @@ struct Target {
     gvr: Gvr,
     namespace: Option<String>,
     name: Option<String>,
+    /// `scale` or `status`.
+    subresource: Option<String>,
 }
 
 fn target(path: &str) -> Option<Target> {
@@ -144,27 +146,19 @@ fn target(path: &str) -> Option<Target> {
     };
     let gvr = |r: &str| (group.to_string(), version.to_string(), r.to_string());
     let s = |x: &&str| Some(x.to_string());
+    let t =
+        |r: &str, namespace: Option<String>, name: Option<String>, sub: Option<String>| Target {
+            gvr: gvr(r),
+            namespace,
+            name,
+            subresource: sub,
+        };
     Some(match rest {
-        ["namespaces", ns, r] => Target {
-            gvr: gvr(r),
-            namespace: s(ns),
-            name: None,
-        },
-        ["namespaces", ns, r, name] => Target {
-            gvr: gvr(r),
-            namespace: s(ns),
-            name: s(name),
-        },
-        [r] => Target {
-            gvr: gvr(r),
-            namespace: None,
-            name: None,
-        },
-        [r, name] => Target {
-            gvr: gvr(r),
-            namespace: Some(String::new()),
-            name: s(name),
-        },
+        ["namespaces", ns, r] => t(r, s(ns), None, None),
+        ["namespaces", ns, r, name] => t(r, s(ns), s(name), None),
+        ["namespaces", ns, r, name, sub] => t(r, s(ns), s(name), s(sub)),
+        [r] => t(r, None, None, None),
+        [r, name] => t(r, Some(String::new()), s(name), None),
         _ => return None,
     })
 }
@@ -231,9 +225,11 @@ fn answer(req: &Request, st: &mut State) -> (u16, Value) {
             let (allowed, reason) = (st.cluster.sar)(&req.body["spec"]);
             review(&req.body, json!({"allowed": allowed, "reason": reason}), st)
         }
-        _ => match target(&req.path) {
-            Some(t) => objects(req, t, st),
-            None => not_found(req),
+        _ => match (target(&req.path), super::discovery::resources(&req.path)) {
+            (_, Some(list)) => (200, list),
+            (Some(t), _) if t.subresource.is_some() => subresource(req, t, st),
+            (Some(t), _) => objects(req, t, st),
+            _ => not_found(req),
         },
     }
 }
@@ -302,15 +298,30 @@ fn objects(req: &Request, t: Target, st: &mut State) -> (u16, Value) {
             (201, st.store(&t.gvr, obj))
         }
         ("PUT", Some(name)) => {
-            if !st
-                .objects
-                .contains_key(&(t.gvr.clone(), ns.clone(), name.clone()))
-            {
+            let Some(current) = st.objects.get(&(t.gvr.clone(), ns.clone(), name.clone())) else {
                 return status(404, "NotFound", &what(name));
+            };
+            let sent = &req.body["metadata"]["resourceVersion"];
+            if !sent.is_null() && *sent != current["metadata"]["resourceVersion"] {
+                return status(
+                    409,
+                    "Conflict",
+                    &format!(
+                        "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
+                        t.gvr.2
+                    ),
+                );
             }
             let mut obj = req.body.clone();
             obj["metadata"]["namespace"] = json!(ns);
             obj["metadata"]["name"] = json!(name);
+            (200, st.store(&t.gvr, obj))
+        }
+        ("PATCH", Some(name)) => {
+            let Some(mut obj) = st.objects.get(&(t.gvr.clone(), ns, name.clone())).cloned() else {
+                return status(404, "NotFound", &what(name));
+            };
+            merge_patch(&mut obj, &req.body);
             (200, st.store(&t.gvr, obj))
         }
         ("DELETE", Some(name)) => match st.remove(&t.gvr, &ns, name) {
@@ -323,4 +334,81 @@ fn objects(req: &Request, t: Target, st: &mut State) -> (u16, Value) {
             &format!("{} is not allowed on {}", req.method, req.path),
         ),
     }
+}
+
+/// RFC 7386 JSON merge patch (what `kubectl patch --type merge` and kube's
+/// `Patch::Merge` send): null deletes, objects merge, the rest replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    for (k, v) in fields {
+        if v.is_null() {
+            if let Some(map) = target.as_object_mut() {
+                map.remove(k);
+            }
+        } else {
+            merge_patch(&mut target[k.as_str()], v);
+        }
+    }
+}
+
+/// `scale` (as `autoscaling/v1` `Scale`, backed by the object's
+/// `spec.replicas`) and `status` (a patch that touches only `.status`).
+fn subresource(req: &Request, t: Target, st: &mut State) -> (u16, Value) {
+    let ns = t.namespace.clone().unwrap_or_default();
+    let name = t.name.clone().unwrap_or_default();
+    let sub = t.subresource.clone().unwrap_or_default();
+    if !super::discovery::has_subresource(&t.gvr, &sub) {
+        return not_found(req);
+    }
+    let Some(mut obj) = st
+        .objects
+        .get(&(t.gvr.clone(), ns.clone(), name.clone()))
+        .cloned()
+    else {
+        return status(404, "NotFound", &format!("{} {name:?} not found", t.gvr.2));
+    };
+    match (req.method.as_str(), sub.as_str()) {
+        ("GET", "scale") => (200, scale_of(&obj)),
+        ("PATCH", "scale") => {
+            let mut scale = scale_of(&obj);
+            merge_patch(&mut scale, &req.body);
+            obj["spec"]["replicas"] = scale["spec"]["replicas"].clone();
+            let stored = st.store(&t.gvr, obj);
+            st.scale_patches
+                .push((ns, name, scale["spec"]["replicas"].as_i64().unwrap_or(-1)));
+            (200, scale_of(&stored))
+        }
+        ("GET", "status") => (200, obj),
+        ("PATCH", "status") => {
+            let mut status_only = json!({});
+            if let Some(s) = req.body.get("status") {
+                status_only["status"] = s.clone();
+            }
+            merge_patch(&mut obj, &status_only);
+            (200, st.store(&t.gvr, obj))
+        }
+        _ => status(
+            405,
+            "MethodNotAllowed",
+            &format!("{} is not allowed on {}", req.method, req.path),
+        ),
+    }
+}
+
+fn scale_of(obj: &Value) -> Value {
+    json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"],
+            "resourceVersion": obj["metadata"]["resourceVersion"],
+        },
+        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0)},
+    })
 }
