@@ -8,7 +8,16 @@ use serde_json::{Value, json};
 use super::Gvr;
 
 /// (group, version, resource, kind, namespaced, subresources).
-const SERVED: &[(&str, &str, &str, &str, bool, &[&str])] = &[
+type Served = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+);
+
+const SERVED: &[Served] = &[
     ("", "v1", "pods", "Pod", true, &["status"]),
     ("", "v1", "services", "Service", true, &["status"]),
     ("", "v1", "configmaps", "ConfigMap", true, &[]),
