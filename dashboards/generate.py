@@ -416,8 +416,8 @@ def node_gpu():
         {"expr": f'sum by (reason) (gpuscale_exporter_unattributed_processes{{{C}, {N}}})', "legend": "{{reason}} now"},
         {"expr": f'sum by (reason) (rate(gpuscale_exporter_unattributed_pids_total{{{C}}}[$__rate_interval]))', "legend": "{{reason}} new/s"}],
         unit="none", w=24)
-    d.stat("DRA mapping", "Exporters whose ResourceSlice watch is down, or whose cluster serves no resource.k8s.io (DRA claims cannot be mapped to GPUs).",
-           f'count(gpuscale_exporter_dra_mapping_up{{{C}, {N}}} == 0) or vector(0)', decimals=0, thresholds=ORANGE_AT(1), w=8)
+    d.stat("Exporters without DRA mapping", "Exporters whose ResourceSlice watch is down, or whose cluster serves no resource.k8s.io: DRA claims cannot be mapped to GPUs.",
+           f'count(gpuscale_exporter_dra_mapping_up{{{C}, {N}}}) - sum(gpuscale_exporter_dra_mapping_up{{{C}, {N}}})', decimals=0, thresholds=ORANGE_AT(1), w=8)
     d.ts("Attributed devices by path", "GPUs and MIG instances attributed to pods through the device plugin or DRA ResourceClaims.", [
         {"expr": f'sum by (allocation) (gpuscale_exporter_pod_attributed_devices{{{C}, {N}}})', "legend": "{{allocation}}"}],
         unit="none", w=8)
