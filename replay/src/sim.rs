@@ -195,34 +195,33 @@ fn summarize(
     let mut violations = 0;
     for (m, ttft) in srv.ttft.into_iter().enumerate() {
         let mut ttft = ttft;
-        ttft.sort_by(f64::total_cmp);
-        let bad = percentile(&ttft, 0.95) > svc.ttft_slo;
+        let bad = percentile(&mut ttft, 0.95) > svc.ttft_slo;
         if let Some(minute) = minutes.get_mut(m) {
             minute.violated = bad;
         }
         violations += u32::from(bad);
         all.extend(ttft);
     }
-    all.sort_by(f64::total_cmp);
     let gpu_hours = gpu_seconds as f64 / 3600.0;
     Outcome {
         policy,
         gpu_hours,
         cost: gpu_hours * svc.price_per_gpu_hour,
         slo_violation_minutes: violations,
-        ttft_p50: percentile(&all, 0.5),
-        ttft_p95: percentile(&all, 0.95),
+        ttft_p50: percentile(&mut all, 0.5),
+        ttft_p95: percentile(&mut all, 0.95),
         cold_waiters: srv.cold_waiters,
         scale_events,
         minutes,
     }
 }
 
-/// Nearest-rank percentile of sorted values (0 for none).
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
+/// Nearest-rank percentile (0 for none); reorders `values`.
+pub fn percentile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
         return 0.0;
     }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    let rank = (q * values.len() as f64).ceil() as usize;
+    let i = rank.clamp(1, values.len()) - 1;
+    *values.select_nth_unstable_by(i, f64::total_cmp).1
 }

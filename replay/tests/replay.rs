@@ -18,10 +18,11 @@ fn req(t: f64) -> Arrival {
 #[test]
 fn static_gpu_hours_are_exact() {
     // One hour (3600 one-second steps from the first arrival), 2 replicas × 4 GPUs.
-    let trace: Vec<Arrival> = (0..=3599)
+    let mut trace: Vec<Arrival> = (0..3600)
         .step_by(10)
         .map(|s| req(1000.0 + f64::from(s)))
         .collect();
+    trace.push(req(4599.5));
     let svc = Service {
         gpus_per_replica: 4,
         price_per_gpu_hour: 3.0,
@@ -120,4 +121,26 @@ fn bad_traces_get_clear_errors() {
         err(&format!("{h}12,1\n")),
         "line 2: expected 3 columns, found 2"
     );
+}
+
+#[test]
+fn every_flag_is_documented() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/replay.md"))
+        .expect("docs/replay.md");
+    for sub in ["run", "derive"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuscale-replay"))
+            .args([sub, "--help"])
+            .output()
+            .expect("run --help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        for flag in help.split_whitespace().filter(|w| w.starts_with("--")) {
+            let flag = flag.trim_end_matches([',', '.']);
+            if flag != "--help" {
+                assert!(
+                    doc.contains(&format!("`{flag}")),
+                    "{sub} {flag} is not in docs/replay.md"
+                );
+            }
+        }
+    }
 }
