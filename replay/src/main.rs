@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Replay a trace through every policy and print the table.
-    Run(Run),
+    Run(Box<Run>),
     /// Write the sparse long-tail trace derived from CSV traces.
     Derive {
         /// Fraction of requests kept (every round(1/keep)-th row).
@@ -291,8 +291,7 @@ fn sweep(
 }
 
 fn cmd_derive(keep: f64, stretch: f64, output: &PathBuf, inputs: &[PathBuf]) -> Result<(), Error> {
-    if !(keep > 0.0 && keep <= 1.0) || !(stretch.is_finite() && stretch > 0.0) || inputs.is_empty()
-    {
+    if !(keep > 0.0 && keep <= 1.0 && stretch.is_finite() && stretch > 0.0) || inputs.is_empty() {
         return Err(Error::Invalid(
             "derive needs 0 < --keep ≤ 1, --stretch > 0 and at least one input".into(),
         ));
