@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::sim::Outcome;
+use crate::sim::{Minute, Outcome};
 
 /// One row per policy.
 pub fn table(outcomes: &[Outcome]) -> String {
@@ -44,22 +44,33 @@ pub fn svg(outcomes: &[Outcome]) -> String {
     s
 }
 
+/// At most `COLUMNS` columns: the busiest minute's arrivals, the mean
+/// replicas (so time at zero shows) and whether any minute violated.
+const COLUMNS: usize = 300;
+
+struct Column {
+    arrivals: u32,
+    replicas: f64,
+    violated: bool,
+}
+
+fn columns(minutes: &[Minute]) -> Vec<Column> {
+    let per = minutes.len().div_ceil(COLUMNS).max(1);
+    minutes
+        .chunks(per)
+        .map(|c| Column {
+            arrivals: c.iter().map(|m| m.arrivals).max().unwrap_or(0),
+            replicas: c.iter().map(|m| f64::from(m.replicas)).sum::<f64>() / c.len() as f64,
+            violated: c.iter().any(|m| m.violated),
+        })
+        .collect()
+}
+
 fn panel(s: &mut String, o: &Outcome, top: f64) {
-    let n = o.minutes.len().max(1) as f64;
-    let max_a = o
-        .minutes
-        .iter()
-        .map(|m| m.arrivals)
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let max_r = o
-        .minutes
-        .iter()
-        .map(|m| m.replicas)
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
+    let cols = columns(&o.minutes);
+    let n = cols.len().max(1) as f64;
+    let max_a = cols.iter().map(|m| m.arrivals).max().unwrap_or(0).max(1) as f64;
+    let max_r = cols.iter().map(|m| m.replicas).fold(1.0, f64::max);
     let x = |i: usize| 40.0 + (W - 50.0) * i as f64 / n;
     let base = top + 15.0 + H;
     let _ = writeln!(
@@ -69,9 +80,9 @@ fn panel(s: &mut String, o: &Outcome, top: f64) {
     );
     let mut area = format!("M{:.1},{base:.1}", x(0));
     let mut line = String::new();
-    for (i, m) in o.minutes.iter().enumerate() {
+    for (i, m) in cols.iter().enumerate() {
         let ya = base - H * f64::from(m.arrivals) / max_a;
-        let yr = base - H * f64::from(m.replicas) / max_r;
+        let yr = base - H * m.replicas / max_r;
         let _ = write!(area, " L{:.1},{ya:.1} L{:.1},{ya:.1}", x(i), x(i + 1));
         let _ = write!(
             line,
@@ -90,7 +101,7 @@ fn panel(s: &mut String, o: &Outcome, top: f64) {
             );
         }
     }
-    let _ = write!(area, " L{:.1},{base:.1} Z", x(o.minutes.len()));
+    let _ = write!(area, " L{:.1},{base:.1} Z", x(cols.len()));
     let _ = writeln!(s, "<path d=\"{area}\" fill=\"#ccc\"/>");
     let _ = writeln!(
         s,
