@@ -124,6 +124,8 @@ enum Error {
         path: String,
         source: trace::TraceError,
     },
+    #[error(transparent)]
+    Prometheus(trace::TraceError),
     #[error("--sweep {0:?}: expected NAME=V1,V2,… with NAME idle-for, cooldown or activation")]
     Sweep(String),
     #[error("invalid value: {0}")]
@@ -178,10 +180,7 @@ fn arrivals(run: &Run) -> Result<Vec<Arrival>, Error> {
         end: run.end.unwrap_or_default(),
         step: run.step,
     };
-    trace::from_prometheus(&q, run.input_tokens, run.output_tokens).map_err(|source| Error::Trace {
-        path: url.to_string(),
-        source,
-    })
+    trace::from_prometheus(&q, run.input_tokens, run.output_tokens).map_err(Error::Prometheus)
 }
 
 fn service(a: &SvcArgs) -> Result<Service, Error> {
