@@ -1,0 +1,80 @@
+//! The policies of one comparison, built from the same knobs.
+
+use crate::model::Service;
+use crate::policy::{Gpuscale, Hpa, Keda, Static};
+use crate::sim::{Outcome, Policy, replay};
+use crate::trace::Arrival;
+
+/// The tunable parameters (`--sweep` varies one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knobs {
+    /// HPA target: in-flight requests per replica.
+    pub hpa_target: f64,
+    pub max_replicas: i32,
+    /// KEDA and gpuscale: wake when in-flight requests are above this.
+    pub activation: f64,
+    /// KEDA `cooldownPeriod`, seconds.
+    pub cooldown: u64,
+    /// gpuscale `idleFor`, seconds.
+    pub idle_for: u64,
+    /// gpuscale `minUpDuration`, seconds.
+    pub min_up: u64,
+    /// gpuscale controller's resync, seconds.
+    pub sync: u64,
+}
+
+impl Knobs {
+    pub fn defaults(svc: &Service) -> Self {
+        Self {
+            hpa_target: f64::from(svc.max_seqs) * 0.75,
+            max_replicas: 64,
+            activation: 0.0,
+            cooldown: 300,
+            idle_for: 300,
+            min_up: 0,
+            sync: 15,
+        }
+    }
+
+    fn hpa(&self) -> Hpa {
+        Hpa::new(self.hpa_target, 1, self.max_replicas)
+    }
+
+    pub fn keda(&self) -> Keda {
+        Keda::new(self.hpa(), self.activation, self.cooldown as i64)
+    }
+
+    pub fn gpuscale(&self) -> Gpuscale {
+        let rules = Gpuscale::rules(self.idle_for, self.activation, self.min_up);
+        Gpuscale::new(self.hpa(), rules, self.sync as i64)
+    }
+}
+
+/// Every policy over one trace.
+pub fn compare(svc: &Service, arrivals: &[Arrival], k: &Knobs) -> Vec<Outcome> {
+    let demand = svc.demand_per_minute(arrivals);
+    let mut sorted = demand.clone();
+    sorted.sort_unstable();
+    let peak = sorted.last().copied().unwrap_or(1);
+    let p95 = sorted
+        .get(((sorted.len() as f64 * 0.95).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(1);
+    let mut policies: Vec<Box<dyn Policy>> = vec![
+        Box::new(Static {
+            label: "static at peak",
+            replicas: peak as i32,
+        }),
+        Box::new(Static {
+            label: "static at p95",
+            replicas: p95 as i32,
+        }),
+        Box::new(k.hpa()),
+        Box::new(k.keda()),
+        Box::new(k.gpuscale()),
+    ];
+    policies
+        .iter_mut()
+        .map(|p| replay(svc, arrivals, p.as_mut()))
+        .collect()
+}

@@ -1,0 +1,10 @@
+//! What-if replay: a request trace through a model of an inference service
+//! under several scaling policies, compared on GPU-hours and SLO.
+
+pub mod compare;
+pub mod derive;
+pub mod model;
+pub mod policy;
+pub mod report;
+pub mod sim;
+pub mod trace;

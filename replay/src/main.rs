@@ -1,0 +1,304 @@
+//! `gpuscale-replay`: how many GPU-hours each scaling policy uses on a
+//! trace, and at what SLO cost.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use gpuscale_replay::compare::{Knobs, compare};
+use gpuscale_replay::model::Service;
+use gpuscale_replay::trace::{self, Arrival, RangeQuery};
+use gpuscale_replay::{derive, report};
+
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Replay a trace through every policy and print the table.
+    Run(Box<Run>),
+    /// Write the sparse long-tail trace derived from CSV traces.
+    Derive {
+        /// Fraction of requests kept (every round(1/keep)-th row).
+        #[arg(long, default_value_t = 0.01)]
+        keep: f64,
+        /// Time stretch factor (24 turns an hour into a day).
+        #[arg(long, default_value_t = 24.0)]
+        stretch: f64,
+        #[arg(long, short)]
+        output: PathBuf,
+        inputs: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct Run {
+    /// A CSV trace: TIMESTAMP,ContextTokens,GeneratedTokens.
+    #[arg(
+        long,
+        conflicts_with = "prometheus",
+        required_unless_present = "prometheus"
+    )]
+    trace: Option<PathBuf>,
+    /// Prometheus base URL; with --query, --start, --end.
+    #[arg(long, requires_all = ["query", "start", "end"])]
+    prometheus: Option<String>,
+    /// PromQL giving requests per second, one series.
+    #[arg(long)]
+    query: Option<String>,
+    /// Range start and end, Unix seconds.
+    #[arg(long)]
+    start: Option<f64>,
+    #[arg(long)]
+    end: Option<f64>,
+    #[arg(long, default_value_t = 60.0)]
+    step: f64,
+    /// Tokens per request for a Prometheus trace.
+    #[arg(long, default_value_t = 1000)]
+    input_tokens: u32,
+    #[arg(long, default_value_t = 200)]
+    output_tokens: u32,
+    #[command(flatten)]
+    svc: SvcArgs,
+    #[command(flatten)]
+    knobs: KnobArgs,
+    /// Write the picture here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Vary one knob: idle-for=60,300 | cooldown=… | activation=…
+    #[arg(long)]
+    sweep: Option<String>,
+}
+
+#[derive(Args)]
+struct SvcArgs {
+    #[arg(long, default_value_t = Service::default().prefill_tps)]
+    prefill_tps: f64,
+    #[arg(long, default_value_t = Service::default().decode_tps)]
+    decode_tps: f64,
+    #[arg(long, default_value_t = Service::default().max_seqs)]
+    max_seqs: u32,
+    #[arg(long, default_value_t = Service::default().cold_start)]
+    cold_start: u32,
+    #[arg(long, default_value_t = Service::default().gpus_per_replica)]
+    gpus_per_replica: u32,
+    #[arg(long, default_value_t = Service::default().price_per_gpu_hour)]
+    price: f64,
+    #[arg(long, default_value_t = Service::default().ttft_slo)]
+    ttft_slo: f64,
+}
+
+#[derive(Args)]
+struct KnobArgs {
+    /// HPA target in-flight requests per replica (default 0.75 × max-seqs).
+    #[arg(long)]
+    hpa_target: Option<f64>,
+    #[arg(long, default_value_t = 64)]
+    max_replicas: i32,
+    #[arg(long, default_value_t = 0.0)]
+    activation: f64,
+    #[arg(long, default_value_t = 300)]
+    cooldown: u64,
+    #[arg(long, default_value_t = 300)]
+    idle_for: u64,
+    #[arg(long, default_value_t = 0)]
+    min_up: u64,
+    #[arg(long, default_value_t = 15)]
+    sync: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Trace {
+        path: String,
+        source: trace::TraceError,
+    },
+    #[error(transparent)]
+    Prometheus(trace::TraceError),
+    #[error("--sweep {0:?}: expected NAME=V1,V2,… with NAME idle-for, cooldown or activation")]
+    Sweep(String),
+    #[error("invalid value: {0}")]
+    Invalid(String),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let result = match Cli::parse().cmd {
+        Cmd::Run(run) => cmd_run(&run),
+        Cmd::Derive {
+            keep,
+            stretch,
+            output,
+            inputs,
+        } => cmd_derive(keep, stretch, &output, &inputs),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpuscale-replay: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &PathBuf) -> Result<Vec<Arrival>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.clone(),
+        source,
+    })?;
+    trace::parse_csv(&text).map_err(|source| Error::Trace {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn arrivals(run: &Run) -> Result<Vec<Arrival>, Error> {
+    if let Some(path) = &run.trace {
+        return load(path);
+    }
+    let url = run.prometheus.as_deref().unwrap_or_default();
+    let q = RangeQuery {
+        url,
+        query: run.query.as_deref().unwrap_or_default(),
+        start: run.start.unwrap_or_default(),
+        end: run.end.unwrap_or_default(),
+        step: run.step,
+    };
+    trace::from_prometheus(&q, run.input_tokens, run.output_tokens).map_err(Error::Prometheus)
+}
+
+fn service(a: &SvcArgs) -> Result<Service, Error> {
+    let positive = [a.prefill_tps, a.decode_tps, a.price, a.ttft_slo];
+    if positive.iter().any(|v| !v.is_finite() || *v <= 0.0) || a.max_seqs == 0 {
+        return Err(Error::Invalid(
+            "--prefill-tps, --decode-tps, --price, --ttft-slo and --max-seqs must be > 0".into(),
+        ));
+    }
+    Ok(Service {
+        prefill_tps: a.prefill_tps,
+        decode_tps: a.decode_tps,
+        max_seqs: a.max_seqs,
+        cold_start: a.cold_start,
+        gpus_per_replica: a.gpus_per_replica,
+        price_per_gpu_hour: a.price,
+        ttft_slo: a.ttft_slo,
+    })
+}
+
+fn knobs(svc: &Service, a: &KnobArgs) -> Knobs {
+    Knobs {
+        hpa_target: a
+            .hpa_target
+            .unwrap_or_else(|| Knobs::defaults(svc).hpa_target),
+        max_replicas: a.max_replicas,
+        activation: a.activation,
+        cooldown: a.cooldown,
+        idle_for: a.idle_for,
+        min_up: a.min_up,
+        sync: a.sync.max(1),
+    }
+}
+
+fn cmd_run(run: &Run) -> Result<(), Error> {
+    let svc = service(&run.svc)?;
+    let arrivals = arrivals(run)?;
+    let k = knobs(&svc, &run.knobs);
+    let began = Instant::now();
+    let outcomes = compare(&svc, &arrivals, &k);
+    let took = began.elapsed();
+    let span = arrivals.last().map_or(0.0, |l| l.t) - arrivals[0].t;
+    print!("{}", report::table(&outcomes));
+    println!(
+        "{} requests over {:.1} h replayed under {} policies in {:.1} ms",
+        arrivals.len(),
+        span / 3600.0,
+        outcomes.len(),
+        took.as_secs_f64() * 1000.0
+    );
+    if let Some(path) = &run.svg {
+        std::fs::write(path, report::svg(&outcomes)).map_err(|source| Error::Read {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    if let Some(spec) = &run.sweep {
+        sweep(&svc, &arrivals, k, spec, outcomes[0].gpu_hours)?;
+    }
+    Ok(())
+}
+
+/// The saving/SLO curve over one knob, against static at peak.
+fn sweep(
+    svc: &Service,
+    arrivals: &[Arrival],
+    k: Knobs,
+    spec: &str,
+    peak: f64,
+) -> Result<(), Error> {
+    let bad = || Error::Sweep(spec.to_string());
+    let (name, values) = spec.split_once('=').ok_or_else(bad)?;
+    println!("\nsweep {name}: saving vs static at peak ({peak:.2} GPU-h)");
+    println!(
+        "{:>10} {:<26} {:>9} {:>8} {:>8} {:>7}",
+        name, "policy", "GPU-h", "saving", "SLO-min", "cold"
+    );
+    for v in values.split(',') {
+        let x: f64 = v.trim().parse().map_err(|_| bad())?;
+        if !x.is_finite() || x < 0.0 {
+            return Err(bad());
+        }
+        let mut k = k;
+        match name {
+            "idle-for" => k.idle_for = x as u64,
+            "cooldown" => k.cooldown = x as u64,
+            "activation" => k.activation = x,
+            _ => return Err(bad()),
+        }
+        let runs = [
+            gpuscale_replay::sim::replay(svc, arrivals, &mut k.keda()),
+            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale()),
+        ];
+        for o in runs {
+            println!(
+                "{:>10} {:<26} {:>9.2} {:>7.1}% {:>8} {:>7}",
+                v.trim(),
+                o.policy,
+                o.gpu_hours,
+                100.0 * (1.0 - o.gpu_hours / peak),
+                o.slo_violation_minutes,
+                o.cold_waiters
+            );
+        }
+    }
+    Ok(())
+}
+
+fn cmd_derive(keep: f64, stretch: f64, output: &PathBuf, inputs: &[PathBuf]) -> Result<(), Error> {
+    if !(keep > 0.0 && keep <= 1.0 && stretch.is_finite() && stretch > 0.0) || inputs.is_empty() {
+        return Err(Error::Invalid(
+            "derive needs 0 < --keep ≤ 1, --stretch > 0 and at least one input".into(),
+        ));
+    }
+    let traces = inputs.iter().map(load).collect::<Result<Vec<_>, _>>()?;
+    let out = derive::derive(&traces, keep, stretch);
+    std::fs::write(output, trace::to_csv(&out)).map_err(|source| Error::Read {
+        path: output.clone(),
+        source,
+    })
+}
