@@ -535,3 +535,40 @@ fn every_chart_value_is_documented() {
     walk(&values, "", &documented, &mut missing);
     assert!(missing.is_empty(), "not in docs/install.md: {missing:?}");
 }
+
+/// The Alertmanager configuration in docs/alerts.md, with the shipped inhibit
+/// rules appended as the doc says, passes `amtool check-config`.
+#[test]
+fn the_documented_alertmanager_config_checks() {
+    let root = gpuscale_e2e::bins::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/alerts.md")).expect("docs/alerts.md");
+    let from = doc
+        .find("A minimal Alertmanager configuration")
+        .expect("the Alertmanager section of docs/alerts.md");
+    let block = doc[from..]
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a yaml block in the Alertmanager section");
+    let inhibit = std::fs::read_to_string(root.join("alerts/alertmanager-inhibit.yml"))
+        .expect("inhibit rules");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in [
+        ("route.yml", block.to_string()),
+        ("with-inhibit.yml", format!("{block}{inhibit}")),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write config");
+        let out = std::process::Command::new("amtool")
+            .arg("check-config")
+            .arg(&path)
+            .output()
+            .expect("run amtool (Debian package prometheus-alertmanager)");
+        assert!(
+            out.status.success(),
+            "amtool check-config {name}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -258,7 +258,12 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
         "wake: {:?} from the series change (1 s scrape, 1 s poll, 1 s wake interval)",
         asked.elapsed()
     );
-    assert!(events(&kube).iter().any(|(r, _)| r == "Woken"));
+    eventually("a Woken Event", || {
+        events(&kube)
+            .iter()
+            .any(|(r, _)| r == "Woken")
+            .then_some(())
+    });
 
     // Refusals, each with its reason; the others stay up.
     eventually("refusal reasons", || {
