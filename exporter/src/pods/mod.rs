@@ -7,10 +7,13 @@
 //!   container IDs, phase;
 //! - `/proc/<pid>/cgroup` (`cgroup`): GPU process → pod UID, container ID.
 //!
-//! `map` joins them; `mapper` runs the tasks and the per-collection join.
+//! `map` joins them; `mapper` runs the tasks and the per-collection join;
+//! `info` writes one `gpu_pod_info` series per GPU pod, the join target for
+//! per-pod series of inference servers.
 
 pub mod args;
 pub mod cgroup;
+pub mod info;
 pub mod kubeapi;
 pub mod labels;
 pub mod map;
