@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod join;
 pub mod logging;
 pub mod presets;
 pub mod prometheus;
