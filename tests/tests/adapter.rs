@@ -20,6 +20,10 @@ struct World {
     dir: PathBuf,
     kube: KubeFake,
     adapter: Adapter,
+    /// The same adapter reading pod metadata from kube-state-metrics, and
+    /// alice's kubeconfig for it.
+    ksm: Adapter,
+    ksm_alice: PathBuf,
     serving_ca: PathBuf,
     /// alice: client-CA certificate, may read every namespace but `secret`.
     alice: PathBuf,
@@ -97,25 +101,30 @@ fn world() -> &'static World {
             }),
         });
         let kc = write(&dir, "adapter-kubeconfig", &kube.kubeconfig());
-        let config = write(
-            &dir,
-            "metrics.yaml",
+        let start = |name: &str, config: &str, clean: Option<&Path>| {
+            let config = write(&dir, &format!("{name}.yaml"), config);
+            Adapter::start_cleaning(
+                &[
+                    format!("--tls-cert-file={}", cert.display()),
+                    format!("--tls-key-file={}", key.display()),
+                    format!("--kubeconfig={}", kc.display()),
+                    format!("--config={}", config.display()),
+                    format!("--prometheus-url={}", prom.url),
+                    "--poll-interval=1s".into(),
+                ],
+                dir.join(format!("{name}.log")),
+                clean,
+            )
+        };
+        let adapter = start(
+            "adapter",
             "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n",
-        );
-        let adapter = Adapter::start_cleaning(
-            &[
-                format!("--tls-cert-file={}", cert.display()),
-                format!("--tls-key-file={}", key.display()),
-                format!("--kubeconfig={}", kc.display()),
-                format!("--config={}", config.display()),
-                format!("--prometheus-url={}", prom.url),
-                "--poll-interval=1s".into(),
-            ],
-            dir.join("adapter.log"),
             Some(&dir),
         );
+        let ksm = start("ksm", "pod_metadata: kube-state-metrics\npresets: all\n", None);
         let alice_id = identity(&dir, "alice", &clients.client("alice", &["team-inference"]));
         let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
+        let ksm_alice = client::kubeconfig(&dir, "ksm-alice", &ksm.url(), &serving_ca, &alice_id);
         let stranger_id = identity(&dir, "stranger", &rogue.client("alice", &[]));
         let stranger = client::kubeconfig(&dir, "stranger", &adapter.url(), &serving_ca, &stranger_id);
         let nobody = Identity { basic: Some(("nobody".into(), "guess".into())), ..Identity::default() };
@@ -126,6 +135,8 @@ fn world() -> &'static World {
             dir,
             kube,
             adapter,
+            ksm,
+            ksm_alice,
             serving_ca,
             alice,
             alice_id,
@@ -147,12 +158,27 @@ fn value_path(ns: &str, metric: &str, selector: &str) -> String {
 
 /// Read a metric as alice with kubectl; the single item's value.
 fn read(ns: &str, metric: &str, selector: &str) -> String {
+    read_from(Source::Exporter, ns, metric, selector)
+}
+
+/// Where the adapter reads pod metadata.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Exporter,
+    KubeStateMetrics,
+}
+
+fn read_from(source: Source, ns: &str, metric: &str, selector: &str) -> String {
     let w = world();
-    let out = kubectl_raw(&w.alice, &value_path(ns, metric, selector));
+    let (kubeconfig, adapter) = match source {
+        Source::Exporter => (&w.alice, &w.adapter),
+        Source::KubeStateMetrics => (&w.ksm_alice, &w.ksm),
+    };
+    let out = kubectl_raw(kubeconfig, &value_path(ns, metric, selector));
     assert!(
         out.ok,
-        "kubectl failed for {metric}{{{selector}}} in {ns}: {out:?}\nadapter log:\n{}",
-        w.adapter.guard.log_text()
+        "kubectl failed for {metric}{{{selector}}} in {ns} ({source:?}): {out:?}\nadapter log:\n{}",
+        adapter.guard.log_text()
     );
     let v = out.json();
     assert_eq!(v["kind"], "ExternalMetricValueList");
@@ -195,26 +221,115 @@ fn assert_status(code: u16, body: &Value, want: u16, reason: &str) {
     assert_eq!(body["reason"], reason, "{body}");
 }
 
+/// The inference servers' series carry only their own labels and what
+/// discovery adds (`namespace`, `pod`, `container`, …): selecting by
+/// workload, workload kind or an allowlisted pod label goes through the join
+/// on pod metadata; a server's own label (`model_name`) is matched on its
+/// series. The same answers with either metadata source.
+const STORIES: &[(&str, &str, &str)] = &[
+    ("vllm_queue_depth", "workload=chat", "7"),
+    ("vllm_queue_depth", "label_app_kubernetes_io_name=chat", "7"),
+    (
+        "vllm_queue_depth",
+        "workload=chat,model_name=llama-3-8b",
+        "7",
+    ),
+    (
+        "vllm_queue_depth",
+        "workload in (chat, embed),container=vllm",
+        "17",
+    ),
+    ("vllm_queue_depth", "model_name=bge-m3", "10"),
+    ("vllm_kv_cache_usage", "workload=chat", "600m"),
+    (
+        "vllm_kv_cache_usage",
+        "label_app_kubernetes_io_name=chat",
+        "600m",
+    ),
+    ("vllm_kv_cache_usage", "model_name=llama-3-8b", "600m"),
+    ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
+    (
+        "vllm_ttft_p95_seconds",
+        "label_app_kubernetes_io_name=chat",
+        "750m",
+    ),
+    ("vllm_ttft_p95_seconds", "model_name=llama-3-8b", "750m"),
+    ("vllm_e2e_latency_p95_seconds", "workload=chat", "7500m"),
+    (
+        "vllm_e2e_latency_p95_seconds",
+        "workload_kind=Deployment",
+        "7500m",
+    ),
+    (
+        "vllm_e2e_latency_p95_seconds",
+        "model_name=llama-3-8b",
+        "7500m",
+    ),
+    ("tgi_queue_size", "workload=tgi", "5"),
+    ("tgi_queue_size", "label_app_kubernetes_io_name=tgi", "5"),
+    ("tgi_queue_size", "pod=tgi-0", "5"),
+    ("triton_queue_time_avg_seconds", "workload=triton", "5m"),
+    (
+        "triton_queue_time_avg_seconds",
+        "label_app_kubernetes_io_name=triton",
+        "5m",
+    ),
+    ("triton_queue_time_avg_seconds", "model=resnet", "5m"),
+    ("gpu_pressure", "workload=chat", "825m"),
+    ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
+    ("gpu_pressure", "pod in (chat-7d9f8b6c5-a1b2c)", "900m"),
+    ("gpu_pressure", "workload=tts", "400m"),
+];
+
 #[test]
 fn each_preset_returns_the_value_the_data_implies() {
-    for (metric, selector, want) in [
-        ("vllm_queue_depth", "workload=chat", "7"),
-        ("vllm_kv_cache_usage", "workload=chat", "600m"),
-        ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
-        ("vllm_e2e_latency_p95_seconds", "workload=chat", "7500m"),
-        ("tgi_queue_size", "workload=tgi", "5"),
-        ("triton_queue_time_avg_seconds", "workload=triton", "5m"),
-        ("gpu_pressure", "workload=chat", "825m"),
-        ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
-        ("gpu_pressure", "pod in (chat-0)", "900m"),
-        ("gpu_pressure", "workload=tts", "400m"),
-    ] {
+    for (metric, selector, want) in STORIES {
         assert_eq!(
             read("inference", metric, selector),
-            want,
+            *want,
             "{metric}{{{selector}}}"
         );
     }
+}
+
+#[test]
+fn kube_state_metrics_metadata_gives_the_same_answers() {
+    for (metric, selector, want) in STORIES {
+        assert_eq!(
+            read_from(Source::KubeStateMetrics, "inference", metric, selector),
+            *want,
+            "{metric}{{{selector}}}"
+        );
+    }
+}
+
+/// chat-cpu-0 serves 1000 waiting requests from a node the exporter does
+/// not run on: it has no gpu_pod_info, so the exporter's join never counts
+/// it (docs/adapter.md); kube-state-metrics knows every pod.
+#[test]
+fn a_pod_without_metadata_is_not_counted() {
+    assert_eq!(read("inference", "vllm_queue_depth", ""), "17");
+    assert_eq!(
+        read("inference", "vllm_queue_depth", "workload_kind=StatefulSet"),
+        "10"
+    );
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("inference", "vllm_queue_depth", "workload=chat-cpu"),
+        &[],
+    );
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    let ksm = |selector| {
+        read_from(
+            Source::KubeStateMetrics,
+            "inference",
+            "vllm_queue_depth",
+            selector,
+        )
+    };
+    assert_eq!(ksm(""), "1017");
+    assert_eq!(ksm("workload=chat-cpu"), "1k");
+    assert_eq!(ksm("workload_kind=StatefulSet"), "1010");
 }
 
 #[test]
@@ -382,10 +497,31 @@ fn nan_and_infinity_are_errors_never_numbers() {
     }
 }
 
+/// `other` runs its own chat Deployment whose pod has the same name as one
+/// in `inference`: the join is on (namespace, pod), and a workload of another
+/// namespace selects nothing here.
 #[test]
 fn the_requests_namespace_is_always_enforced() {
-    assert_eq!(read("inference", "vllm_queue_depth", ""), "17");
-    assert_eq!(read("other", "vllm_queue_depth", "workload=chat"), "100");
+    for source in [Source::Exporter, Source::KubeStateMetrics] {
+        assert_eq!(
+            read_from(source, "inference", "vllm_queue_depth", "workload=chat"),
+            "7"
+        );
+        assert_eq!(
+            read_from(source, "other", "vllm_queue_depth", "workload=chat"),
+            "100"
+        );
+    }
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("other", "vllm_queue_depth", "workload=embed"),
+        &[],
+    );
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("no series"),
+        "{body}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! the real `kubectl`/`curl` clients.
 
 pub mod client;
+pub mod fleet;
 pub mod kubefake;
 pub mod pki;
 pub mod procs;
