@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod join;
@@ -50,6 +51,8 @@ pub enum AppError {
     AuthSetup(String),
     #[error(transparent)]
     AuthSources(#[from] auth::sources::SourceError),
+    #[error("--check-prometheus: {0}")]
+    Check(#[from] check::CheckError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -81,6 +84,9 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         timeout: args.prometheus_timeout,
         max_concurrency: args.prometheus_max_concurrency,
     })?);
+    if args.check_prometheus {
+        return Ok(check::run(&config, &client).await?);
+    }
     let cache = Arc::new(PollCache::new(
         client,
         metrics.clone(),

@@ -837,3 +837,52 @@ fn cas_and_allowed_names_can_come_from_files() {
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     assert_status(code, &body, 401, "Unauthorized");
 }
+
+/// `--check-prometheus` tells a user whether the joined metrics' series
+/// carry the labels the join needs.
+#[test]
+fn check_prometheus_finds_series_the_join_would_miss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let check = |config: Option<&Path>| {
+        let mut cmd = std::process::Command::new(gpuscale_e2e::bins::adapter());
+        cmd.arg("--check-prometheus")
+            .arg(format!("--prometheus-url={}", prom::shared().url));
+        if let Some(c) = config {
+            cmd.arg(format!("--config={}", c.display()));
+        }
+        let out = cmd.output().expect("run adapter");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = check(None);
+    assert!(ok, "{stdout}\n{stderr}");
+    for line in [
+        "vllm_queue_depth\tvllm:num_requests_waiting\t7 series, all with namespace and pod",
+        "tgi_queue_size\ttgi_queue_size\t1 series, all with namespace and pod",
+        "pod metadata\tgpu_pod_info\t10 series",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+    // The shared GPU's device series has no pod: a join on it misses it.
+    let config = write(
+        dir.path(),
+        "gpu.yaml",
+        "pod_metadata: kube-state-metrics\nmetrics:\n  - name: gpu_busy\n    query: sum(gpu_utilization_ratio{${series_matchers}} * on (namespace, pod) group_left () ${pods})\n",
+    );
+    let (ok, stdout, stderr) = check(Some(&config));
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains(
+            "gpu_busy\tgpu_utilization_ratio\tPROBLEM: 1 of 3 series lack a namespace or pod label"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("pod metadata\tkube_pod_labels\t9 series"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("1 problem(s) found"), "{stderr}");
+}
