@@ -886,3 +886,64 @@ fn check_prometheus_finds_series_the_join_would_miss() {
     );
     assert!(stderr.contains("1 problem(s) found"), "{stderr}");
 }
+
+/// The shipped scrape examples keep `namespace` and `pod` as target labels
+/// (what the join needs), and the example HPA is valid and names presets.
+#[test]
+fn the_scrape_and_hpa_examples_fit_the_join() {
+    let root = gpuscale_e2e::bins::repo_root().join("deploy/examples");
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).expect(name);
+    for doc in read("inference-podmonitors.yaml").split("\n---\n") {
+        let pm: Value = yaml_serde::from_str(doc).expect("PodMonitor YAML");
+        assert_eq!(pm["kind"], "PodMonitor");
+        for ep in pm["spec"]["podMetricsEndpoints"]
+            .as_array()
+            .expect("endpoints")
+        {
+            // The operator's namespace/pod target labels are kept as they are.
+            assert_ne!(ep["honorLabels"], true, "{ep}");
+            assert!(ep.get("relabelings").is_none(), "{ep}");
+        }
+    }
+    let prom: Value =
+        yaml_serde::from_str(&read("prometheus-inference-scrape.yml")).expect("scrape YAML");
+    let job = &prom["scrape_configs"][0];
+    assert_eq!(job["kubernetes_sd_configs"][0]["role"], "pod");
+    for (meta, target) in [
+        ("__meta_kubernetes_namespace", "namespace"),
+        ("__meta_kubernetes_pod_name", "pod"),
+        ("__meta_kubernetes_pod_container_name", "container"),
+    ] {
+        assert!(
+            job["relabel_configs"]
+                .as_array()
+                .expect("relabel_configs")
+                .iter()
+                .any(|r| r["source_labels"][0] == meta && r["target_label"] == target),
+            "{target} not kept"
+        );
+    }
+    let hpa = root.join("vllm-hpa.yaml");
+    gpuscale_e2e::python::validate_manifests(std::slice::from_ref(&hpa))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hpa: Value = yaml_serde::from_str(&read("vllm-hpa.yaml")).expect("HPA YAML");
+    for m in hpa["spec"]["metrics"].as_array().expect("metrics") {
+        let name = m["external"]["metric"]["name"].as_str().expect("name");
+        assert!(
+            gpuscale_adapter_presets().contains(&name.to_string()),
+            "{name}"
+        );
+    }
+}
+
+fn gpuscale_adapter_presets() -> Vec<String> {
+    let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
+        .arg("--check-config")
+        .output()
+        .expect("run adapter");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .map(str::to_string)
+        .collect()
+}
