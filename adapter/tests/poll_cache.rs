@@ -112,6 +112,7 @@ fn def(empty: EmptyPolicy, freshness: Duration) -> Arc<MetricDef> {
         freshness,
         window: Duration::from_secs(60),
         description: String::new(),
+        pod_metadata: Default::default(),
     })
 }
 
