@@ -483,6 +483,9 @@ def workloads():
                                        "renameByName": {"Value #A": "GPU share", "Value #B": "utilization 1h", "Value #C": "peak memory 1h"}}}])
     d.table("Pod processes", "GPU processes of the selected pods.", [
         {"expr": f'gpu_process_memory_used_bytes{{{A}, pod!=""}}'}])
+    d.table("Pod identity", "gpu_pod_info: one row per GPU pod with its workload, kind and allowlisted labels; gpuscale-adapter's presets join inference servers' series on it by (namespace, pod).", [
+        {"expr": f'gpu_pod_info{{{A}}}'}], transformations=[
+        {"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True, "instance": True}}}])
     return d
 
 

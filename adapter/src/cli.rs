@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9102")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM); reloaded when the file changes.
-    #[arg(long, required_unless_present_any = ["dev", "check_config"], requires = "tls_key_file")]
+    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus"], requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Serving key (PEM); reloaded when the file changes.
     #[arg(long, requires = "tls_cert_file")]
@@ -47,6 +47,9 @@ pub struct Args {
     /// Validate the metrics config, print the served metrics and exit.
     #[arg(long)]
     pub check_config: bool,
+    /// Ask Prometheus whether the joined metrics' series carry namespace and pod and the pod metadata series exist; print what was found and exit (non-zero on a problem).
+    #[arg(long)]
+    pub check_prometheus: bool,
     /// Prometheus-compatible base URL (Prometheus, Thanos, Mimir with its path prefix).
     #[arg(long, default_value = "http://127.0.0.1:9090")]
     pub prometheus_url: String,

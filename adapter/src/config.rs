@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use yaml_serde::Value;
 
+use crate::join::{Matchers, PodMetadata};
 use crate::objects::ObjectKind;
 use crate::presets;
+use crate::selector::{Requirement, SelectorError};
 
 /// Top-level keys of the config file.
-pub const TOP_KEYS: &[&str] = &["presets", "metrics"];
+pub const TOP_KEYS: &[&str] = &["presets", "metrics", "pod_metadata"];
 /// Keys of one entry under `metrics`.
 pub const METRIC_KEYS: &[&str] = &[
     "name",
@@ -23,9 +25,16 @@ pub const METRIC_KEYS: &[&str] = &[
     "description",
     "activation",
     "objects",
+    "pod_metadata",
 ];
 /// Placeholders a query template may use.
-pub const PLACEHOLDERS: &[&str] = &["matchers", "namespace"];
+pub const PLACEHOLDERS: &[&str] = &[
+    "matchers",
+    "series_matchers",
+    "pod_matchers",
+    "pods",
+    "namespace",
+];
 
 /// What an empty Prometheus result means for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +59,8 @@ pub struct MetricDef {
     /// Per-object queries served on `custom.metrics.k8s.io`, by kind; each
     /// keeps the kind's object label (`sum by (namespace, pod) (…)`).
     pub objects: BTreeMap<ObjectKind, String>,
+    /// Source of `${pods}`.
+    pub pod_metadata: PodMetadata,
 }
 
 impl MetricDef {
@@ -58,17 +69,28 @@ impl MetricDef {
         !self.query.is_empty()
     }
 
-    /// Fill the template: `${matchers}` gets the translated selector with
-    /// the namespace matcher first; `${namespace}` the (validated) namespace.
-    pub fn render(&self, namespace: &str, matchers: &str) -> String {
-        self.render_template(&self.query, namespace, matchers)
+    /// Fill the template for one request (placeholders in
+    /// [`PLACEHOLDERS`], see [`Matchers`]); every matcher list starts with
+    /// the namespace.
+    pub fn render(&self, namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
+        let m = Matchers::new(namespace, reqs, self.pod_metadata)?;
+        Ok(crate::join::fill(&self.query, |name| {
+            m.get(name, namespace).map(str::to_owned)
+        }))
     }
 
-    /// [`MetricDef::render`] for another template of this metric (a per-object one).
+    /// Fill another template of this metric (a per-object one): `${matchers}`
+    /// gets `matchers` (namespace matcher first), `${namespace}` the
+    /// (validated) namespace.
     pub fn render_template(&self, template: &str, namespace: &str, matchers: &str) -> String {
         template
             .replace("${matchers}", matchers)
             .replace("${namespace}", namespace)
+    }
+
+    /// Whether the template joins on pod metadata.
+    pub fn joins(&self) -> bool {
+        self.query.contains("${pods}") || self.query.contains("${pod_matchers}")
     }
 }
 
@@ -139,14 +161,22 @@ impl MetricsConfig {
                 "the file must be a mapping with `metrics` and/or `presets`",
             )]);
         };
+        let source = map
+            .get("pod_metadata")
+            .map_or(Some(PodMetadata::default()), parse_source)
+            .unwrap_or_else(|| {
+                issues.push(source_issue("pod_metadata"));
+                PodMetadata::default()
+            });
         for (k, v) in &map {
             let Some(key) = k.as_str() else {
                 issues.push(issue("", "keys must be strings"));
                 continue;
             };
             match key {
-                "presets" => parse_presets(v, &mut out, &mut issues),
-                "metrics" => parse_metrics(v, &mut out, &mut issues),
+                "presets" => parse_presets(v, source, &mut out, &mut issues),
+                "metrics" => parse_metrics(v, source, &mut out, &mut issues),
+                "pod_metadata" => {}
                 other => issues.push(issue(
                     other,
                     format!("unknown key (expected one of {TOP_KEYS:?})"),
@@ -173,13 +203,30 @@ impl MetricsConfig {
     }
 }
 
-fn parse_presets(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
+fn parse_source(v: &Value) -> Option<PodMetadata> {
+    v.as_str().and_then(PodMetadata::parse)
+}
+
+fn source_issue(at: &str) -> Issue {
+    issue(at, format!("expected one of {:?}", PodMetadata::NAMES))
+}
+
+fn parse_presets(
+    v: &Value,
+    source: PodMetadata,
+    out: &mut Vec<MetricDef>,
+    issues: &mut Vec<Issue>,
+) {
+    let with_source = |mut m: MetricDef| {
+        m.pod_metadata = source;
+        m
+    };
     match v {
-        Value::String(s) if s == "all" => out.extend(presets::all()),
+        Value::String(s) if s == "all" => out.extend(presets::all().into_iter().map(with_source)),
         Value::Sequence(seq) => {
             for (i, item) in seq.iter().enumerate() {
                 match item.as_str().and_then(presets::get) {
-                    Some(m) => out.push(m),
+                    Some(m) => out.push(with_source(m)),
                     None => issues.push(issue(
                         &format!("presets[{i}]"),
                         format!("unknown preset {item:?} (known: {:?})", presets::NAMES),
@@ -191,7 +238,12 @@ fn parse_presets(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
     }
 }
 
-fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
+fn parse_metrics(
+    v: &Value,
+    source: PodMetadata,
+    out: &mut Vec<MetricDef>,
+    issues: &mut Vec<Issue>,
+) {
     let Value::Sequence(seq) = v else {
         issues.push(issue("metrics", "expected a list"));
         return;
@@ -212,6 +264,7 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
             description: String::new(),
             activation: DEFAULT_ACTIVATION,
             objects: BTreeMap::new(),
+            pod_metadata: source,
         };
         let mut has_name = false;
         let mut has_query = false;
@@ -267,6 +320,10 @@ fn parse_metrics(v: &Value, out: &mut Vec<MetricDef>, issues: &mut Vec<Issue>) {
                     None => issues.push(issue(&at(key), "expected a string")),
                 },
                 "objects" => parse_objects(v, &at(key), &mut def.objects, issues),
+                "pod_metadata" => match parse_source(v) {
+                    Some(s) => def.pod_metadata = s,
+                    None => issues.push(source_issue(&at(key))),
+                },
                 other => issues.push(issue(
                     &at(other),
                     format!("unknown key (expected one of {METRIC_KEYS:?})"),
@@ -324,8 +381,10 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
-/// A template must contain `${matchers}` (that is how the namespace is
-/// enforced) and no other placeholder than those in [`PLACEHOLDERS`].
+/// A template must apply the whole selector, namespace first: `${matchers}`,
+/// or `${series_matchers}` together with `${pods}` or `${pod_matchers}` (so
+/// no requirement is silently dropped); and use no other placeholder than
+/// those in [`PLACEHOLDERS`].
 fn check_template(t: &str, at: &str, issues: &mut Vec<Issue>) {
     let mut rest = t;
     while let Some(start) = rest.find("${") {
@@ -347,10 +406,12 @@ fn check_template(t: &str, at: &str, issues: &mut Vec<Issue>) {
             }
         }
     }
-    if !t.contains("${matchers}") {
+    let has = |p: &str| t.contains(&format!("${{{p}}}"));
+    let joined = has("series_matchers") && (has("pods") || has("pod_matchers"));
+    if !has("matchers") && !joined {
         issues.push(issue(
             at,
-            "the template must use ${matchers}, which enforces the request's namespace",
+            "the template must use ${matchers}, or ${series_matchers} with ${pods} (or ${pod_matchers}): they enforce the request's namespace and apply its whole selector",
         ));
     }
 }
@@ -411,10 +472,51 @@ mod tests {
         assert_eq!(m.window, Duration::from_secs(30));
         assert_eq!(m.activation, 2.5);
         assert_eq!(c.get("GPU_PRESSURE").unwrap().activation, 0.0);
+        assert_eq!(m.render("ns", &[]).unwrap(), "sum(jobs{namespace=\"ns\"})");
+    }
+
+    #[test]
+    fn pod_metadata_is_chosen_per_file_and_per_metric() {
+        let c = MetricsConfig::parse(
+            "pod_metadata: kube-state-metrics\npresets: [vllm_queue_depth]\nmetrics:\n  - name: gw\n    query: sum(q{${series_matchers}} * on (namespace, pod) group_left () ${pods})\n  - name: own\n    query: sum(q{${series_matchers}} * on (namespace, pod) group_left () ${pods})\n    pod_metadata: exporter\n",
+        )
+        .unwrap();
+        let source = |n: &str| c.get(n).unwrap().pod_metadata;
+        assert_eq!(source("vllm_queue_depth"), PodMetadata::KubeStateMetrics);
+        assert_eq!(source("gw"), PodMetadata::KubeStateMetrics);
+        assert_eq!(source("own"), PodMetadata::Exporter);
+        let q = c
+            .get("own")
+            .unwrap()
+            .render(
+                "ns",
+                &crate::selector::parse("workload=chat,model=m").unwrap(),
+            )
+            .unwrap();
         assert_eq!(
-            m.render("ns", "namespace=\"ns\""),
-            "sum(jobs{namespace=\"ns\"})"
+            q,
+            r#"sum(q{namespace="ns",model="m"} * on (namespace, pod) group_left () (group by (namespace, pod) (gpu_pod_info{namespace="ns",workload="chat"})))"#
         );
+    }
+
+    #[test]
+    fn a_split_template_must_apply_both_halves() {
+        for (query, ok) in [
+            ("x{${matchers}}", true),
+            ("x{${series_matchers}} * on (namespace, pod) ${pods}", true),
+            (
+                "x{${series_matchers}} * on (namespace, pod) gpu_pod_info{${pod_matchers}}",
+                true,
+            ),
+            ("x{${series_matchers}}", false),
+            ("x * on (namespace, pod) ${pods}", false),
+        ] {
+            let text = format!("metrics:\n  - name: a\n    query: '{query}'\n");
+            assert_eq!(MetricsConfig::parse(&text).is_ok(), ok, "{query}");
+        }
+        let issues = MetricsConfig::parse("pod_metadata: ksm\nmetrics:\n  - name: a\n    query: x{${matchers}}\n    pod_metadata: 1\n").unwrap_err();
+        let keys: Vec<_> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys, ["pod_metadata", "metrics[0].pod_metadata"]);
     }
 
     #[test]

@@ -11,9 +11,11 @@
 pub mod activation;
 pub mod api;
 pub mod auth;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod join;
 pub mod keda;
 pub mod logging;
 pub mod objects;
@@ -60,6 +62,8 @@ pub enum AppError {
     KedaDevClientCa,
     #[error("KEDA listener: {0}")]
     Keda(#[from] tonic::transport::Error),
+    #[error("--check-prometheus: {0}")]
+    Check(#[from] check::CheckError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -91,6 +95,9 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         timeout: args.prometheus_timeout,
         max_concurrency: args.prometheus_max_concurrency,
     })?);
+    if args.check_prometheus {
+        return Ok(check::run(&config, &client).await?);
+    }
     let cache = Arc::new(PollCache::new(
         client,
         metrics.clone(),

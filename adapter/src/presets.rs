@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::config::{EmptyPolicy, MetricDef};
+use crate::join::PodMetadata;
 use crate::objects::ObjectKind;
 
 /// Names of the presets, in documentation order.
@@ -51,6 +52,7 @@ fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
         window: Duration::from_secs(window),
         description: description.into(),
         activation: crate::config::DEFAULT_ACTIVATION,
+        pod_metadata: PodMetadata::default(),
     }
 }
 
@@ -59,37 +61,37 @@ pub fn get(name: &str) -> Option<MetricDef> {
     Some(match name {
         "vllm_queue_depth" => def(
             name,
-            "sum(vllm:num_requests_waiting{${matchers}})",
+            "sum(vllm:num_requests_waiting{${series_matchers}} * on (namespace, pod) group_left () ${pods})",
             60,
             "Requests waiting in vLLM's queue, summed over the matched pods.",
         ),
         "vllm_kv_cache_usage" => def(
             name,
-            "avg(vllm:kv_cache_usage_perc{${matchers}})",
+            "avg(vllm:kv_cache_usage_perc{${series_matchers}} * on (namespace, pod) group_left () ${pods})",
             60,
             "vLLM KV-cache usage (0-1), averaged over the matched pods.",
         ),
         "vllm_ttft_p95_seconds" => def(
             name,
-            "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{${matchers}}[2m])))",
+            "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{${series_matchers}}[2m]) * on (namespace, pod) group_left () ${pods}))",
             120,
             "p95 time to first token over 2 minutes, seconds.",
         ),
         "vllm_e2e_latency_p95_seconds" => def(
             name,
-            "histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{${matchers}}[2m])))",
+            "histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{${series_matchers}}[2m]) * on (namespace, pod) group_left () ${pods}))",
             120,
             "p95 end-to-end request latency over 2 minutes, seconds.",
         ),
         "tgi_queue_size" => def(
             name,
-            "sum(tgi_queue_size{${matchers}})",
+            "sum(tgi_queue_size{${series_matchers}} * on (namespace, pod) group_left () ${pods})",
             60,
             "Requests waiting in TGI's queue, summed over the matched pods.",
         ),
         "triton_queue_time_avg_seconds" => def(
             name,
-            "sum(rate(nv_inference_queue_duration_us{${matchers}}[2m])) / sum(rate(nv_inference_request_success{${matchers}}[2m])) / 1e6",
+            "sum(rate(nv_inference_queue_duration_us{${series_matchers}}[2m]) * on (namespace, pod) group_left () ${pods}) / sum(rate(nv_inference_request_success{${series_matchers}}[2m]) * on (namespace, pod) group_left () ${pods}) / 1e6",
             120,
             "Triton average queue time per successful request over 2 minutes, seconds.",
         ),

@@ -33,7 +33,7 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    fn key(&self) -> &str {
+    pub fn key(&self) -> &str {
         match self {
             Self::Equals(k, _)
             | Self::NotEquals(k, _)
@@ -41,6 +41,20 @@ impl Requirement {
             | Self::NotIn(k, _)
             | Self::Exists(k)
             | Self::DoesNotExist(k) => k,
+        }
+    }
+
+    /// The same requirement on another label (kube-state-metrics spells
+    /// `workload` as `owner_name`).
+    pub fn with_key(&self, key: &str) -> Self {
+        let k = key.to_owned();
+        match self {
+            Self::Equals(_, v) => Self::Equals(k, v.clone()),
+            Self::NotEquals(_, v) => Self::NotEquals(k, v.clone()),
+            Self::In(_, vs) => Self::In(k, vs.clone()),
+            Self::NotIn(_, vs) => Self::NotIn(k, vs.clone()),
+            Self::Exists(_) => Self::Exists(k),
+            Self::DoesNotExist(_) => Self::DoesNotExist(k),
         }
     }
 }

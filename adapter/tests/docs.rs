@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use clap::CommandFactory as _;
 use gpuscale_adapter::cli::Args;
-use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, TOP_KEYS};
+use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, PLACEHOLDERS, TOP_KEYS};
 use gpuscale_adapter::presets;
 use gpuscale_adapter::selfmetrics::FAMILIES;
 
@@ -71,10 +71,14 @@ fn flags_and_defaults_match_the_cli() {
 
 #[test]
 fn config_keys_match_the_parser() {
-    let documented: BTreeSet<String> = rows(&section(&doc(), "Metrics config"))
-        .into_iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let (placeholders, keys): (BTreeSet<String>, BTreeSet<String>) =
+        rows(&section(&doc(), "Metrics config"))
+            .into_iter()
+            .map(|r| r[0].clone())
+            .partition(|k| k.starts_with("${"));
+    let code: BTreeSet<String> = PLACEHOLDERS.iter().map(|p| format!("${{{p}}}")).collect();
+    assert_eq!(placeholders, code, "template placeholders");
+    let documented = keys;
     let code: BTreeSet<String> = TOP_KEYS
         .iter()
         .chain(METRIC_KEYS)
@@ -158,4 +162,27 @@ fn the_rendered_metrics_are_the_documented_families() {
         .collect();
     let names: Vec<&str> = FAMILIES.iter().map(|f| f.0).collect();
     assert_eq!(typed, names);
+}
+
+#[test]
+fn the_join_table_names_each_presets_server_series() {
+    let text = section(&doc(), "Joining on pod metadata");
+    let table: Vec<Vec<String>> = rows(&text)
+        .into_iter()
+        .filter(|r| presets::NAMES.contains(&r[0].as_str()))
+        .collect();
+    let names: Vec<&str> = table.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, presets::NAMES);
+    let config = MetricsConfig::presets();
+    for r in &table {
+        let series = gpuscale_adapter::check::server_series(&config.get(&r[0]).unwrap().query);
+        if series.is_empty() {
+            continue;
+        }
+        let documented: Vec<String> = r[1]
+            .split(", ")
+            .map(|c| c.trim_matches('`').to_string())
+            .collect();
+        assert_eq!(documented, series, "server series of {}", r[0]);
+    }
 }

@@ -114,6 +114,7 @@ fn def(empty: EmptyPolicy, freshness: Duration) -> Arc<MetricDef> {
         description: String::new(),
         activation: 0.0,
         objects: Default::default(),
+        pod_metadata: Default::default(),
     })
 }
 

@@ -6,9 +6,10 @@
 #![allow(clippy::unwrap_used)]
 
 use gpuscale_adapter::config::MetricsConfig;
+use gpuscale_adapter::join::{Matchers, PodMetadata};
 use gpuscale_adapter::presets;
 use gpuscale_adapter::selector::{
-    Requirement, names_matcher, parse_kube, to_matchers, to_text, translate,
+    Requirement, names_matcher, parse, parse_kube, to_matchers, to_text, translate,
 };
 use proptest::prelude::*;
 
@@ -98,7 +99,11 @@ fn evil_string() -> impl Strategy<Value = String> {
 }
 
 fn word() -> impl Strategy<Value = String> {
-    "[a-z]([a-z0-9_]{0,7}[a-z0-9])?".prop_filter("keywords", |w| w != "in" && w != "notin")
+    prop_oneof![
+        4 => "[a-z]([a-z0-9_]{0,7}[a-z0-9])?".prop_filter("keywords", |w| w != "in" && w != "notin"),
+        // Pod metadata keys, which the join sends to the metadata series.
+        1 => prop_oneof![Just("workload".to_string()), Just("workload_kind".to_string()), "label_[a-z]{1,6}"],
+    ]
 }
 
 fn value() -> impl Strategy<Value = String> {
@@ -164,20 +169,75 @@ proptest! {
         prop_assert_eq!(to_matchers("ns-1", &gpuscale_adapter::selector::parse(&text).expect("parse")).expect("matchers"), m);
     }
 
-    /// Whatever is accepted, every preset's query keeps its structure: the
-    /// selector only ever lands inside `{...}`.
+    /// Whatever is accepted, every preset's query keeps its structure with
+    /// either pod metadata source: the selector only ever lands inside
+    /// `{...}`, and every `{...}` is a flat matcher list, namespace first.
     #[test]
     fn presets_keep_their_structure(parts in prop::collection::vec(evil_string(), 1..4)) {
         let text = parts.join(",");
-        let Ok(m) = translate("inference", &text) else { return Ok(()) };
+        let Ok(reqs) = parse(&text) else { return Ok(()) };
         let config = MetricsConfig::presets();
         for name in presets::NAMES {
-            let def = config.get(name).expect("preset");
-            let safe = def.render("inference", "namespace=\"inference\"");
-            let q = def.render("inference", &m);
-            prop_assert_eq!(strip_strings(&q).replace(&strip_strings(&m), "M"), strip_strings(&safe).replace("namespace=\"\"", "M"));
+            for source in [PodMetadata::Exporter, PodMetadata::KubeStateMetrics] {
+                let mut def = (**config.get(name).expect("preset")).clone();
+                def.pod_metadata = source;
+                let safe = def.render("inference", &[]).expect("render");
+                let q = def.render("inference", &reqs).expect("render");
+                prop_assert_eq!(structure(&q), structure(&safe));
+                for block in blocks(&q) {
+                    assert_safe("inference", block);
+                }
+            }
         }
     }
+
+    /// Both matcher sets of a join are safe, and together they hold every
+    /// requirement: none is dropped by the split.
+    #[test]
+    fn the_join_split_is_safe_and_complete(reqs in prop::collection::vec(requirement(), 0..5)) {
+        let text = reqs.iter().map(render).collect::<Vec<_>>().join(",");
+        let parsed = parse(&text).expect("valid selector");
+        for source in [PodMetadata::Exporter, PodMetadata::KubeStateMetrics] {
+            let m = Matchers::new("ns-1", &parsed, source).expect("matchers");
+            for list in [&m.all, &m.series, &m.pod] {
+                assert_safe("ns-1", list);
+            }
+            for block in blocks(&m.pods) {
+                assert_safe("ns-1", block);
+            }
+            let count = |s: &str| parse_matchers(s).map_or(0, |v| v.len() - 1);
+            prop_assert_eq!(count(&m.series) + count(&m.pod), count(&m.all));
+        }
+    }
+}
+
+/// The `{...}` matcher blocks of a query (values never hold braces: the
+/// label-value syntax has none).
+fn blocks(q: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = q;
+    while let Some(start) = rest.find('{') {
+        let Some(end) = rest[start..].find('}') else {
+            break;
+        };
+        out.push(&rest[start + 1..start + end]);
+        rest = &rest[start + end + 1..];
+    }
+    out
+}
+
+/// The query with string contents blanked and every matcher block as `M`.
+fn structure(q: &str) -> String {
+    let mut out = strip_strings(q);
+    let mut at = 0;
+    while let Some(start) = out[at..].find('{').map(|i| i + at) {
+        let Some(end) = out[start..].find('}').map(|i| i + start) else {
+            break;
+        };
+        out.replace_range(start + 1..end, "M");
+        at = start + 2;
+    }
+    out
 }
 
 proptest! {

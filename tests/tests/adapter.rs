@@ -20,6 +20,10 @@ struct World {
     dir: PathBuf,
     kube: KubeFake,
     adapter: Adapter,
+    /// The same adapter reading pod metadata from kube-state-metrics, and
+    /// alice's kubeconfig for it.
+    ksm: Adapter,
+    ksm_alice: PathBuf,
     serving_ca: PathBuf,
     /// alice: client-CA certificate, may read every namespace but `secret`.
     alice: PathBuf,
@@ -97,25 +101,30 @@ fn world() -> &'static World {
             }),
         });
         let kc = write(&dir, "adapter-kubeconfig", &kube.kubeconfig());
-        let config = write(
-            &dir,
-            "metrics.yaml",
+        let start = |name: &str, config: &str, clean: Option<&Path>| {
+            let config = write(&dir, &format!("{name}.yaml"), config);
+            Adapter::start_cleaning(
+                &[
+                    format!("--tls-cert-file={}", cert.display()),
+                    format!("--tls-key-file={}", key.display()),
+                    format!("--kubeconfig={}", kc.display()),
+                    format!("--config={}", config.display()),
+                    format!("--prometheus-url={}", prom.url),
+                    "--poll-interval=1s".into(),
+                ],
+                dir.join(format!("{name}.log")),
+                clean,
+            )
+        };
+        let adapter = start(
+            "adapter",
             "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n  - name: chat_requests_waiting\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n",
-        );
-        let adapter = Adapter::start_cleaning(
-            &[
-                format!("--tls-cert-file={}", cert.display()),
-                format!("--tls-key-file={}", key.display()),
-                format!("--kubeconfig={}", kc.display()),
-                format!("--config={}", config.display()),
-                format!("--prometheus-url={}", prom.url),
-                "--poll-interval=1s".into(),
-            ],
-            dir.join("adapter.log"),
             Some(&dir),
         );
+        let ksm = start("ksm", "pod_metadata: kube-state-metrics\npresets: all\n", None);
         let alice_id = identity(&dir, "alice", &clients.client("alice", &["team-inference"]));
         let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
+        let ksm_alice = client::kubeconfig(&dir, "ksm-alice", &ksm.url(), &serving_ca, &alice_id);
         let stranger_id = identity(&dir, "stranger", &rogue.client("alice", &[]));
         let stranger = client::kubeconfig(&dir, "stranger", &adapter.url(), &serving_ca, &stranger_id);
         let nobody = Identity { basic: Some(("nobody".into(), "guess".into())), ..Identity::default() };
@@ -126,6 +135,8 @@ fn world() -> &'static World {
             dir,
             kube,
             adapter,
+            ksm,
+            ksm_alice,
             serving_ca,
             alice,
             alice_id,
@@ -147,12 +158,27 @@ fn value_path(ns: &str, metric: &str, selector: &str) -> String {
 
 /// Read a metric as alice with kubectl; the single item's value.
 fn read(ns: &str, metric: &str, selector: &str) -> String {
+    read_from(Source::Exporter, ns, metric, selector)
+}
+
+/// Where the adapter reads pod metadata.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Exporter,
+    KubeStateMetrics,
+}
+
+fn read_from(source: Source, ns: &str, metric: &str, selector: &str) -> String {
     let w = world();
-    let out = kubectl_raw(&w.alice, &value_path(ns, metric, selector));
+    let (kubeconfig, adapter) = match source {
+        Source::Exporter => (&w.alice, &w.adapter),
+        Source::KubeStateMetrics => (&w.ksm_alice, &w.ksm),
+    };
+    let out = kubectl_raw(kubeconfig, &value_path(ns, metric, selector));
     assert!(
         out.ok,
-        "kubectl failed for {metric}{{{selector}}} in {ns}: {out:?}\nadapter log:\n{}",
-        w.adapter.guard.log_text()
+        "kubectl failed for {metric}{{{selector}}} in {ns} ({source:?}): {out:?}\nadapter log:\n{}",
+        adapter.guard.log_text()
     );
     let v = out.json();
     assert_eq!(v["kind"], "ExternalMetricValueList");
@@ -195,26 +221,115 @@ fn assert_status(code: u16, body: &Value, want: u16, reason: &str) {
     assert_eq!(body["reason"], reason, "{body}");
 }
 
+/// The inference servers' series carry only their own labels and what
+/// discovery adds (`namespace`, `pod`, `container`, …): selecting by
+/// workload, workload kind or an allowlisted pod label goes through the join
+/// on pod metadata; a server's own label (`model_name`) is matched on its
+/// series. The same answers with either metadata source.
+const STORIES: &[(&str, &str, &str)] = &[
+    ("vllm_queue_depth", "workload=chat", "7"),
+    ("vllm_queue_depth", "label_app_kubernetes_io_name=chat", "7"),
+    (
+        "vllm_queue_depth",
+        "workload=chat,model_name=llama-3-8b",
+        "7",
+    ),
+    (
+        "vllm_queue_depth",
+        "workload in (chat, embed),container=vllm",
+        "17",
+    ),
+    ("vllm_queue_depth", "model_name=bge-m3", "10"),
+    ("vllm_kv_cache_usage", "workload=chat", "600m"),
+    (
+        "vllm_kv_cache_usage",
+        "label_app_kubernetes_io_name=chat",
+        "600m",
+    ),
+    ("vllm_kv_cache_usage", "model_name=llama-3-8b", "600m"),
+    ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
+    (
+        "vllm_ttft_p95_seconds",
+        "label_app_kubernetes_io_name=chat",
+        "750m",
+    ),
+    ("vllm_ttft_p95_seconds", "model_name=llama-3-8b", "750m"),
+    ("vllm_e2e_latency_p95_seconds", "workload=chat", "7500m"),
+    (
+        "vllm_e2e_latency_p95_seconds",
+        "workload_kind=Deployment",
+        "7500m",
+    ),
+    (
+        "vllm_e2e_latency_p95_seconds",
+        "model_name=llama-3-8b",
+        "7500m",
+    ),
+    ("tgi_queue_size", "workload=tgi", "5"),
+    ("tgi_queue_size", "label_app_kubernetes_io_name=tgi", "5"),
+    ("tgi_queue_size", "pod=tgi-0", "5"),
+    ("triton_queue_time_avg_seconds", "workload=triton", "5m"),
+    (
+        "triton_queue_time_avg_seconds",
+        "label_app_kubernetes_io_name=triton",
+        "5m",
+    ),
+    ("triton_queue_time_avg_seconds", "model=resnet", "5m"),
+    ("gpu_pressure", "workload=chat", "825m"),
+    ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
+    ("gpu_pressure", "pod in (chat-7d9f8b6c5-a1b2c)", "900m"),
+    ("gpu_pressure", "workload=tts", "400m"),
+];
+
 #[test]
 fn each_preset_returns_the_value_the_data_implies() {
-    for (metric, selector, want) in [
-        ("vllm_queue_depth", "workload=chat", "7"),
-        ("vllm_kv_cache_usage", "workload=chat", "600m"),
-        ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
-        ("vllm_e2e_latency_p95_seconds", "workload=chat", "7500m"),
-        ("tgi_queue_size", "workload=tgi", "5"),
-        ("triton_queue_time_avg_seconds", "workload=triton", "5m"),
-        ("gpu_pressure", "workload=chat", "825m"),
-        ("gpu_pressure", "label_app_kubernetes_io_name=chat", "825m"),
-        ("gpu_pressure", "pod in (chat-0)", "900m"),
-        ("gpu_pressure", "workload=tts", "400m"),
-    ] {
+    for (metric, selector, want) in STORIES {
         assert_eq!(
             read("inference", metric, selector),
-            want,
+            *want,
             "{metric}{{{selector}}}"
         );
     }
+}
+
+#[test]
+fn kube_state_metrics_metadata_gives_the_same_answers() {
+    for (metric, selector, want) in STORIES {
+        assert_eq!(
+            read_from(Source::KubeStateMetrics, "inference", metric, selector),
+            *want,
+            "{metric}{{{selector}}}"
+        );
+    }
+}
+
+/// chat-cpu-0 serves 1000 waiting requests from a node the exporter does
+/// not run on: it has no gpu_pod_info, so the exporter's join never counts
+/// it (docs/adapter.md); kube-state-metrics knows every pod.
+#[test]
+fn a_pod_without_metadata_is_not_counted() {
+    assert_eq!(read("inference", "vllm_queue_depth", ""), "17");
+    assert_eq!(
+        read("inference", "vllm_queue_depth", "workload_kind=StatefulSet"),
+        "10"
+    );
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("inference", "vllm_queue_depth", "workload=chat-cpu"),
+        &[],
+    );
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    let ksm = |selector| {
+        read_from(
+            Source::KubeStateMetrics,
+            "inference",
+            "vllm_queue_depth",
+            selector,
+        )
+    };
+    assert_eq!(ksm(""), "1017");
+    assert_eq!(ksm("workload=chat-cpu"), "1k");
+    assert_eq!(ksm("workload_kind=StatefulSet"), "1010");
 }
 
 #[test]
@@ -404,10 +519,31 @@ fn nan_and_infinity_are_errors_never_numbers() {
     }
 }
 
+/// `other` runs its own chat Deployment whose pod has the same name as one
+/// in `inference`: the join is on (namespace, pod), and a workload of another
+/// namespace selects nothing here.
 #[test]
 fn the_requests_namespace_is_always_enforced() {
-    assert_eq!(read("inference", "vllm_queue_depth", ""), "17");
-    assert_eq!(read("other", "vllm_queue_depth", "workload=chat"), "100");
+    for source in [Source::Exporter, Source::KubeStateMetrics] {
+        assert_eq!(
+            read_from(source, "inference", "vllm_queue_depth", "workload=chat"),
+            "7"
+        );
+        assert_eq!(
+            read_from(source, "other", "vllm_queue_depth", "workload=chat"),
+            "100"
+        );
+    }
+    let (code, body) = curl_as(
+        &world().alice_id,
+        &value_path("other", "vllm_queue_depth", "workload=embed"),
+        &[],
+    );
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("no series"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -728,4 +864,114 @@ fn cas_and_allowed_names_can_come_from_files() {
     let (code, body) = client::curl(&url, Some(&w.serving_ca), &w.mallory, &[&hpa]);
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     assert_status(code, &body, 401, "Unauthorized");
+}
+
+/// `--check-prometheus` tells a user whether the joined metrics' series
+/// carry the labels the join needs.
+#[test]
+fn check_prometheus_finds_series_the_join_would_miss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let check = |config: Option<&Path>| {
+        let mut cmd = std::process::Command::new(gpuscale_e2e::bins::adapter());
+        cmd.arg("--check-prometheus")
+            .arg(format!("--prometheus-url={}", prom::shared().url));
+        if let Some(c) = config {
+            cmd.arg(format!("--config={}", c.display()));
+        }
+        let out = cmd.output().expect("run adapter");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = check(None);
+    assert!(ok, "{stdout}\n{stderr}");
+    for line in [
+        "vllm_queue_depth\tvllm:num_requests_waiting\t8 series, all with namespace and pod",
+        "tgi_queue_size\ttgi_queue_size\t1 series, all with namespace and pod",
+        "pod metadata\tgpu_pod_info\t11 series",
+    ] {
+        assert!(stdout.contains(line), "{line} missing from:\n{stdout}");
+    }
+    // The shared GPU's device series has no pod: a join on it misses it.
+    let config = write(
+        dir.path(),
+        "gpu.yaml",
+        "pod_metadata: kube-state-metrics\nmetrics:\n  - name: gpu_busy\n    query: sum(gpu_utilization_ratio{${series_matchers}} * on (namespace, pod) group_left () ${pods})\n",
+    );
+    let (ok, stdout, stderr) = check(Some(&config));
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains(
+            "gpu_busy\tgpu_utilization_ratio\tPROBLEM: 1 of 3 series lack a namespace or pod label"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("pod metadata\tkube_pod_labels\t10 series"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("1 problem(s) found"), "{stderr}");
+}
+
+/// The shipped scrape examples keep `namespace` and `pod` as target labels
+/// (what the join needs), and the example HPA is valid and names presets.
+#[test]
+fn the_scrape_and_hpa_examples_fit_the_join() {
+    let root = gpuscale_e2e::bins::repo_root().join("deploy/examples");
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).expect(name);
+    for doc in read("inference-podmonitors.yaml").split("\n---\n") {
+        let pm: Value = yaml_serde::from_str(doc).expect("PodMonitor YAML");
+        assert_eq!(pm["kind"], "PodMonitor");
+        for ep in pm["spec"]["podMetricsEndpoints"]
+            .as_array()
+            .expect("endpoints")
+        {
+            // The operator's namespace/pod target labels are kept as they are.
+            assert_ne!(ep["honorLabels"], true, "{ep}");
+            assert!(ep.get("relabelings").is_none(), "{ep}");
+        }
+    }
+    let prom: Value =
+        yaml_serde::from_str(&read("prometheus-inference-scrape.yml")).expect("scrape YAML");
+    let job = &prom["scrape_configs"][0];
+    assert_eq!(job["kubernetes_sd_configs"][0]["role"], "pod");
+    for (meta, target) in [
+        ("__meta_kubernetes_namespace", "namespace"),
+        ("__meta_kubernetes_pod_name", "pod"),
+        ("__meta_kubernetes_pod_container_name", "container"),
+    ] {
+        assert!(
+            job["relabel_configs"]
+                .as_array()
+                .expect("relabel_configs")
+                .iter()
+                .any(|r| r["source_labels"][0] == meta && r["target_label"] == target),
+            "{target} not kept"
+        );
+    }
+    let hpa = root.join("vllm-hpa.yaml");
+    gpuscale_e2e::python::validate_manifests(std::slice::from_ref(&hpa))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hpa: Value = yaml_serde::from_str(&read("vllm-hpa.yaml")).expect("HPA YAML");
+    for m in hpa["spec"]["metrics"].as_array().expect("metrics") {
+        let name = m["external"]["metric"]["name"].as_str().expect("name");
+        assert!(
+            gpuscale_adapter_presets().contains(&name.to_string()),
+            "{name}"
+        );
+    }
+}
+
+fn gpuscale_adapter_presets() -> Vec<String> {
+    let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
+        .arg("--check-config")
+        .output()
+        .expect("run adapter");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .map(str::to_string)
+        .collect()
 }

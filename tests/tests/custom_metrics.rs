@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use gpuscale_e2e::adapter::client::{self, Adapter, Identity, kubectl_raw};
+use gpuscale_e2e::adapter::fleet::{CHAT_0, CHAT_1};
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
 use gpuscale_e2e::adapter::prom;
@@ -36,7 +37,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 fn pod(ns: &str, name: &str, app: &str, phase: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/name": app, "pod-template-hash": "7d9f"}},
+        "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/name": app, "pod-template-hash": "7d9f8b6c5"}},
         "spec": {"containers": [{"name": "server", "image": "vllm/vllm-openai"}]},
         "status": {"phase": phase},
     })
@@ -105,8 +106,8 @@ fn world() -> &'static World {
             }),
         });
         for (ns, name, app, phase) in [
-            ("inference", "chat-0", "chat", "Running"),
-            ("inference", "chat-1", "chat", "Running"),
+            ("inference", CHAT_0, "chat", "Running"),
+            ("inference", CHAT_1, "chat", "Running"),
             // Just started: no series yet.
             ("inference", "chat-2", "chat", "Pending"),
             // Finished pods no longer serve.
@@ -114,8 +115,8 @@ fn world() -> &'static World {
             ("inference", "embed-0", "embed", "Running"),
             // Has a series only under the same pod name in `other`.
             ("inference", "ghost-0", "ghost", "Running"),
-            ("other", "chat-0", "chat", "Running"),
-            ("secret", "chat-0", "chat", "Running"),
+            ("other", CHAT_0, "chat", "Running"),
+            ("secret", CHAT_0, "chat", "Running"),
         ] {
             kube.put(&core("pods"), pod(ns, name, app, phase));
         }
@@ -252,23 +253,20 @@ fn per_pod_values_for_the_scale_targets_pod_selector() {
     ));
     assert_eq!(v["apiVersion"], "custom.metrics.k8s.io/v1beta2");
     // chat-2 has no series yet and is left out; chat-old has finished.
-    assert_eq!(values(&v), pairs(&[("chat-0", "3"), ("chat-1", "4")]));
+    assert_eq!(values(&v), pairs(&[(CHAT_0, "3"), (CHAT_1, "4")]));
     let item = &v["items"][0];
     assert_eq!(
         item["describedObject"],
-        json!({"kind": "Pod", "namespace": "inference", "name": "chat-0", "apiVersion": "v1"})
+        json!({"kind": "Pod", "namespace": "inference", "name": CHAT_0, "apiVersion": "v1"})
     );
     assert_eq!(item["metric"], json!({"name": "vllm_queue_depth"}));
     assert_eq!(item["windowSeconds"], 60);
     let ts = item["timestamp"].as_str().expect("timestamp");
     assert!(ts.len() == 20 && ts.ends_with('Z'), "{ts}");
     for (metric, want) in [
-        (
-            "vllm_kv_cache_usage",
-            [("chat-0", "500m"), ("chat-1", "700m")],
-        ),
+        ("vllm_kv_cache_usage", [(CHAT_0, "500m"), (CHAT_1, "700m")]),
         // The per-pod maxima the external gpu_pressure averages to 825m.
-        ("gpu_pressure", [("chat-0", "900m"), ("chat-1", "750m")]),
+        ("gpu_pressure", [(CHAT_0, "900m"), (CHAT_1, "750m")]),
     ] {
         let v = list(&pods_path("v1beta2", "inference", metric, CHAT, ""));
         assert_eq!(values(&v), pairs(&want), "{metric}");
@@ -282,40 +280,42 @@ fn v1beta1_and_v1beta2_give_the_same_values() {
         "inference",
         "vllm_queue_depth",
         CHAT,
-        "model_name=m",
+        "model_name=llama-3-8b",
     ));
     let b1 = list(&pods_path(
         "v1beta1",
         "inference",
         "vllm_queue_depth",
         CHAT,
-        "model_name=m",
+        "model_name=llama-3-8b",
     ));
     assert_eq!(b1["apiVersion"], "custom.metrics.k8s.io/v1beta1");
     assert_eq!(values(&b1), values(&b2));
-    assert_eq!(values(&b1), pairs(&[("chat-0", "3"), ("chat-1", "4")]));
+    assert_eq!(values(&b1), pairs(&[(CHAT_0, "3"), (CHAT_1, "4")]));
     assert_eq!(b1["items"][0]["metricName"], "vllm_queue_depth");
     assert_eq!(b1["items"][0]["window"], 60);
     // The metric selector is echoed as a LabelSelector.
-    let sel = json!({"matchLabels": {"model_name": "m"}});
+    let sel = json!({"matchLabels": {"model_name": "llama-3-8b"}});
     assert_eq!(b1["items"][0]["selector"], sel);
     assert_eq!(b2["items"][0]["metric"]["selector"], sel);
 }
 
 #[test]
 fn one_pod_a_service_and_the_namespace_by_name() {
-    let v = list(
-        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/pods/chat-1/vllm_queue_depth",
-    );
-    assert_eq!(values(&v), pairs(&[("chat-1", "4")]));
+    let v = list(&format!(
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/pods/{CHAT_1}/vllm_queue_depth"
+    ));
+    assert_eq!(values(&v), pairs(&[(CHAT_1, "4")]));
     let v = list(
         "/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/services/gateway/gateway_pending",
     );
     assert_eq!(values(&v), pairs(&[("gateway", "12")]));
     assert_eq!(v["items"][0]["describedObject"]["kind"], "Service");
+    // chat 3 + 4, embed 10 and the CPU-only chat-cpu-0's 1000: a namespace
+    // object is every series in it.
     let v =
         list("/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/metrics/namespace_queue");
-    assert_eq!(values(&v), pairs(&[("inference", "17")]));
+    assert_eq!(values(&v), pairs(&[("inference", "1017")]));
     assert_eq!(v["items"][0]["describedObject"]["kind"], "Namespace");
     // A metric not served for that kind.
     let (code, body) = curl_as(
@@ -357,7 +357,7 @@ fn all_pods_missing_is_an_error_never_zeros() {
 #[test]
 fn a_pod_of_another_namespace_never_appears() {
     let v = list(&pods_path("v1beta2", "other", "vllm_queue_depth", CHAT, ""));
-    assert_eq!(values(&v), pairs(&[("chat-0", "100")]));
+    assert_eq!(values(&v), pairs(&[(CHAT_0, "100")]));
     assert_eq!(v["items"][0]["describedObject"]["namespace"], "other");
     let v = list(&pods_path(
         "v1beta2",
@@ -368,7 +368,7 @@ fn a_pod_of_another_namespace_never_appears() {
     ));
     assert_eq!(
         values(&v),
-        pairs(&[("chat-0", "3"), ("chat-1", "4"), ("embed-0", "10")])
+        pairs(&[(CHAT_0, "3"), (CHAT_1, "4"), ("embed-0", "10")])
     );
 }
 
@@ -497,7 +497,7 @@ fn list_any(path: &str) -> Value {
 #[test]
 fn pod_lists_are_cached_and_follow_the_cluster() {
     let w = world();
-    let selector = "app.kubernetes.io/name=chat,pod-template-hash=7d9f";
+    let selector = "app.kubernetes.io/name=chat,pod-template-hash=7d9f8b6c5";
     let path = pods_path("v1beta2", "inference", "vllm_queue_depth", selector, "");
     let lists = || {
         w.kube
@@ -522,17 +522,15 @@ fn pod_lists_are_cached_and_follow_the_cluster() {
         lists() - before
     );
     // A pod that goes away leaves the answer once the list is refreshed.
-    w.kube.put(
-        &core("pods"),
-        pod("inference", "chat-1", "chat", "Succeeded"),
-    );
-    procs::eventually("chat-1 to leave the answer", || {
+    w.kube
+        .put(&core("pods"), pod("inference", CHAT_1, "chat", "Succeeded"));
+    procs::eventually("the second chat pod to leave the answer", || {
         let (_, body) = curl_as(&w.alice_id, &path, &[]);
-        (values(&body) == pairs(&[("chat-0", "3")])).then_some(())
+        (values(&body) == pairs(&[(CHAT_0, "3")])).then_some(())
     });
     w.kube
-        .put(&core("pods"), pod("inference", "chat-1", "chat", "Running"));
-    procs::eventually("chat-1 to come back", || {
+        .put(&core("pods"), pod("inference", CHAT_1, "chat", "Running"));
+    procs::eventually("the second chat pod to come back", || {
         let (_, body) = curl_as(&w.alice_id, &path, &[]);
         (values(&body).len() == 2).then_some(())
     });
@@ -585,7 +583,7 @@ fn self_metrics_count_requests_by_api() {
 fn prometheus_down_is_an_error_for_cold_and_warm_keys() {
     let w = world();
     let dir = tempfile::tempdir().expect("tempdir");
-    let own = prom::Prometheus::start(prom::start_target());
+    let own = prom::Prometheus::start_fleet(prom::start_target());
     own.wait_for_data();
     let kc = write(dir.path(), "kubeconfig", &w.kube.kubeconfig());
     let config = write(
@@ -621,7 +619,7 @@ fn prometheus_down_is_an_error_for_cold_and_warm_keys() {
     };
     let (code, warm) = get(CHAT);
     assert_eq!(code, 200, "{warm}\n{}", adapter.guard.log_text());
-    assert_eq!(values(&warm), pairs(&[("chat-0", "3"), ("chat-1", "4")]));
+    assert_eq!(values(&warm), pairs(&[(CHAT_0, "3"), (CHAT_1, "4")]));
     drop(own);
     let (code, body) = get("app.kubernetes.io/name=embed");
     assert_status(code, &body, 503, "ServiceUnavailable");

@@ -139,6 +139,35 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
     assert_eq!(m.value("gpuscale_exporter_pods", &[]), 5.0);
     assert_eq!(m.find("gpu_pod_allocation", &[]).len(), 5);
 
+    // One gpu_pod_info per GPU pod (exclusive, time-sliced, MIG), the join
+    // target for inference servers' own series: no container, no GPU labels.
+    let info = m.find("gpu_pod_info", &[]);
+    assert_eq!(info.len(), 5, "{info:?}");
+    let web_b = m.find("gpu_pod_info", &[("pod", "web-6d8f7c9b5-bbbbb")]);
+    assert_eq!(web_b.len(), 1);
+    let keys: Vec<&str> = web_b[0].labels.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "label_app_kubernetes_io_name",
+            "label_team",
+            "namespace",
+            "node",
+            "pod",
+            "workload",
+            "workload_kind"
+        ]
+    );
+    assert_eq!(web_b[0].labels["workload"], "web");
+    assert_eq!(web_b[0].value, 1.0);
+    assert_eq!(
+        m.value(
+            "gpu_pod_info",
+            &[("pod", "asr-5b7c9d8f6-m3n4p"), ("label_team", "speech")]
+        ),
+        1.0
+    );
+
     // Cost: a price per GPU of the configured model only.
     assert_eq!(
         m.value(

@@ -52,9 +52,11 @@ impl PromProvider {
             .get(metric)
             .filter(|m| m.external())
             .ok_or_else(|| ProviderError::UnknownMetric(metric.to_string()))?;
-        let matchers = selector::translate(namespace, selector_text)
+        // The join on pod metadata happens here, in the template, so every
+        // consumer of the provider (HPA, KEDA, custom metrics) gets it.
+        let query = selector::parse(selector_text)
+            .and_then(|reqs| def.render(namespace, &reqs))
             .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
-        let query = def.render(namespace, &matchers);
         Ok((def.clone(), query))
     }
 

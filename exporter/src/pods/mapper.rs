@@ -2,7 +2,7 @@
 //! and the per-collection join over their latest state.
 
 use crate::backoff::Backoff;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::PodArgs;
 use super::cgroup::{self, PodCgroup};
+use super::info;
 use super::kubeapi::{self, MetaView};
 use super::labels::{self, PodLabel};
 use super::map::{DRA_UNMAPPED, Joined, PodMap, Via, pod_labels};
@@ -155,8 +156,15 @@ impl PodMapper {
             cache.built_from = Some((kubelet.clone(), meta.clone(), slices.clone()));
         }
         let map = cache.map.clone();
-        let (processes, per_pod, unattributed) = self.attribute(&mut cache, &map, collected);
+        let (processes, per_pod, unattributed, process_pods) =
+            self.attribute(&mut cache, &map, collected);
         let mut families = self.allocation_families(&map, collected);
+        families.push(info::family(
+            &self.node,
+            &map,
+            &process_pods,
+            &self.label_keys,
+        ));
         families.extend(per_pod);
         families.extend(self.price_family(collected));
         families.extend(self.self_families(&kubelet, &meta, &map, &cache, &unattributed));
@@ -166,7 +174,8 @@ impl PodMapper {
     }
 
     /// Resolves GPU pids to pods; returns the process lookup, the per-pod
-    /// usage families and the unattributed counts of this cycle.
+    /// usage families, the unattributed counts of this cycle and the UIDs of
+    /// the pods running GPU processes.
     #[allow(clippy::type_complexity)]
     fn attribute(
         &self,
@@ -177,6 +186,7 @@ impl PodMapper {
         HashMap<u32, Arc<PodLabelSet>>,
         [Family; 2],
         BTreeMap<&'static str, u64>,
+        BTreeSet<String>,
     ) {
         let mut seen: HashMap<u32, ()> = HashMap::with_capacity(collected.processes.len());
         let mut sets: HashMap<(String, String), Arc<PodLabelSet>> = HashMap::new();
@@ -259,6 +269,7 @@ impl PodMapper {
             "gpu_pod_sm_utilization_ratio",
             "SM utilization of a pod's processes on a GPU or MIG instance (each pod its own share).",
         );
+        let process_pods = usage.keys().map(|k| k.2.clone()).collect();
         for ((gpu_uuid, mig_uuid, uid), (mem, util, index)) in usage {
             let Some(meta) = map.pods.get(&uid) else {
                 continue;
@@ -283,7 +294,7 @@ impl PodMapper {
                 sm.push(Subject::Global, labels, v.min(1.0));
             }
         }
-        (processes, [memory, sm], unattributed)
+        (processes, [memory, sm], unattributed, process_pods)
     }
 
     fn allocation_families(&self, map: &PodMap, collected: &Collected) -> Vec<Family> {

@@ -9,10 +9,13 @@
 //! - the node's DRA ResourceSlices (`slices`): a claimed (driver, pool,
 //!   device) → GPU or MIG UUID.
 //!
-//! `map` joins them; `mapper` runs the tasks and the per-collection join.
+//! `map` joins them; `mapper` runs the tasks and the per-collection join;
+//! `info` writes one `gpu_pod_info` series per GPU pod, the join target for
+//! per-pod series of inference servers.
 
 pub mod args;
 pub mod cgroup;
+pub mod info;
 pub mod kubeapi;
 pub mod labels;
 pub mod map;

@@ -3,6 +3,7 @@
 //! the real `kubectl`/`curl` clients, and a KEDA-like gRPC client in Python.
 
 pub mod client;
+pub mod fleet;
 pub mod keda;
 pub mod pki;
 pub mod procs;

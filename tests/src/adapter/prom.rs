@@ -1,159 +1,52 @@
 //! A real Prometheus (Debian package) scraping a test target that serves
-//! known series every second. One instance is shared by a test binary.
+//! the scripted cluster of [`fleet`] every second. One instance is shared
+//! by a test binary.
 
+use std::collections::HashMap;
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::procs;
+use super::{fleet, procs};
 use crate::procs::Proc;
 
-/// What the target serves at scrape `n` (n = 1, 2, …). Counters grow by a
-/// fixed step per scrape, so rates, ratios and quantiles are exact
-/// whatever the scrape timing.
-pub fn exposition(n: u64) -> String {
-    let mut s = String::new();
-    let ns = |ns: &str, pod: &str, wl: &str| {
-        format!(
-            "namespace=\"{ns}\",pod=\"{pod}\",container=\"server\",workload=\"{wl}\",workload_kind=\"Deployment\""
-        )
-    };
-    // vLLM queue depth: chat = 3 + 4, embed = 10; another namespace has 100.
-    s.push_str("# TYPE vllm:num_requests_waiting gauge\n");
-    for (n_, pod, wl, v) in [
-        ("inference", "chat-0", "chat", "3"),
-        ("inference", "chat-1", "chat", "4"),
-        ("inference", "embed-0", "embed", "10"),
-        ("other", "chat-0", "chat", "100"),
-        // A pod name that exists in `inference` without a series there.
-        ("other", "ghost-0", "ghost", "50"),
-        ("broken", "x-0", "nan", "NaN"),
-        ("broken", "y-0", "inf", "+Inf"),
-    ] {
-        s.push_str(&format!(
-            "vllm:num_requests_waiting{{{},model_name=\"m\"}} {v}\n",
-            ns(n_, pod, wl)
-        ));
+/// What the target serves at `path` on its `n`th scrape (n = 1, 2, …).
+pub fn exposition(path: &str, n: u64) -> Option<String> {
+    match path {
+        "/exporter" => Some(fleet::exporter_exposition()),
+        "/kube-state-metrics" => Some(fleet::kube_state_metrics_exposition()),
+        "/edge-gateway" => Some(fleet::edge_gateway_exposition()),
+        _ => {
+            if let Some(rest) = path.strip_prefix("/services/") {
+                let (ns, name) = rest.split_once('/')?;
+                return fleet::service_exposition(ns, name);
+            }
+            let (ns, pod) = path.strip_prefix("/pods/")?.split_once('/')?;
+            fleet::server_exposition(ns, pod, n)
+        }
     }
-    // Per Service (the custom metrics API's objects): the gateway's pending
-    // requests, 12 here and 99 in another namespace.
-    s.push_str("# TYPE gateway_requests_pending gauge\n");
-    for (n_, v) in [("inference", "12"), ("other", "99")] {
-        s.push_str(&format!(
-            "gateway_requests_pending{{namespace=\"{n_}\",service=\"gateway\"}} {v}\n"
-        ));
-    }
-    // KV cache: chat 0.5 and 0.7 → 0.6.
-    s.push_str("# TYPE vllm:kv_cache_usage_perc gauge\n");
-    s.push_str(&format!(
-        "vllm:kv_cache_usage_perc{{{}}} 0.5\n",
-        ns("inference", "chat-0", "chat")
-    ));
-    s.push_str(&format!(
-        "vllm:kv_cache_usage_perc{{{}}} 0.7\n",
-        ns("inference", "chat-1", "chat")
-    ));
-    // TTFT histogram: per scrape +5 ≤0.1 s, +8 ≤0.25, +9 ≤0.5, +10 ≤1 → p95 = 0.75 s.
-    histogram(
-        &mut s,
-        "vllm:time_to_first_token_seconds",
-        &ns("inference", "chat-0", "chat"),
-        n,
-        &[("0.1", 5), ("0.25", 8), ("0.5", 9), ("1", 10), ("+Inf", 10)],
-    );
-    // E2E histogram: per scrape +2 ≤1 s, +6 ≤2.5, +9 ≤5, +10 ≤10 → p95 = 7.5 s.
-    histogram(
-        &mut s,
-        "vllm:e2e_request_latency_seconds",
-        &ns("inference", "chat-0", "chat"),
-        n,
-        &[("1", 2), ("2.5", 6), ("5", 9), ("10", 10), ("+Inf", 10)],
-    );
-    // TGI queue: 5.
-    s.push_str("# TYPE tgi_queue_size gauge\n");
-    s.push_str(&format!(
-        "tgi_queue_size{{{}}} 5\n",
-        ns("inference", "tgi-0", "tgi")
-    ));
-    // Triton: +50 000 µs of queue time per 10 successes → 5 ms.
-    s.push_str("# TYPE nv_inference_queue_duration_us counter\n");
-    s.push_str(&format!(
-        "nv_inference_queue_duration_us{{{},model=\"m\"}} {}\n",
-        ns("inference", "triton-0", "triton"),
-        50_000 * n
-    ));
-    s.push_str("# TYPE nv_inference_request_success counter\n");
-    s.push_str(&format!(
-        "nv_inference_request_success{{{},model=\"m\"}} {}\n",
-        ns("inference", "triton-0", "triton"),
-        10 * n
-    ));
-    // Exporter GPU series: chat-0 max(0.9, 0.4, 40/80) = 0.9;
-    // chat-1 max(0.3, 0.2, 60/80) = 0.75 → average 0.825.
-    for (gpu, pod, util, dram, used) in [
-        ("0", "chat-0", "0.9", "0.4", "40"),
-        ("1", "chat-1", "0.3", "0.2", "60"),
-    ] {
-        let l = format!(
-            "node=\"sim-node\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}\",{},label_app_kubernetes_io_name=\"chat\"",
-            ns("inference", pod, "chat")
-        );
-        s.push_str(&format!("gpu_utilization_ratio{{{l}}} {util}\n"));
-        s.push_str(&format!("gpu_dram_active_ratio{{{l}}} {dram}\n"));
-        s.push_str(&format!("gpu_memory_used_bytes{{{l}}} {used}e9\n"));
-        s.push_str(&format!("gpu_memory_total_bytes{{{l}}} 80e9\n"));
-    }
-    // Per-pod SM utilization (the exporter's gpu_pod_* family): equal to the
-    // device's for a GPU held alone; two tts pods share GPU 2 at 0.35 and 0.45.
-    for (gpu, pod, wl, util) in [
-        ("0", "chat-0", "chat", "0.9"),
-        ("1", "chat-1", "chat", "0.3"),
-        ("2", "tts-0", "tts", "0.35"),
-        ("2", "tts-1", "tts", "0.45"),
-    ] {
-        s.push_str(&format!(
-            "gpu_pod_sm_utilization_ratio{{node=\"sim-node\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}\",mig_uuid=\"\",{}}} {util}\n",
-            ns("inference", pod, wl)
-        ));
-    }
-    // A gateway queue in front of a namespace with no pods (scaled to zero).
-    s.push_str("# TYPE gateway_requests_waiting gauge\n");
-    s.push_str("gateway_requests_waiting{namespace=\"idle\",service=\"chat\"} 5\n");
-    // A shared GPU carries no pod labels on device series; it must never
-    // count for a namespace.
-    s.push_str("gpu_utilization_ratio{node=\"sim-node\",gpu=\"2\",uuid=\"GPU-2\"} 1\n");
-    s
-}
-
-fn histogram(s: &mut String, name: &str, labels: &str, n: u64, buckets: &[(&str, u64)]) {
-    s.push_str(&format!("# TYPE {name} histogram\n"));
-    for (le, step) in buckets {
-        s.push_str(&format!(
-            "{name}_bucket{{{labels},le=\"{le}\"}} {}\n",
-            step * n
-        ));
-    }
-    let count = buckets.last().map_or(0, |b| b.1) * n;
-    s.push_str(&format!("{name}_sum{{{labels}}} {}\n", count));
-    s.push_str(&format!("{name}_count{{{labels}}} {count}\n"));
 }
 
 /// Serve [`exposition`] on a free port; returns the port.
 pub fn start_target() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind target");
     let port = listener.local_addr().expect("addr").port();
-    let scrapes = AtomicU64::new(0);
+    let mut scrapes: HashMap<String, u64> = HashMap::new();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            read_request(&mut conn);
-            let n = scrapes.fetch_add(1, Ordering::SeqCst) + 1;
-            let body = exposition(n);
+            let path = read_request(&mut conn);
+            let n = scrapes.entry(path.clone()).or_default();
+            *n += 1;
+            let (status, body) = match exposition(&path, *n) {
+                Some(body) => ("200 OK", body),
+                None => ("404 Not Found", String::new()),
+            };
             let _ = write!(
                 conn,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
         }
@@ -161,8 +54,8 @@ pub fn start_target() -> u16 {
     port
 }
 
-/// Read a request up to the end of its headers.
-fn read_request(conn: &mut std::net::TcpStream) {
+/// Read a request up to the end of its headers; returns its path.
+fn read_request(conn: &mut std::net::TcpStream) -> String {
     let mut buf = [0u8; 4096];
     let mut req = Vec::new();
     while !req.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -171,6 +64,8 @@ fn read_request(conn: &mut std::net::TcpStream) {
             Ok(k) => req.extend_from_slice(&buf[..k]),
         }
     }
+    let head = String::from_utf8_lossy(&req);
+    head.split(' ').nth(1).unwrap_or("/").to_string()
 }
 
 /// Serve a gateway queue that a test switches: while `waiting` is 0 the
@@ -207,8 +102,21 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
-    /// Start Prometheus scraping `target_port` every second.
+    /// Start Prometheus scraping one target at `target_port` every second
+    /// (honor_labels: the target's own labels are kept as served).
     pub fn start(target_port: u16) -> Self {
+        Self::start_with(&format!(
+            "scrape_configs:\n  - job_name: apps\n    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        ))
+    }
+
+    /// Start Prometheus scraping the [`fleet`] that [`start_target`] serves
+    /// at `target_port`, every second, as a cluster's Prometheus would.
+    pub fn start_fleet(target_port: u16) -> Self {
+        Self::start_with(&fleet::scrape_configs(target_port))
+    }
+
+    fn start_with(scrape_configs: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("gpuscale-adapter-prom-")
             .tempdir()
@@ -218,7 +126,8 @@ impl Prometheus {
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: apps\n    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{}",
+                scrape_configs
             ),
         )
         .expect("write config");
@@ -273,7 +182,7 @@ pub fn encode(s: &str) -> String {
 pub fn shared() -> &'static Prometheus {
     static PROM: OnceLock<Prometheus> = OnceLock::new();
     PROM.get_or_init(|| {
-        let p = Prometheus::start(start_target());
+        let p = Prometheus::start_fleet(start_target());
         p.wait_for_data();
         p
     })

@@ -1,0 +1,198 @@
+//! Where Kubernetes identities meet Prometheus series. An inference server's
+//! series carry its own labels plus `namespace`, `pod` and `container` from
+//! service discovery, never `workload`; a pod metadata series does. The
+//! request's selector is split between the two, and `${pods}` becomes one
+//! series per selected pod (labels `namespace, pod`, value 1) from the
+//! configured source, ready for `* on (namespace, pod) group_left ()`.
+
+use crate::selector::{Requirement, SelectorError, to_matchers};
+
+/// Where pod identity (workload, kind, pod labels) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodMetadata {
+    /// The exporter's `gpu_pod_info`: every pod that holds a GPU.
+    #[default]
+    Exporter,
+    /// kube-state-metrics' `kube_pod_labels`, `kube_pod_owner` and
+    /// `kube_replicaset_owner`: every pod in the cluster.
+    KubeStateMetrics,
+}
+
+impl PodMetadata {
+    /// Spellings accepted by the config key `pod_metadata`.
+    pub const NAMES: &[&str] = &["exporter", "kube-state-metrics"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "exporter" => Some(Self::Exporter),
+            "kube-state-metrics" => Some(Self::KubeStateMetrics),
+            _ => None,
+        }
+    }
+
+    /// Series that must exist for the join to find any pod.
+    pub fn required_series(self) -> &'static [&'static str] {
+        match self {
+            Self::Exporter => &["gpu_pod_info"],
+            Self::KubeStateMetrics => &["kube_pod_labels", "kube_pod_owner"],
+        }
+    }
+}
+
+/// Selector keys answered by the metadata series; every other key (`pod`,
+/// `container`, `model_name`, …) is matched on the server's own series.
+pub fn is_pod_key(key: &str) -> bool {
+    key == "workload" || key == "workload_kind" || key.starts_with("label_")
+}
+
+/// Everything a template can ask for, rendered for one request. Each matcher
+/// list starts with the request's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matchers {
+    /// The whole selector (`${matchers}`).
+    pub all: String,
+    /// The keys that are not pod metadata (`${series_matchers}`).
+    pub series: String,
+    /// The pod metadata keys (`${pod_matchers}`).
+    pub pod: String,
+    /// One series per selected pod (`${pods}`), parenthesised.
+    pub pods: String,
+}
+
+impl Matchers {
+    pub fn new(
+        namespace: &str,
+        reqs: &[Requirement],
+        source: PodMetadata,
+    ) -> Result<Self, SelectorError> {
+        let (pod_reqs, series_reqs): (Vec<Requirement>, Vec<Requirement>) =
+            reqs.iter().cloned().partition(|r| is_pod_key(r.key()));
+        let pod = to_matchers(namespace, &pod_reqs)?;
+        let pods = match source {
+            PodMetadata::Exporter => format!("(group by (namespace, pod) (gpu_pod_info{{{pod}}}))"),
+            PodMetadata::KubeStateMetrics => kube_state_metrics(namespace, &pod_reqs)?,
+        };
+        Ok(Self {
+            all: to_matchers(namespace, reqs)?,
+            series: to_matchers(namespace, &series_reqs)?,
+            pod,
+            pods,
+        })
+    }
+
+    /// The value of a placeholder name.
+    pub fn get<'a>(&'a self, name: &str, namespace: &'a str) -> Option<&'a str> {
+        Some(match name {
+            "matchers" => &self.all,
+            "series_matchers" => &self.series,
+            "pod_matchers" => &self.pod,
+            "pods" => &self.pods,
+            "namespace" => namespace,
+            _ => return None,
+        })
+    }
+}
+
+/// Pods selected through kube-state-metrics: `label_*` keys on
+/// `kube_pod_labels`; `workload`/`workload_kind` on the pod's controller, or
+/// for a ReplicaSet's pod on the Deployment that owns the ReplicaSet (as the
+/// exporter resolves it).
+fn kube_state_metrics(namespace: &str, pod_reqs: &[Requirement]) -> Result<String, SelectorError> {
+    let (owner_reqs, label_reqs): (Vec<Requirement>, Vec<Requirement>) = pod_reqs
+        .iter()
+        .cloned()
+        .partition(|r| !r.key().starts_with("label_"));
+    let owner_reqs: Vec<Requirement> = owner_reqs
+        .iter()
+        .map(|r| match r.key() {
+            "workload" => r.with_key("owner_name"),
+            _ => r.with_key("owner_kind"),
+        })
+        .collect();
+    let labels = to_matchers(namespace, &label_reqs)?;
+    let owner = to_matchers(namespace, &owner_reqs)?;
+    let ns = to_matchers(namespace, &[])?;
+    Ok(format!(
+        "(group by (namespace, pod) (kube_pod_labels{{{labels}}}) * on (namespace, pod) group by (namespace, pod) (kube_pod_owner{{{owner},owner_kind!=\"ReplicaSet\"}} or (kube_pod_owner{{{ns},owner_kind=\"ReplicaSet\"}} * on (namespace, owner_name) group_left () group by (namespace, owner_name) (label_replace(kube_replicaset_owner{{{owner},owner_kind=\"Deployment\"}}, \"owner_name\", \"$1\", \"replicaset\", \"(.*)\")))))"
+    ))
+}
+
+/// Fill `${name}` placeholders in one pass (a value never contains `${`, but
+/// a single pass makes sure no value is ever read as a template).
+pub fn fill(template: &str, value: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(template.len() + 128);
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                match value(&after[..end]) {
+                    Some(v) => out.push_str(&v),
+                    None => out.push_str(&rest[start..start + 3 + end]),
+                }
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selector::parse;
+
+    fn m(sel: &str, source: PodMetadata) -> Matchers {
+        Matchers::new("inference", &parse(sel).unwrap(), source).unwrap()
+    }
+
+    #[test]
+    fn the_selector_is_split_between_series_and_pods() {
+        let x = m(
+            "workload=chat,model_name=m,label_team in (a),pod=chat-0",
+            PodMetadata::Exporter,
+        );
+        assert_eq!(
+            x.all,
+            r#"namespace="inference",label_team=~"a",model_name="m",pod="chat-0",workload="chat""#
+        );
+        assert_eq!(
+            x.series,
+            r#"namespace="inference",model_name="m",pod="chat-0""#
+        );
+        assert_eq!(
+            x.pod,
+            r#"namespace="inference",label_team=~"a",workload="chat""#
+        );
+        assert_eq!(
+            x.pods,
+            r#"(group by (namespace, pod) (gpu_pod_info{namespace="inference",label_team=~"a",workload="chat"}))"#
+        );
+    }
+
+    #[test]
+    fn kube_state_metrics_resolves_deployments_through_replicasets() {
+        let x = m(
+            "workload=chat,workload_kind!=Job,label_team=a",
+            PodMetadata::KubeStateMetrics,
+        );
+        assert_eq!(
+            x.pods,
+            r#"(group by (namespace, pod) (kube_pod_labels{namespace="inference",label_team="a"}) * on (namespace, pod) group by (namespace, pod) (kube_pod_owner{namespace="inference",owner_name="chat",owner_kind!="Job",owner_kind!="ReplicaSet"} or (kube_pod_owner{namespace="inference",owner_kind="ReplicaSet"} * on (namespace, owner_name) group_left () group by (namespace, owner_name) (label_replace(kube_replicaset_owner{namespace="inference",owner_name="chat",owner_kind!="Job",owner_kind="Deployment"}, "owner_name", "$1", "replicaset", "(.*)")))))"#
+        );
+    }
+
+    #[test]
+    fn fill_is_one_pass() {
+        let out = fill("a{${x}} ${y} ${z", |n| {
+            (n == "x").then(|| "${y}".to_string())
+        });
+        assert_eq!(out, "a{${y}} ${y} ${z");
+    }
+}
