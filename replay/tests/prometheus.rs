@@ -7,9 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use gpuscale_e2e::adapter::{procs, prom};
 use gpuscale_replay::trace::{self, RangeQuery};
 
-/// The test target's chat + embed queue gauges: 3 + 4 + 10 = 17, read as
-/// 17 requests per second.
-const QUERY: &str = "sum(vllm:num_requests_waiting{namespace=\"inference\"})";
+/// The test fleet's chat + embed queue gauges on GPU nodes: 3 + 4 + 10 = 17,
+/// read as 17 requests per second (the CPU-node pod with 1000 is left out).
+const QUERY: &str = "sum(vllm:num_requests_waiting{namespace=\"inference\",pod!=\"chat-cpu-0\"})";
 
 fn run(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuscale-replay"))
