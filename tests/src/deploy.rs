@@ -178,7 +178,5 @@ fn strip(v: &mut Value) {
 
 /// Writes `yaml` to `dir/name` for validators that read files.
 pub fn write(dir: &Path, name: &str, yaml: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, yaml).expect("write manifest");
-    path
+    crate::write_file(dir, name, yaml)
 }

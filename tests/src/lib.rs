@@ -19,3 +19,11 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("free port")
 }
+
+/// Writes `text` to `dir/name` (configs, certificates, manifests the
+/// binaries under test read) and returns the path.
+pub fn write_file(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write file");
+    path
+}

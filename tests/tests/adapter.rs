@@ -12,6 +12,7 @@ use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
 use gpuscale_e2e::adapter::prom;
+use gpuscale_e2e::write_file as write;
 use serde_json::Value;
 
 const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
@@ -37,12 +38,6 @@ struct World {
     anonymous: PathBuf,
     /// The serving pair and the two CAs as files, for adapters configured by flags.
     files: BTreeMap<&'static str, PathBuf>,
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write file");
-    p
 }
 
 fn identity(dir: &Path, name: &str, leaf: &gpuscale_e2e::adapter::pki::Leaf) -> Identity {

@@ -4,7 +4,7 @@
 //! SubjectAccessReviews. An HPA's `type: Pods` and `type: Object` reads.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use gpuscale_e2e::adapter::client::{self, Adapter, Identity, kubectl_raw};
@@ -13,6 +13,7 @@ use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
 use gpuscale_e2e::adapter::prom;
 use gpuscale_e2e::kubeapi::{Cluster, KubeFake, core};
+use gpuscale_e2e::write_file as write;
 use serde_json::{Value, json};
 
 const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
@@ -26,12 +27,6 @@ struct World {
     alice: PathBuf,
     alice_id: Identity,
     proxy: Identity,
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write file");
-    p
 }
 
 fn pod(ns: &str, name: &str, app: &str, phase: &str) -> Value {

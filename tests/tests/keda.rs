@@ -3,7 +3,7 @@
 //! generated from the adapter's `.proto`), over TLS with KEDA's client
 //! certificate, against a real Prometheus holding known series.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use gpuscale_e2e::adapter::keda::{KedaClient, scaled_object};
 use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::{procs, prom};
+use gpuscale_e2e::write_file as write;
 use serde_json::{Value, json};
 
 const CONFIG: &str = "presets: all\nmetrics:\n  - name: chat_requests_waiting\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n  - name: tgi_waiting\n    query: sum(tgi_queue_size{${matchers}})\n    activation: 5\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n";
@@ -25,12 +26,6 @@ struct World {
     bare: KedaClient,
     rogue: KedaClient,
     _kube: KubeFake,
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write file");
-    p
 }
 
 fn world() -> &'static World {
