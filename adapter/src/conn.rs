@@ -108,7 +108,25 @@ pub async fn serve<I, S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let builder = builder(http1_only);
+    serve_with(&builder(http1_only), io, svc, activity, idle).await;
+}
+
+/// `serve` with the caller's connection builder.
+pub async fn serve_with<I, S, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    svc: S,
+    activity: Arc<Activity>,
+    idle: Duration,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {

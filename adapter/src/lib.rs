@@ -205,7 +205,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             let l = bind(addr).await?;
             tracing::info!(keda = %addr, tls = keda_tls.is_some(), client_ca = args.keda_client_ca_file.is_some(), "KEDA external scaler listening");
             let scaler = keda::Scaler::new(keda_provider, metrics.clone());
-            futures::future::Either::Left(keda::serve(l, keda_tls, scaler))
+            futures::future::Either::Left(keda::serve(l, keda_tls, scaler, args.limits()))
         }
         None => futures::future::Either::Right(std::future::pending()),
     };
@@ -218,7 +218,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     ));
     tokio::select! {
         _ = server::serve_api(listener, tls_config, api, limits) => {}
-        res = keda => res?,
+        _ = keda => {}
         _ = shutdown() => tracing::info!("shutting down"),
     }
     Ok(())

@@ -24,7 +24,7 @@ use crate::selfmetrics::SelfMetrics;
 
 /// Accepts connections while a slot is free; backs off when accept fails
 /// (out of file descriptors) instead of spinning.
-async fn accept(
+pub(crate) async fn accept(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
 ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {

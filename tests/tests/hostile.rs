@@ -202,22 +202,29 @@ fn exporter_basic_auth_survives_a_wrong_password_flood() {
 }
 
 /// Opens `n` TLS connections that negotiate h2 and send the preface and an
-/// empty SETTINGS frame, and `n` plain connections that send nothing; prints
-/// how many of each the server closed within `wait` seconds.
+/// empty SETTINGS frame, `n` plain connections to the metrics port that
+/// send nothing, and `n` plaintext h2 connections (preface + SETTINGS) to
+/// the KEDA port; prints how many of each the server closed within `wait`
+/// seconds.
 const SILENT_CLIENTS: &str = r#"
 import socket, ssl, sys, time
-api, metrics, n, wait = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+api, metrics, keda, n = (int(a) for a in sys.argv[1:5])
+wait = float(sys.argv[5])
+preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 ctx = ssl.create_default_context()
 ctx.check_hostname = False
 ctx.verify_mode = ssl.CERT_NONE
 ctx.set_alpn_protocols(["h2"])
-h2, plain = [], []
+h2, plain, grpc = [], [], []
 for _ in range(n):
     s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", api)), server_hostname="localhost")
     assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+    s.sendall(preface)
     h2.append(s)
     plain.append(socket.create_connection(("127.0.0.1", metrics)))
+    g = socket.create_connection(("127.0.0.1", keda))
+    g.sendall(preface)
+    grpc.append(g)
 def closed(s, deadline):
     while True:
         s.settimeout(max(deadline - time.time(), 0.01))
@@ -229,33 +236,35 @@ def closed(s, deadline):
         except (OSError, ssl.SSLError):
             return True
 deadline = time.time() + wait
-print(sum(closed(s, deadline) for s in h2), sum(closed(s, deadline) for s in plain))
+print(*(sum(closed(s, deadline) for s in group) for group in (h2, plain, grpc)))
 "#;
 
 #[test]
-fn adapter_closes_silent_http2_and_idle_metrics_connections() {
+fn adapter_closes_silent_http2_idle_metrics_and_keda_connections() {
     use gpuscale_e2e::adapter::{client::Adapter, procs};
     let dir = tempfile::tempdir().expect("tempdir");
     let dead = procs::free_port();
+    let keda = procs::free_port();
     let adapter = Adapter::start(
         &[
             "--dev".into(),
             format!("--prometheus-url=http://127.0.0.1:{dead}"),
+            format!("--keda-listen=127.0.0.1:{keda}"),
             "--idle-timeout=1s".into(),
         ],
         dir.path().join("adapter.log"),
     );
     let out = gpuscale_e2e::python::command()
         .args(["-c", SILENT_CLIENTS])
-        .args([adapter.port, adapter.metrics_port].map(|p| p.to_string()))
+        .args([adapter.port, adapter.metrics_port, keda].map(|p| p.to_string()))
         .args(["20", "10"])
         .output()
         .expect("run python");
     let counts = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert_eq!(
         counts,
-        "20 20",
-        "closed (h2, metrics) of 20 each; {}\n{}",
+        "20 20 20",
+        "closed (API h2, metrics, KEDA h2) of 20 each; {}\n{}",
         String::from_utf8_lossy(&out.stderr),
         adapter.guard.log_tail(20)
     );

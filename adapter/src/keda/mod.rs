@@ -7,17 +7,24 @@
 pub mod service;
 pub mod trigger;
 
-mod conn;
-
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt as _;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioExecutor;
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
+use tokio_util::either::Either;
+use tonic::codegen::Service as _;
+
+use crate::conn::{self, Activity, InFlight, Limits};
 
 pub use service::Scaler;
 
@@ -29,9 +36,9 @@ pub mod proto {
 
 use proto::external_scaler_server::ExternalScalerServer;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// HTTP/2 pings keep idle push streams alive through proxies and find dead peers.
-const KEEPALIVE: Duration = Duration::from_secs(30);
+/// KEDA multiplexes the push streams of all its ScaledObjects over one
+/// connection, so the API's 250-stream cap would be too low here.
+const MAX_STREAMS: u32 = 4096;
 
 /// The TLS set-up of the listener: the API's certificate resolver (so a
 /// reloaded certificate is served here too) and, with a client CA,
@@ -68,60 +75,89 @@ pub fn tls_config(
 }
 
 /// Serve the scaler on `listener` (TLS unless `tls` is `None`) until the
-/// task is dropped.
+/// task is dropped, under the API's connection limits: at most
+/// `--max-connections` connections, the TLS handshake timeout, HTTP/2 pings
+/// and `--idle-timeout` (an open push stream or a poll every
+/// `pollingInterval` keeps KEDA's connection busy; a closed one is
+/// re-dialled by its gRPC client).
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     scaler: Scaler,
-) -> Result<(), tonic::transport::Error> {
-    let server = Server::builder()
-        .tcp_nodelay(true)
-        .http2_keepalive_interval(Some(KEEPALIVE))
-        .add_service(ExternalScalerServer::new(scaler));
-    match tls {
-        None => {
-            server
-                .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
-                .await
-        }
-        Some(tls) => {
-            let (tx, rx) = futures::channel::mpsc::unbounded();
-            tokio::spawn(accept_tls(listener, TlsAcceptor::from(tls), tx));
-            server
-                .serve_with_incoming(rx.map(Ok::<_, std::io::Error>))
-                .await
-        }
+    limits: Limits,
+) {
+    let grpc = ExternalScalerServer::new(scaler);
+    let acceptor = tls.map(TlsAcceptor::from);
+    let mut builder = conn::builder(false);
+    builder.http2().max_concurrent_streams(MAX_STREAMS);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    while let Some((tcp, peer, slot)) = crate::server::accept(&listener, &slots).await {
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, grpc, builder) = (acceptor.clone(), grpc.clone(), builder.clone());
+        tokio::spawn(async move {
+            let io = match acceptor {
+                None => Either::Left(tcp),
+                Some(a) => {
+                    match tokio::time::timeout(limits.handshake_timeout, a.accept(tcp)).await {
+                        Ok(Ok(s)) => Either::Right(s),
+                        Ok(Err(e)) => {
+                            return tracing::info!(%peer, error = %e, "keda: TLS handshake refused");
+                        }
+                        Err(_) => return tracing::debug!(%peer, "keda: TLS handshake timed out"),
+                    }
+                }
+            };
+            serve_connection(io, grpc, &builder, limits).await;
+            drop(slot);
+        });
     }
 }
 
-/// Accept TCP connections and hand over those whose TLS handshake
-/// succeeds; each handshake runs on its own task so a slow client holds up
-/// nobody.
-async fn accept_tls(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    tx: futures::channel::mpsc::UnboundedSender<conn::TlsConn>,
-) {
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "keda: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => {
-                    let _ = tx.unbounded_send(conn::TlsConn(s));
-                }
-                Ok(Err(e)) => tracing::info!(%peer, error = %e, "keda: TLS handshake refused"),
-                Err(_) => tracing::debug!(%peer, "keda: TLS handshake timed out"),
-            }
-        });
+async fn serve_connection<I>(
+    io: I,
+    grpc: ExternalScalerServer<Scaler>,
+    builder: &auto::Builder<TokioExecutor>,
+    limits: Limits,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Activity::new();
+    let busy = activity.clone();
+    let svc = service_fn(move |req: http::Request<Incoming>| {
+        let mut grpc = grpc.clone();
+        let in_flight = busy.begin();
+        async move {
+            let resp = grpc.call(req).await?;
+            Ok::<_, Infallible>(resp.map(|body| Tracked {
+                body,
+                _in_flight: in_flight,
+            }))
+        }
+    });
+    conn::serve_with(builder, io, svc, activity, limits.idle_timeout).await;
+}
+
+/// A response body that keeps its request in flight until it ends, so an
+/// open `StreamIsActive` stream is never an idle connection.
+struct Tracked<B> {
+    body: B,
+    _in_flight: InFlight,
+}
+
+impl<B: Body + Unpin> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
