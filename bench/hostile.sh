@@ -2,7 +2,9 @@
 # Hostile clients against gpuscale-exporter on the simulated node: scrape p99
 # (wrk, 1 connection) with 200 slowloris connections open, RSS before, during
 # and 10 s after a 10,000-connection flood, and the authorized scrape median
-# while 8 clients send fresh wrong passwords (bcrypt cost 10).
+# while 8 clients send fresh wrong passwords (bcrypt cost 10). Then the same
+# 10,000-connection flood against gpuscale-adapter's API port (--dev, its
+# defaults otherwise): RSS before, during and 10 s after, and /healthz.
 #
 #   bench/hostile.sh                     # release build
 #   PROFILE=debug DURATION=10s bench/hostile.sh
@@ -20,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 flag=; [ "$PROFILE" = release ] && flag=--release
-[ "${BUILD:-1}" = 0 ] || cargo build -q $flag -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib
+[ "${BUILD:-1}" = 0 ] || cargo build -q $flag -p gpuscale-exporter -p gpuscale-nvml-sim -p gpuscale-adapter --bins --lib
 bin=$root/target/$PROFILE/gpuscale-exporter
 py=$root/target/pyenv/bin/python3
 port=19400
@@ -53,21 +55,31 @@ sleep 2
 echo "scrape p99, 200 slowloris connections: $(p99)"
 kill $loris 2>/dev/null || true
 
-# Flood: 10,000 idle connections (the test process holds them 10 s).
-echo "RSS before flood: $(rss)"
-(ulimit -n 20000; "$py" - "$port" <<'PY') &
+# Flood: 10,000 idle connections, non-blocking connects (those beyond the
+# listen backlog stay in SYN retry, as a real flood's would), held 10 s.
+flood() {
+  (ulimit -n 20000; "$py" - "$1" <<'PY') &
 import socket, sys, time
 conns = []
 for _ in range(10000):
-    try: conns.append(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5))
-    except OSError: pass
-print(f"flood: {len(conns)} connections open", flush=True)
-time.sleep(10)
+    s = socket.socket()
+    s.setblocking(False)
+    try: s.connect(("127.0.0.1", int(sys.argv[1])))
+    except BlockingIOError: pass
+    except OSError: s.close(); continue
+    conns.append(s)
+time.sleep(2)
+up = sum(1 for s in conns if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+print(f"flood: {len(conns)} sockets, {up} connected", flush=True)
+time.sleep(8)
 PY
-flood=$!
+  flood_pid=$!
+}
+echo "RSS before flood: $(rss)"
+flood $port
 sleep 8
 echo "RSS during flood: $(rss)"
-wait $flood
+wait $flood_pid
 sleep 10
 echo "RSS 10 s after flood: $(rss)"
 stop
@@ -86,3 +98,20 @@ done
 sleep 1
 echo "authorized scrape median, 8 clients flooding wrong passwords: $(median) s"
 kill $(jobs -p) 2>/dev/null || true
+
+# The adapter's API port under the same flood (TLS handshake timeout 10 s,
+# --max-connections 1024; Prometheus unreachable: no query is needed).
+api=16443
+mport=19102
+"$root/target/$PROFILE/gpuscale-adapter" --dev --listen 127.0.0.1:$api --metrics-listen 127.0.0.1:$mport \
+  --prometheus-url http://127.0.0.1:1 2>"$work/adapter.log" &
+pid=$!
+until curl -sf -o /dev/null "http://127.0.0.1:$mport/healthz"; do sleep 0.2; done
+echo "adapter RSS before flood: $(rss)"
+flood $api
+sleep 8
+echo "adapter RSS during flood: $(rss), /healthz: $(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/healthz")"
+wait $flood_pid
+sleep 10
+echo "adapter RSS 10 s after flood: $(rss), /healthz: $(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/healthz")"
+stop
