@@ -8,10 +8,13 @@
 #
 #   bench/adapter-custom-load.sh                    # 100 HPAs × 10 pods, 8 connections, 30 s
 #   HPAS=500 PODS=20 CONNS=16 DURATION=60s bench/adapter-custom-load.sh
+#   DELAY_MS=1 bench/adapter-custom-load.sh         # paced: each connection waits
+#                                                   # 1 ms between requests
 #
 # The adapter runs with --dev (no authentication: wrk cannot present client
 # certificates) and --kubeconfig pointing at a small Kubernetes API stand-in
 # that answers pod lists.
+# BUILD=0 uses the binaries already built instead of running cargo first.
 set -euo pipefail
 
 HPAS=${HPAS:-100}
@@ -21,6 +24,7 @@ THREADS=${THREADS:-1}
 DURATION=${DURATION:-30s}
 PROFILE=${PROFILE:-release}
 POLL=${POLL:-5s}
+DELAY_MS=${DELAY_MS:-0}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d -t gpuscale-adapter-custom-bench-XXXXXX)
@@ -35,9 +39,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
 else
-  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
 fi
 bin="$root/target/$([ "$PROFILE" = release ] && echo release || echo debug)/gpuscale-adapter"
 
@@ -136,6 +140,9 @@ request = function()
   return wrk.format("GET", string.format(
     "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns-%d/bench_queue_depth?labelSelector=pod%%3Dw%d-0", i % 10, i))
 end
+if $DELAY_MS > 0 then
+  delay = function() return $DELAY_MS end
+end
 LUA
 }
 lua custom >"$work/custom.lua"
@@ -147,7 +154,7 @@ echo "one pods/* answer: HTTP $code, $(grep -o '"describedObject"' "$work/one.js
 for api in custom external; do
   echo "== warm-up ($api): every key once through a miss, then from memory"
   wrk -t1 -c"$CONNS" -d5s -s "$work/$api.lua" "$url" >/dev/null
-  echo "== measured ($api): $HPAS HPAs × $PODS pods, $CONNS keep-alive TLS connections, $THREADS threads, $DURATION, poll every $POLL"
+  echo "== measured ($api): $HPAS HPAs × $PODS pods, $CONNS keep-alive TLS connections, $THREADS threads, $DURATION, ${DELAY_MS} ms between requests, poll every $POLL"
   uptime
   wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$work/$api.lua" "$url"
 done

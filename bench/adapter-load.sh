@@ -12,6 +12,7 @@
 #
 # The adapter runs with --dev (self-signed TLS, no authentication: wrk cannot
 # present client certificates); see docs/performance.md for what that leaves out.
+# BUILD=0 uses the binaries already built instead of running cargo first.
 set -euo pipefail
 
 KEYS=${KEYS:-1000}
@@ -35,10 +36,10 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
   bin="$root/target/release/gpuscale-adapter"
 else
-  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
   bin="$root/target/debug/gpuscale-adapter"
 fi
 

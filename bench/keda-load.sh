@@ -7,16 +7,21 @@
 # end-to-end test `a_new_series_wakes_the_push_stream_and_a_stopped_prometheus_is_never_idle`.
 #
 #   bench/keda-load.sh                          # 1000 keys, 8 clients, 20 s, 1000 streams
-#   KEYS=5000 CLIENTS=16 SECONDS=60 bench/keda-load.sh
+#   KEYS=5000 CLIENTS=16 DURATION=60 bench/keda-load.sh
+#   DELAY_MS=1 bench/keda-load.sh               # paced: each client waits 1 ms
+#                                               # after each GetMetrics+IsActive pair
 #
 # The adapter runs with --dev (plaintext gRPC): TLS costs one handshake per
 # connection, and KEDA keeps its connections open.
+# BUILD=0 uses the binaries already built instead of running cargo first.
 set -euo pipefail
 
 KEYS=${KEYS:-1000}
 CLIENTS=${CLIENTS:-8}
-SECONDS_=${SECONDS:-20}
+# (not SECONDS: bash sets it to the seconds since the shell started)
+SECONDS_=${DURATION:-20}
 STREAMS=${STREAMS:-1000}
+DELAY_MS=${DELAY_MS:-0}
 POLL=${POLL:-5s}
 PROFILE=${PROFILE:-release}
 
@@ -33,10 +38,10 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
   out="$root/target/release"
 else
-  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
   out="$root/target/debug"
 fi
 bin="$out/gpuscale-adapter"
@@ -74,7 +79,7 @@ done
 
 rss() { awk -v k="$1" '$1 == k":" { printf "%.1f MiB", $2 / 1024 }' "/proc/$adapter/status"; }
 
-"$load" latency "127.0.0.1:$keda_port" "$KEYS" "$CLIENTS" "$SECONDS_"
+"$load" latency "127.0.0.1:$keda_port" "$KEYS" "$CLIENTS" "$SECONDS_" "$DELAY_MS"
 echo "adapter RSS after the latency run: $(rss VmRSS) (peak $(rss VmHWM))"
 
 "$load" streams "127.0.0.1:$keda_port" "$STREAMS" 15 &

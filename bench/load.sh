@@ -12,6 +12,7 @@
 # throughput at 64 connections with two wrk threads, so the generator can
 # saturate the server. The exporter and the bare baseline run with the same
 # number of worker threads (WORKERS, the exporter's default 1).
+# BUILD=0 uses the binaries already built instead of running cargo first.
 set -euo pipefail
 
 DURATION=${DURATION:-20s}
@@ -32,10 +33,10 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build -q --release -p gpuscale-exporter -p gpuscale-nvml-sim)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q --release -p gpuscale-exporter -p gpuscale-nvml-sim)
   dir="$root/target/release"
 else
-  (cd "$root" && cargo build -q -p gpuscale-exporter -p gpuscale-nvml-sim)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q -p gpuscale-exporter -p gpuscale-nvml-sim)
   dir="$root/target/debug"
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -80,7 +81,7 @@ if [ "${BASELINE:-1}" = 1 ]; then
   wait "$pid" 2>/dev/null || true
   if [ "$PROFILE" = release ]; then flag=--release; else flag=; fi
   # shellcheck disable=SC2086
-  (cd "$root" && cargo build -q $flag -p gpuscale-exporter --example plain_server)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q $flag -p gpuscale-exporter --example plain_server)
   "$dir/examples/plain_server" "127.0.0.1:$port" "$bytes" "$WORKERS" &
   pid=$!
   sleep 0.5

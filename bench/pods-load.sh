@@ -14,6 +14,7 @@
 #   bench/pods-load.sh                       # 110 pods, 8 GPUs, 15 s per wrk run
 #   PODS=220 DURATION=30s bench/pods-load.sh
 #   CLAIMS=0 bench/pods-load.sh              # device plugin only
+# BUILD=0 uses the binaries already built instead of running cargo first.
 set -euo pipefail
 
 GPUS=${GPUS:-8}
@@ -36,9 +37,9 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build --release -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
 else
-  (cd "$root" && cargo build -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
+  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
 fi
 bin="$root/target/$PROFILE/gpuscale-exporter"
 sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
@@ -46,7 +47,7 @@ sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
 scenario="$work/busy.yaml"
 GPUS=$GPUS PODS=$PODS CLAIMS=$CLAIMS "$root/bench/busy-scenario.sh" > "$scenario"
 
-metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
+metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { print $2; exit }'; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$pid/status"; }
 

@@ -1,6 +1,6 @@
 //! Load tool for the KEDA external scaler (run by `bench/keda-load.sh`).
 //!
-//! `keda_load latency ADDR KEYS CLIENTS SECONDS`: warm KEYS keys, then
+//! `keda_load latency ADDR KEYS CLIENTS SECONDS [PAUSE_MS]`: warm KEYS keys, then
 //! CLIENTS connections call GetMetrics and IsActive in turn on random keys;
 //! prints p50/p99 per method.
 //! `keda_load streams ADDR STREAMS SECONDS`: hold STREAMS StreamIsActive
@@ -40,12 +40,22 @@ async fn connect(addr: &str) -> Result<ExternalScalerClient<Channel>, Err> {
     Ok(ExternalScalerClient::new(ch))
 }
 
-fn pct(v: &mut [Duration], p: f64) -> Duration {
+fn pct(v: &mut [Duration], p: f64) -> Option<Duration> {
     v.sort_unstable();
-    v[((v.len() as f64 * p) as usize).min(v.len() - 1)]
+    let last = v.len().checked_sub(1)?;
+    Some(v[((v.len() as f64 * p) as usize).min(last)])
 }
 
-async fn latency(addr: &str, keys: usize, clients: usize, secs: u64) -> Result<(), Err> {
+async fn latency(
+    addr: &str,
+    keys: usize,
+    clients: usize,
+    secs: u64,
+    pause: Duration,
+) -> Result<(), Err> {
+    if secs == 0 {
+        return Err("the duration must be at least 1 s".into());
+    }
     let mut c = connect(addr).await?;
     for k in 0..keys {
         c.is_active(key(k)).await?;
@@ -73,6 +83,9 @@ async fn latency(addr: &str, keys: usize, clients: usize, secs: u64) -> Result<(
                 let s = Instant::now();
                 c.is_active(r).await.unwrap();
                 ia.push(s.elapsed());
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
             }
             (gm, ia)
         }));
@@ -115,10 +128,13 @@ async fn main() -> Result<(), Err> {
     let a: Vec<String> = std::env::args().collect();
     let num = |i: usize| -> usize { a.get(i).and_then(|s| s.parse().ok()).unwrap_or(0) };
     match a.get(1).map(String::as_str) {
-        Some("latency") => latency(&a[2], num(3), num(4), num(5) as u64).await,
+        Some("latency") => {
+            let pause = Duration::from_millis(num(6) as u64);
+            latency(&a[2], num(3), num(4), num(5) as u64, pause).await
+        }
         Some("streams") => streams(&a[2], num(3), num(4) as u64).await,
         _ => Err(
-            "usage: keda_load latency ADDR KEYS CLIENTS SECONDS | streams ADDR STREAMS SECONDS"
+            "usage: keda_load latency ADDR KEYS CLIENTS SECONDS [PAUSE_MS] | streams ADDR STREAMS SECONDS"
                 .into(),
         ),
     }
