@@ -3,7 +3,7 @@
 # latency from the poll cache with CLIENTS gRPC connections over KEYS
 # distinct (namespace, selector) keys, then the adapter's resident memory
 # with STREAMS StreamIsActive streams open. Needs: prometheus (Debian
-# package), curl. The push latency (sample → `true`) is measured by the
+# package), curl, wrk. The push latency (sample → `true`) is measured by the
 # end-to-end test `a_new_series_wakes_the_push_stream_and_a_stopped_prometheus_is_never_idle`.
 #
 #   bench/keda-load.sh                          # 1000 keys, 8 clients, 20 s, 1000 streams
@@ -81,6 +81,25 @@ rss() { awk -v k="$1" '$1 == k":" { printf "%.1f MiB", $2 / 1024 }' "/proc/$adap
 
 "$load" latency "127.0.0.1:$keda_port" "$KEYS" "$CLIENTS" "$SECONDS_" "$DELAY_MS"
 echo "adapter RSS after the latency run: $(rss VmRSS) (peak $(rss VmHWM))"
+
+# Baseline in the same run: the external metrics API (HTTPS, wrk) over the
+# same keys from as many connections, same pause.
+cat >"$work/keys.lua" <<LUA
+local keys, i = $KEYS, 0
+init = function(args) i = math.random(0, keys - 1) end
+request = function()
+  i = (i + 1) % keys
+  return wrk.format("GET", string.format(
+    "/apis/external.metrics.k8s.io/v1beta1/namespaces/bench-%d/bench_queue_depth?labelSelector=workload%%3Dw%d",
+    i % 10, math.floor(i / 10)))
+end
+if $DELAY_MS > 0 then
+  delay = function() return $DELAY_MS end
+end
+LUA
+echo "baseline: external metrics API over HTTPS, wrk -t1 -c$CLIENTS, ${SECONDS_}s"
+wrk -t1 -c"$CLIENTS" -d"${SECONDS_}s" --latency -s "$work/keys.lua" "https://127.0.0.1:$api_port" |
+  grep -E "50%|99%|Requests/sec"
 
 "$load" streams "127.0.0.1:$keda_port" "$STREAMS" 15 &
 pids+=($!)
