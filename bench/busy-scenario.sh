@@ -12,7 +12,8 @@ echo "node: busy-node"
 echo "gpus:"
 for ((g = 0; g < GPUS; g++)); do
   printf '  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-%08x-0000-4000-8000-00000000abcd\n' "$g"
-  printf '    pci_bus_id: "00000000:%02x:00.0"\n    memory_mib: 81559\n    load: { utilization: 80 }\n    processes:\n' $((16 + g))
+  # bus 0x10 + g, wrapping to the next device number past bus 0xff
+  printf '    pci_bus_id: "00000000:%02x:%02x.0"\n    memory_mib: 81559\n    load: { utilization: 80 }\n    processes:\n' $(((16 + g) % 256)) $(((16 + g) / 256))
   for ((p = g; p < PODS; p += GPUS)); do
     printf '      - { pid: %d, name: worker, memory_mib: %d, sm_utilization: %d }\n' $((10000 + p)) $((100 + p)) $((1 + p % 50))
   done

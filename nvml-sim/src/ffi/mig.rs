@@ -9,7 +9,7 @@ use std::ffi::c_uint;
 use nvml_wrapper_sys::bindings::*;
 
 use super::{Ctx, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, guard, put};
-use crate::scenario::validate::MAX_MIG_PER_GPU;
+use crate::scenario::limits::MAX_MIG_PER_GPU;
 use crate::sim;
 
 #[unsafe(no_mangle)]

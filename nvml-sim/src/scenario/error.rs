@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::limits::MAX_REPORTED;
+use super::validate::Violation;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// One step of a field path.
@@ -59,27 +61,44 @@ pub enum ScenarioError {
         path: String,
         message: String,
     },
+    /// Several semantic problems, each an `Invalid`, in file order; `more`
+    /// were found beyond the [`MAX_REPORTED`](super::limits::MAX_REPORTED) shown.
+    Many {
+        origin: String,
+        problems: Vec<ScenarioError>,
+        more: usize,
+    },
 }
 
 impl ScenarioError {
-    /// Field path of the error, if any.
+    /// Each problem on its own: the list of `Many`, else this error alone.
+    pub fn problems(&self) -> &[ScenarioError] {
+        match self {
+            ScenarioError::Many { problems, .. } => problems,
+            other => std::slice::from_ref(other),
+        }
+    }
+    /// Field path of the (first) error, if any.
     pub fn path(&self) -> Option<&str> {
-        match self {
+        match self.problems().first()? {
             ScenarioError::Invalid { path, .. } => Some(path),
-            ScenarioError::Io { .. } => None,
+            _ => None,
         }
     }
-    /// (line, column), 1-based.
+    /// (line, column) of the (first) error, 1-based.
     pub fn position(&self) -> Option<(usize, usize)> {
-        match self {
+        match self.problems().first()? {
             ScenarioError::Invalid { line, column, .. } => Some((*line, *column)),
-            ScenarioError::Io { .. } => None,
+            _ => None,
         }
     }
-    /// The message without position and path.
+    /// The (first) message without position and path.
     pub fn message(&self) -> &str {
-        match self {
-            ScenarioError::Invalid { message, .. } | ScenarioError::Io { message, .. } => message,
+        match self.problems().first() {
+            Some(ScenarioError::Invalid { message, .. } | ScenarioError::Io { message, .. }) => {
+                message
+            }
+            _ => "",
         }
     }
 }
@@ -100,6 +119,20 @@ impl fmt::Display for ScenarioError {
                     write!(f, "{path}: ")?;
                 }
                 f.write_str(message)
+            }
+            ScenarioError::Many {
+                origin,
+                problems,
+                more,
+            } => {
+                write!(f, "{origin}: {} problems:", problems.len() + more)?;
+                for p in problems {
+                    write!(f, "\n  {p}")?;
+                }
+                if *more > 0 {
+                    write!(f, "\n  … and {more} more")?;
+                }
+                Ok(())
             }
         }
     }
@@ -144,8 +177,31 @@ pub(crate) fn from_serde(
     }
 }
 
+/// One located error for the semantic problems found in `text` (at least
+/// one): the first [`MAX_REPORTED`] are located, the rest counted.
+pub(crate) fn located(origin: &str, text: &str, mut found: Vec<Violation>) -> ScenarioError {
+    let more = found.len().saturating_sub(MAX_REPORTED);
+    found.truncate(MAX_REPORTED);
+    let mut problems: Vec<ScenarioError> = found
+        .into_iter()
+        .map(|v| locate(origin, text, v.path, v.message))
+        .collect();
+    if problems.len() == 1
+        && more == 0
+        && let Some(only) = problems.pop()
+    {
+        return only;
+    }
+    problems.sort_by_key(|p| p.position());
+    ScenarioError::Many {
+        origin: origin.to_string(),
+        problems,
+        more,
+    }
+}
+
 /// Build a located error for a semantic problem at `path` in `text`.
-pub(crate) fn locate(origin: &str, text: &str, path: FieldPath, message: String) -> ScenarioError {
+fn locate(origin: &str, text: &str, path: FieldPath, message: String) -> ScenarioError {
     let mut prefix = path.0.as_slice();
     let (line, column) = loop {
         if let Some(pos) = find_position(text, prefix) {

@@ -6,7 +6,9 @@
 //! `FILE:LINE:COL: field.path[2].x: message`.
 
 mod curve;
+mod depth;
 mod error;
+pub mod limits;
 pub(crate) mod validate;
 
 use std::collections::BTreeMap;
@@ -26,23 +28,22 @@ pub const DEFAULT_SCENARIO_ORIGIN: &str = "<built-in default scenario>";
 
 /// Parse and validate a scenario. `origin` names the text in error messages
 /// (usually the file path).
+/// Every semantic problem is reported at once; a syntax or type error stops
+/// the parse where it is.
 pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+    limits::check_text(text, origin)?;
     let de = yaml_serde::Deserializer::from_str(text);
     let scenario: Scenario =
         serde_path_to_error::deserialize(de).map_err(|e| error::from_serde(origin, e))?;
-    if let Err(v) = validate::validate(&scenario) {
-        return Err(error::locate(origin, text, v.path, v.message));
-    }
+    validate::validate(&scenario).map_err(|found| error::located(origin, text, found))?;
     Ok(scenario)
 }
 
-/// Read, parse and validate a scenario file.
+/// Read, parse and validate a scenario file; a file over
+/// [`limits::MAX_FILE_BYTES`] is refused before it is read.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
-        origin: origin.clone(),
-        message: e.to_string(),
-    })?;
+    let text = limits::read(path, &origin)?;
     parse(&text, &origin)
 }
 
@@ -88,10 +89,10 @@ pub struct Scenario {
     #[serde(default = "default_cuda_version")]
     pub cuda_version: i32,
     /// The GPUs; index = position in the list.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "limits::gpus")]
     pub gpus: Vec<Gpu>,
     /// Pods on the node (used by the exporter's simulated pod sources, not by NVML).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "limits::pods")]
     pub pods: Vec<Pod>,
 }
 

@@ -201,3 +201,6 @@ fn load_reports_missing_file() {
     let e = load(Path::new("/nonexistent/x.yaml")).unwrap_err();
     assert!(e.to_string().starts_with("/nonexistent/x.yaml: "), "{e}");
 }
+
+mod limits;
+mod problems;
