@@ -131,3 +131,58 @@ fn the_documented_example_loads() {
     assert_eq!(s.gpus.len(), 1);
     assert_eq!(s.pods.len(), 1);
 }
+
+/// The limits table of docs/scenario.md states the limits the code enforces.
+#[test]
+fn the_documented_limits_are_the_enforced_ones() {
+    use gpuscale_nvml_sim::scenario::limits::*;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenario.md");
+    let doc = std::fs::read_to_string(path).expect("docs/scenario.md");
+    let section = doc
+        .split("\n## Limits\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a Limits section");
+    let thousands = |n: usize| {
+        let s = n.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    for (row, value) in [
+        (
+            "| file size ",
+            format!("({} bytes", thousands(MAX_FILE_BYTES)),
+        ),
+        ("| nesting depth ", format!("{MAX_DEPTH} levels")),
+        ("| `gpus` ", thousands(MAX_GPUS)),
+        ("| `mig` per GPU ", thousands(MAX_MIG_PER_GPU)),
+        ("| `pods` ", thousands(MAX_PODS)),
+        ("| `labels` per pod ", thousands(MAX_LABELS)),
+        ("| `node`, ", format!("{MAX_NAME} bytes")),
+        ("| `namespace`, ", format!("{MAX_LABEL} bytes")),
+        ("| label keys, ", format!("{MAX_QUALIFIED} bytes")),
+        ("| pod `uid`, ", format!("{MAX_ID} bytes")),
+        ("| process `name` ", format!("{MAX_TEXT} bytes")),
+        ("| `driver_version` ", format!("{MAX_VERSION} bytes")),
+    ] {
+        let line = section
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row:?} in the Limits table"));
+        let limit = line.split(" | ").nth(1).unwrap_or_default();
+        assert!(
+            limit.contains(&value),
+            "{row}: the docs say {limit:?}, the code {value}"
+        );
+    }
+    assert!(
+        doc.contains(&format!("(the first {MAX_REPORTED}, then how many more)")),
+        "MAX_REPORTED"
+    );
+}
