@@ -144,15 +144,16 @@ fn the_documented_limits_are_the_enforced_ones() {
         .and_then(|s| s.split("\n## ").next())
         .expect("a Limits section");
     let thousands = |n: usize| {
-        let s = n.to_string();
-        let mut out = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
+        let digits = n.to_string();
+        let mut groups = Vec::new();
+        let mut end = digits.len();
+        while end > 3 {
+            groups.push(&digits[end - 3..end]);
+            end -= 3;
         }
-        out
+        groups.push(&digits[..end]);
+        groups.reverse();
+        groups.join(",")
     };
     for (row, value) in [
         (

@@ -333,6 +333,8 @@ fn mig_handles() {
         m1.uuid().unwrap()
     );
     // instance ids through the raw API (no safe wrapper)
+    // SAFETY: the raw NVML functions of a loaded library, given a live
+    // handle and pointers to locals.
     unsafe {
         let lib = nvml.lib();
         let mut id = 0u32;
@@ -450,6 +452,10 @@ fn lost_gpu() {
         Err(NvmlError::GpuLost)
     ));
     // a handle obtained some other way (raw) also fails every call
+    // SAFETY: raw NVML calls with made-up handles (the simulator decodes
+    // handles, never dereferences them), pointers to locals with their true
+    // sizes, and one deliberate null it must refuse; the static error string
+    // is NUL-terminated.
     unsafe {
         let lib = nvml.lib();
         let mut t = 0u32;
@@ -499,6 +505,8 @@ fn field_values_ecc_remap_nvlink() {
         Err(NvmlError::NotSupported)
     ));
     // NVLink throughput counters with scopeId = link (raw, the wrapper cannot set scopeId)
+    // SAFETY: an all-zero nvmlFieldValue_t is valid plain data; the raw
+    // calls get a live handle and pointers to locals with their true counts.
     unsafe {
         let mut vals: [nvml_wrapper_sys::bindings::nvmlFieldValue_t; 3] = std::mem::zeroed();
         vals[0].fieldId = 138;
@@ -587,6 +595,8 @@ fn init_shutdown_reference_counting() {
         "still initialised after one shutdown"
     );
     drop(b);
+    // SAFETY: loading the simulator library and calling its raw entry points
+    // with a pointer to a local.
     unsafe {
         let lib = NvmlLib::new(&path).unwrap();
         let mut n = 0u32;
@@ -612,6 +622,10 @@ fn init_shutdown_reference_counting() {
 fn invalid_scenario_fails_init() {
     let s = common::Session::new(Some("gpus: [ { model: x } ]\n"), None);
     let path = common::lib_path();
+    // SAFETY: dlopen/dlsym of the simulator library with NUL-terminated
+    // names; the symbol is `gpuscale_sim_last_error`, whose C signature the
+    // transmute states; the buffer is 1024 bytes as passed, and NUL-terminated
+    // by the call; the handle is closed once.
     unsafe {
         // keep the library loaded across the failed init
         let cpath = std::ffi::CString::new(path.to_str().unwrap()).unwrap();

@@ -4,9 +4,7 @@ use std::ffi::{c_char, c_int, c_uint};
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{
-    Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, get_str, guard, put, put_str,
-};
+use super::{Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, get_str, guard};
 use crate::scenario::parse_pci_bus_id;
 use crate::scenario::{Architecture, Feature, Gpu};
 use crate::sim;
@@ -15,12 +13,15 @@ use crate::sim;
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
-        unsafe { put(count, c.w.scenario.gpus.len() as c_uint) }
+        put!(count, c.w.scenario.gpus.len() as c_uint)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetCount_v2(count) }
 }
 
@@ -40,7 +41,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
         if g.is_lost(c.t) {
             return Err(GPU_IS_LOST);
         }
-        unsafe { put(device, sim::gpu_handle(index as usize)) }
+        put!(device, sim::gpu_handle(index as usize))
     })
 }
 
@@ -49,6 +50,9 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
     index: c_uint,
     device: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
 }
 
@@ -59,6 +63,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
+        // SAFETY: `uuid` is this function's C string argument: null (refused by
+        // `get_str`) or NUL-terminated, per the NVML API.
         let uuid = unsafe { get_str(uuid) }?;
         super::nonnull(device)?;
         let s = &c.w.scenario;
@@ -72,7 +78,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
         if lost {
             return Err(GPU_IS_LOST);
         }
-        unsafe { put(device, h) }
+        put!(device, h)
     })
 }
 
@@ -98,10 +104,12 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
+        // SAFETY: `bus_id` is this function's C string argument: null (refused by
+        // `get_str`) or NUL-terminated, per the NVML API.
         let bus_id = unsafe { get_str(bus_id) }?;
         super::nonnull(device)?;
         let h = find_by_pci(&c, bus_id)?;
-        unsafe { put(device, h) }
+        put!(device, h)
     })
 }
 
@@ -110,6 +118,9 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId(
     bus_id: *const c_char,
     device: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetHandleByPciBusId_v2(bus_id, device) }
 }
 
@@ -120,6 +131,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
+        // SAFETY: `serial` is this function's C string argument: null (refused by
+        // `get_str`) or NUL-terminated, per the NVML API.
         let serial = unsafe { get_str(serial) }?;
         super::nonnull(device)?;
         let (i, g) =
@@ -132,7 +145,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleBySerial(
         if g.is_lost(c.t) {
             return Err(GPU_IS_LOST);
         }
-        unsafe { put(device, sim::gpu_handle(i)) }
+        put!(device, sim::gpu_handle(i))
     })
 }
 
@@ -144,7 +157,7 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(
     guard(|| {
         let c = Ctx::new()?;
         let (i, _) = c.gpu(device, None)?;
-        unsafe { put(index, i as c_uint) }
+        put!(index, i as c_uint)
     })
 }
 
@@ -156,7 +169,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
     guard(|| {
         let c = Ctx::new()?;
         let (i, _) = c.gpu(device, None)?;
-        unsafe { put(minor, i as c_uint) }
+        put!(minor, i as c_uint)
     })
 }
 
@@ -173,7 +186,7 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
             Some((_, m)) => format!("{} MIG {}", d.gpu.model, m.profile),
             None => d.gpu.model.clone(),
         };
-        unsafe { put_str(name, length, &n) }
+        put_str!(name, length, &n)
     })
 }
 
@@ -190,7 +203,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
             Some((_, m)) => &m.uuid,
             None => &d.gpu.uuid,
         };
-        unsafe { put_str(uuid, length, u) }
+        put_str!(uuid, length, u)
     })
 }
 
@@ -207,7 +220,7 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(
             return Err(NOT_SUPPORTED);
         }
         let s = d.gpu.serial.as_deref().ok_or(NOT_SUPPORTED)?;
-        unsafe { put_str(serial, length, s) }
+        put_str!(serial, length, s)
     })
 }
 
@@ -223,7 +236,7 @@ pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(
         if d.gpu.unsupported(Feature::Vbios) {
             return Err(NOT_SUPPORTED);
         }
-        unsafe { put_str(version, length, &d.gpu.vbios_version) }
+        put_str!(version, length, &d.gpu.vbios_version)
     })
 }
 
@@ -271,7 +284,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
         let c = Ctx::new()?;
         let d = c.dev(device)?;
         let p = fill_pci(d.gpu)?;
-        unsafe { put(pci, p) }
+        put!(pci, p)
     })
 }
 
@@ -280,6 +293,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
     device: nvmlDevice_t,
     pci: *mut nvmlPciInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged: the
+    // bindings declare v1, v2 and v3 with the same `nvmlPciInfo_t`, so `pci`
+    // is null or valid for v3's write, as the NVML API requires.
     unsafe { nvmlDeviceGetPciInfo_v3(device, pci) }
 }
 
@@ -288,6 +304,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo(
     device: nvmlDevice_t,
     pci: *mut nvmlPciInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged: the
+    // bindings declare v1, v2 and v3 with the same `nvmlPciInfo_t`, so `pci`
+    // is null or valid for v3's write, as the NVML API requires.
     unsafe { nvmlDeviceGetPciInfo_v3(device, pci) }
 }
 
@@ -307,7 +326,7 @@ pub unsafe extern "C" fn nvmlDeviceGetArchitecture(
             Architecture::Hopper => NVML_DEVICE_ARCH_HOPPER,
             Architecture::Blackwell => NVML_DEVICE_ARCH_BLACKWELL,
         };
-        unsafe { put(arch, a) }
+        put!(arch, a)
     })
 }
 
@@ -323,7 +342,7 @@ pub unsafe extern "C" fn nvmlDeviceGetBrand(
             Architecture::Volta | Architecture::Turing => nvmlBrandType_enum_NVML_BRAND_TESLA,
             _ => nvmlBrandType_enum_NVML_BRAND_NVIDIA,
         };
-        unsafe { put(brand, b) }
+        put!(brand, b)
     })
 }
 
@@ -339,10 +358,8 @@ pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
         super::nonnull(major)?;
         super::nonnull(minor)?;
         let (ma, mi) = d.gpu.architecture.compute_capability();
-        unsafe {
-            put(major, ma)?;
-            put(minor, mi)
-        }
+        put!(major, ma)?;
+        put!(minor, mi)
     })
 }
 
@@ -354,7 +371,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
     guard(|| {
         let c = Ctx::new()?;
         c.gpu(device, None)?;
-        unsafe { put(mode, nvmlEnableState_enum_NVML_FEATURE_ENABLED) }
+        put!(mode, nvmlEnableState_enum_NVML_FEATURE_ENABLED)
     })
 }
 
@@ -366,6 +383,6 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
     guard(|| {
         let c = Ctx::new()?;
         c.dev(device)?;
-        unsafe { put(mode, nvmlComputeMode_enum_NVML_COMPUTEMODE_DEFAULT) }
+        put!(mode, nvmlComputeMode_enum_NVML_COMPUTEMODE_DEFAULT)
     })
 }

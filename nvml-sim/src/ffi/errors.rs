@@ -4,7 +4,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard, put};
+use super::{Ctx, INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard};
 use crate::scenario::{EccErrorType, Feature, Gpu};
 
 fn ecc_gpu(c: &Ctx, device: nvmlDevice_t) -> Result<&Gpu, nvmlReturn_t> {
@@ -49,10 +49,8 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
         } else {
             nvmlEnableState_enum_NVML_FEATURE_DISABLED
         };
-        unsafe {
-            put(current, v)?;
-            put(pending, v)
-        }
+        put!(current, v)?;
+        put!(pending, v)
     })
 }
 
@@ -69,7 +67,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
         let g = ecc_gpu(&c, device)?;
         let kind = error_type(error)?;
         counter_type(counter)?;
-        unsafe { put(count, g.ecc_count(kind, c.t)) }
+        put!(count, g.ecc_count(kind, c.t))
     })
 }
 
@@ -92,7 +90,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryErrorCounter(
             l if l < nvmlMemoryLocation_enum_NVML_MEMORY_LOCATION_COUNT => 0,
             _ => return Err(INVALID_ARGUMENT),
         };
-        unsafe { put(count, v) }
+        put!(count, v)
     })
 }
 
@@ -128,12 +126,10 @@ pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
         for ptr in [corr, unc, pending, failure] {
             super::nonnull(ptr)?;
         }
-        unsafe {
-            put(corr, a)?;
-            put(unc, b)?;
-            put(pending, p)?;
-            put(failure, f)
-        }
+        put!(corr, a)?;
+        put!(unc, b)?;
+        put!(pending, p)?;
+        put!(failure, f)
     })
 }
 
@@ -149,6 +145,11 @@ fn retired_count(g: &Gpu, cause: nvmlPageRetirementCause_t) -> Result<u32, nvmlR
     }
 }
 
+/// Retired pages of `cause`, by the NVML count protocol.
+///
+/// # Safety
+/// `count` is null or valid for a read and a write; `addresses` and
+/// `timestamps` are null or have room for `*count` entries.
 unsafe fn retired(
     device: nvmlDevice_t,
     cause: nvmlPageRetirementCause_t,
@@ -161,9 +162,10 @@ unsafe fn retired(
         let (_, g) = c.gpu(device, Some(Feature::RetiredPages))?;
         let n = retired_count(g, cause)?;
         super::nonnull(count)?;
-        // SAFETY: non-null per the check above.
+        // SAFETY: `count` is non-null (checked above) and valid for a read and
+        // a write (`retired`'s contract, the NVML API's).
         let cap = unsafe { count.read_unaligned() };
-        unsafe { put(count, n) }?;
+        put!(count, n)?;
         if cap < n {
             return Err(INSUFFICIENT_SIZE);
         }
@@ -172,7 +174,9 @@ unsafe fn retired(
         }
         for k in 0..n as usize {
             let addr = 0x2_0000_0000u64 + ((cause as u64) << 28) + (k as u64) * 0x1000;
-            // SAFETY: the caller provides room for `cap >= n` entries.
+            // SAFETY: `addresses` (non-null, checked above) and a non-null
+            // `timestamps` have room for `*count` = `cap` >= n entries
+            // (`retired`'s contract, the NVML API's), and k < n.
             unsafe {
                 addresses.add(k).write_unaligned(addr);
                 if !timestamps.is_null() {
@@ -191,6 +195,8 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
     count: *mut c_uint,
     addresses: *mut u64,
 ) -> nvmlReturn_t {
+    // SAFETY: this function's own arguments, passed on; null `timestamps`
+    // is allowed (`retired` skips them), as v1 has none.
     unsafe { retired(device, cause, count, addresses, std::ptr::null_mut()) }
 }
 
@@ -202,6 +208,9 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
     addresses: *mut u64,
     timestamps: *mut u64,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { retired(device, cause, count, addresses, timestamps) }
 }
 
@@ -218,6 +227,6 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
         } else {
             nvmlEnableState_enum_NVML_FEATURE_DISABLED
         };
-        unsafe { put(pending, v) }
+        put!(pending, v)
     })
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INVALID_ARGUMENT, NOT_SUPPORTED, guard, put};
+use super::{Ctx, INVALID_ARGUMENT, NOT_SUPPORTED, guard};
 use crate::scenario::{EccErrorType, Gpu};
 use crate::sim::{self, lock};
 
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut nvmlEventSet_t) -> nvmlRet
         let id = s.next;
         s.next += 1;
         s.map.insert(id, Set::default());
-        unsafe { put(set, id as nvmlEventSet_t) }
+        put!(set, id as nvmlEventSet_t)
     })
 }
 
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, None)?;
-        unsafe { put(types, supported(g)) }
+        put!(types, supported(g))
     })
 }
 
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
         loop {
             let c = Ctx::new()?;
             if let Some(ev) = take(&c, set as usize)? {
-                return unsafe { put(data, ev) };
+                return put!(data, ev);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -218,5 +218,8 @@ pub unsafe extern "C" fn nvmlEventSetWait(
     data: *mut nvmlEventData_t,
     timeout_ms: c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlEventSetWait_v2(set, data, timeout_ms) }
 }

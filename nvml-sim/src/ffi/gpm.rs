@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard, put};
+use super::{Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard};
 use crate::scenario::{Curve, Feature, Gpu};
 use crate::sim::{self, lock};
 
@@ -42,7 +42,8 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
     guard(|| {
         let c = Ctx::new()?;
         super::nonnull(support)?;
-        // SAFETY: non-null.
+        // SAFETY: `support` is non-null (checked above) and points to the
+        // caller's struct (NVML API); the version is read unaligned.
         let version = unsafe { std::ptr::addr_of!((*support).version).read_unaligned() };
         if version != NVML_GPM_SUPPORT_VERSION {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
@@ -52,7 +53,7 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
             version,
             isSupportedDevice: gpm_supported(d.gpu) as c_uint,
         };
-        unsafe { put(support, v) }
+        put!(support, v)
     })
 }
 
@@ -67,7 +68,7 @@ pub unsafe extern "C" fn nvmlGpmQueryIfStreamingEnabled(
         if !gpm_supported(d.gpu) {
             return Err(NOT_SUPPORTED);
         }
-        unsafe { put(state, 0) }
+        put!(state, 0)
     })
 }
 
@@ -80,7 +81,7 @@ pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut nvmlGpmSample_t) -> nvm
         let id = s.next;
         s.next += 1;
         s.map.insert(id, None);
-        unsafe { put(sample, id as nvmlGpmSample_t) }
+        put!(sample, id as nvmlGpmSample_t)
     })
 }
 
@@ -264,7 +265,9 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
     guard(|| {
         let c = Ctx::new()?;
         super::nonnull(request)?;
-        // SAFETY: non-null, caller-owned request struct.
+        // SAFETY: `request` is non-null (checked above) and points to the
+        // caller's aligned request struct (NVML API), which nothing else
+        // touches during the call.
         let req = unsafe { &mut *request };
         if req.version != NVML_GPM_METRICS_GET_VERSION {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);

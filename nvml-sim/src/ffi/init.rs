@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_int, c_uint};
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, NOT_FOUND, R, guard, put, put_str};
+use super::{Ctx, NOT_FOUND, R, guard};
 use crate::sim;
 
 #[unsafe(no_mangle)]
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
-        unsafe { put_str(version, length, &c.w.scenario.driver_version) }
+        put_str!(version, length, &c.w.scenario.driver_version)
     })
 }
 
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
         let c = Ctx::new()?;
         let s = &c.w.scenario;
         let v = format!("{}.{}", s.cuda_version / 1000, s.driver_version);
-        unsafe { put_str(version, length, &v) }
+        put_str!(version, length, &v)
     })
 }
 
@@ -101,12 +101,15 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(cuda: *mut c_int) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
-        unsafe { put(cuda, c.w.scenario.cuda_version) }
+        put!(cuda, c.w.scenario.cuda_version)
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(cuda: *mut c_int) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlSystemGetCudaDriverVersion_v2(cuda) }
 }
 
@@ -125,7 +128,7 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
                 .flat_map(|g| g.processes.iter())
                 .find(|p| p.pid == pid)
                 .ok_or(NOT_FOUND)?;
-        unsafe { put_str(name, length, &p.name) }
+        put_str!(name, length, &p.name)
     })
 }
 
@@ -137,6 +140,6 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
 pub unsafe extern "C" fn gpuscale_sim_last_error(buf: *mut c_char, length: c_uint) -> nvmlReturn_t {
     guard(|| {
         let msg = sim::last_error().ok_or(NOT_FOUND)?;
-        unsafe { put_str(buf, length, &msg) }
+        put_str!(buf, length, &msg)
     })
 }

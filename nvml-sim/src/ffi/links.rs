@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_uint};
 use nvml_wrapper_sys::bindings::field_id::*;
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard, put, to_u32, to_u64};
+use super::{Ctx, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard, to_u32, to_u64};
 use crate::scenario::{Feature, Gpu, NvlinkErrorType, ThrottleReason};
 
 #[unsafe(no_mangle)]
@@ -27,7 +27,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
             _ => return Err(INVALID_ARGUMENT),
         };
         // NVML reports KB/s (1 KB = 1024 bytes)
-        unsafe { put(value, to_u32(bps / 1024.0)) }
+        put!(value, to_u32(bps / 1024.0))
     })
 }
 
@@ -39,15 +39,19 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::PcieReplay))?;
-        unsafe { put(value, g.pcie_replays.min(u32::MAX as u64) as c_uint) }
+        put!(value, g.pcie_replays.min(u32::MAX as u64) as c_uint)
     })
 }
 
+/// One PCIe link property.
+///
+/// # Safety
+/// `out` is null or valid for a write.
 unsafe fn pcie_value(device: nvmlDevice_t, out: *mut c_uint, f: fn(&Gpu) -> u32) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Pcie))?;
-        unsafe { put(out, f(g)) }
+        put!(out, f(g))
     })
 }
 
@@ -56,6 +60,8 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(
     device: nvmlDevice_t,
     v: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `v` is this function's out-pointer argument: null or
+    // valid as the NVML API requires, which is `pcie_value`'s contract.
     unsafe { pcie_value(device, v, |g| g.pcie.generation) }
 }
 
@@ -64,6 +70,8 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkWidth(
     device: nvmlDevice_t,
     v: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `v` is this function's out-pointer argument: null or
+    // valid as the NVML API requires, which is `pcie_value`'s contract.
     unsafe { pcie_value(device, v, |g| g.pcie.width) }
 }
 
@@ -72,6 +80,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkGeneration(
     device: nvmlDevice_t,
     v: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `v` is this function's out-pointer argument: null or
+    // valid as the NVML API requires, which is `pcie_value`'s contract.
     unsafe { pcie_value(device, v, |g| g.pcie.generation) }
 }
 
@@ -80,6 +90,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(
     device: nvmlDevice_t,
     v: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `v` is this function's out-pointer argument: null or
+    // valid as the NVML API requires, which is `pcie_value`'s contract.
     unsafe { pcie_value(device, v, |g| g.pcie.width) }
 }
 
@@ -103,7 +115,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     guard(|| {
         let c = Ctx::new()?;
         nvlink_gpu(&c, device, link)?;
-        unsafe { put(active, nvmlEnableState_enum_NVML_FEATURE_ENABLED) }
+        put!(active, nvmlEnableState_enum_NVML_FEATURE_ENABLED)
     })
 }
 
@@ -116,7 +128,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkVersion(
     guard(|| {
         let c = Ctx::new()?;
         let g = nvlink_gpu(&c, device, link)?;
-        unsafe { put(version, g.architecture.nvlink_version()) }
+        put!(version, g.architecture.nvlink_version())
     })
 }
 
@@ -147,7 +159,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
             _ => return Err(INVALID_ARGUMENT),
         };
         let v = kind.map_or(0, |k| g.nvlink_error_count(link, k, c.t));
-        unsafe { put(value, v) }
+        put!(value, v)
     })
 }
 
@@ -286,7 +298,8 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
         super::nonnull(values)?;
         let ts = to_u64((c.w.epoch + c.t) * 1e6) as i64;
         for k in 0..count as usize {
-            // SAFETY: the caller provides `count` entries.
+            // SAFETY: `values` is non-null (checked above) and points to the
+            // caller's aligned array of `count` entries (NVML API); k < count.
             let v = unsafe { &mut *values.add(k) };
             v.timestamp = ts;
             v.latencyUsec = 0;

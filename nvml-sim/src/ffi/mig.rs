@@ -8,7 +8,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, guard, put};
+use super::{Ctx, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, R, guard};
 use crate::scenario::limits::MAX_MIG_PER_GPU;
 use crate::sim;
 
@@ -31,10 +31,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         } else {
             NVML_DEVICE_MIG_DISABLE
         };
-        unsafe {
-            put(current, m)?;
-            put(pending, m)
-        }
+        put!(current, m)?;
+        put!(pending, m)
     })
 }
 
@@ -54,7 +52,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
         } else {
             0
         };
-        unsafe { put(count, n) }
+        put!(count, n)
     })
 }
 
@@ -79,7 +77,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
         if index as usize >= d.gpu.mig.len() {
             return Err(NOT_FOUND);
         }
-        unsafe { put(mig, sim::mig_handle(d.idx, index as usize)) }
+        put!(mig, sim::mig_handle(d.idx, index as usize))
     })
 }
 
@@ -91,7 +89,7 @@ pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
     guard(|| {
         let c = Ctx::new()?;
         let d = c.dev(device)?;
-        unsafe { put(is_mig, d.mig.is_some() as c_uint) }
+        put!(is_mig, d.mig.is_some() as c_uint)
     })
 }
 
@@ -106,7 +104,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
         if d.mig.is_none() {
             return Err(INVALID_ARGUMENT);
         }
-        unsafe { put(device, sim::gpu_handle(d.idx)) }
+        put!(device, sim::gpu_handle(d.idx))
     })
 }
 
@@ -119,7 +117,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
         let c = Ctx::new()?;
         let d = c.dev(device)?;
         let (_, m) = d.mig.ok_or(NOT_SUPPORTED)?;
-        unsafe { put(id, m.gpu_instance_id) }
+        put!(id, m.gpu_instance_id)
     })
 }
 
@@ -132,6 +130,6 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
         let c = Ctx::new()?;
         let d = c.dev(device)?;
         let (_, m) = d.mig.ok_or(NOT_SUPPORTED)?;
-        unsafe { put(id, m.compute_instance_id) }
+        put!(id, m.compute_instance_id)
     })
 }

@@ -3,6 +3,13 @@
 //! Every function runs inside [`guard`]: a panic becomes NVML_ERROR_UNKNOWN
 //! instead of aborting the process. Pointers are checked for null; device
 //! handles are opaque integers (see `sim::decode`) and never dereferenced.
+//!
+//! Safety: every exported function has the contract of the NVML function it
+//! implements: each pointer argument is null or valid for what NVML does with
+//! it (a write of the out type, `len` bytes of a buffer, `*count` entries of an
+//! array, a NUL-terminated string). The `// SAFETY:` comments lean on that
+//! contract; out-pointers are written through the [`put!`] and [`put_str!`]
+//! macros, which carry the one comment they all share.
 #![allow(non_snake_case, non_upper_case_globals, clippy::missing_safety_doc)]
 
 use std::ffi::{CStr, c_char, c_uint};
@@ -13,6 +20,33 @@ use nvml_wrapper_sys::bindings::*;
 
 use crate::scenario::{Feature, Gpu, MigInstance};
 use crate::sim::{self, Dev, World};
+
+/// `put(p, v)` where `p` is an out-pointer parameter of the function the
+/// macro is used in: an exported NVML function, or an unsafe helper with the
+/// same contract. `v` is evaluated outside the unsafe block. One macro instead
+/// of sixty unsafe blocks that would all say the same thing.
+macro_rules! put {
+    ($p:ident, $v:expr) => {{
+        let v = $v;
+        // SAFETY: `$p` is an out-pointer parameter of the enclosing function,
+        // which the NVML API (or the helper's `# Safety` contract) has the
+        // caller pass as null (refused by `put`) or valid for a write of its
+        // type.
+        unsafe { $crate::ffi::put($p, v) }
+    }};
+}
+
+/// `put_str(buf, len, s)` where `buf` and `len` are the out-buffer parameters
+/// of the exported NVML function the macro is used in.
+macro_rules! put_str {
+    ($buf:ident, $len:ident, $s:expr) => {{
+        let s = $s;
+        // SAFETY: `$buf` and `$len` are parameters of the enclosing exported
+        // function, which the NVML API has the caller pass as null (refused
+        // by `put_str`) or a buffer valid for `$len` bytes.
+        unsafe { $crate::ffi::put_str($buf, $len, s) }
+    }};
+}
 
 pub mod device;
 pub mod errors;
@@ -76,7 +110,8 @@ pub(crate) unsafe fn put_str(buf: *mut c_char, len: c_uint, s: &str) -> R {
     if bytes.len() + 1 > len as usize {
         return Err(INSUFFICIENT_SIZE);
     }
-    // SAFETY: buf holds at least len >= bytes.len() + 1 bytes.
+    // SAFETY: `buf` is non-null (checked above) and valid for `len` bytes
+    // (this function's contract), and len >= bytes.len() + 1.
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
         buf.add(bytes.len()).write(0);
@@ -92,7 +127,8 @@ pub(crate) unsafe fn get_str<'a>(p: *const c_char) -> Result<&'a str, nvmlReturn
     if p.is_null() {
         return Err(INVALID_ARGUMENT);
     }
-    // SAFETY: caller contract.
+    // SAFETY: `p` is non-null (checked above) and NUL-terminated (this
+    // function's contract); the string outlives the call that passed it.
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .map_err(|_| INVALID_ARGUMENT)

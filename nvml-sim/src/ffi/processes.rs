@@ -4,7 +4,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INSUFFICIENT_SIZE, MIB, NOT_FOUND, NOT_SUPPORTED, R, guard, put, to_u32, to_u64};
+use super::{Ctx, INSUFFICIENT_SIZE, MIB, NOT_FOUND, NOT_SUPPORTED, R, guard, to_u32, to_u64};
 use crate::scenario::{Feature, Process};
 
 /// (process, gpu instance id, compute instance id) visible through a handle.
@@ -39,11 +39,16 @@ fn visible(c: &Ctx, device: nvmlDevice_t) -> Result<Vec<(Process, u32, u32)>, nv
 }
 
 /// The NVML count protocol: `*count` in = capacity, out = needed.
+///
+/// # Safety
+/// `count` is null or valid for a read and a write; `out` is null or has
+/// room for `*count` entries.
 unsafe fn fill<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> R {
     super::nonnull(count)?;
-    // SAFETY: non-null.
+    // SAFETY: `count` is non-null (checked above) and valid for a read
+    // (`fill`'s contract).
     let cap = unsafe { count.read_unaligned() } as usize;
-    unsafe { put(count, items.len() as c_uint) }?;
+    put!(count, items.len() as c_uint)?;
     if items.is_empty() {
         return Ok(());
     }
@@ -51,7 +56,8 @@ unsafe fn fill<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> R {
         return Err(INSUFFICIENT_SIZE);
     }
     for (k, it) in items.into_iter().enumerate() {
-        // SAFETY: the caller provides `cap >= len` entries.
+        // SAFETY: `out` is non-null (checked above) with room for `*count` =
+        // `cap` >= items.len() entries (`fill`'s contract), and k < items.len().
         unsafe { out.add(k).write_unaligned(it) };
     }
     Ok(())
@@ -74,6 +80,8 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
                 computeInstanceId: ci,
             })
             .collect();
+        // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+        // valid as the NVML API requires, which is `fill`'s contract.
         unsafe { fill(count, infos, items) }
     })
 }
@@ -84,6 +92,9 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_v2_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos) }
 }
 
@@ -102,15 +113,22 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
                 usedGpuMemory: p.memory_mib * MIB,
             })
             .collect();
+        // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+        // valid as the NVML API requires, which is `fill`'s contract.
         unsafe { fill(count, infos, items) }
     })
 }
 
 /// Graphics and MPS process lists are always empty.
+///
+/// # Safety
+/// As [`fill`].
 unsafe fn empty<T>(device: nvmlDevice_t, count: *mut c_uint, infos: *mut T) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         c.dev(device)?;
+        // SAFETY: `count` and `infos` come from this helper's callers with
+        // `fill`'s contract; no entry is written to `infos`.
         unsafe { fill::<T>(count, infos, Vec::new()) }
     })
 }
@@ -121,6 +139,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `empty`'s contract.
     unsafe { empty(device, count, infos) }
 }
 
@@ -130,6 +150,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_v2_t,
 ) -> nvmlReturn_t {
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `empty`'s contract.
     unsafe { empty(device, count, infos) }
 }
 
@@ -139,6 +161,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_v1_t,
 ) -> nvmlReturn_t {
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `empty`'s contract.
     unsafe { empty(device, count, infos) }
 }
 
@@ -148,6 +172,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `empty`'s contract.
     unsafe { empty(device, count, infos) }
 }
 
@@ -182,6 +208,8 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 decUtil: 0,
             })
             .collect();
+        // SAFETY: `count` and `utilization` are this function's out-pointer arguments: null or
+        // valid as the NVML API requires, which is `fill`'s contract.
         unsafe { fill(count, utilization, items) }
     })
 }

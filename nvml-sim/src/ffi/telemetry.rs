@@ -4,7 +4,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::*;
 
-use super::{Ctx, INVALID_ARGUMENT, MIB, NOT_SUPPORTED, R, guard, put, to_u32, to_u64};
+use super::{Ctx, INVALID_ARGUMENT, MIB, NOT_SUPPORTED, R, guard, to_u32, to_u64};
 use crate::scenario::{Curve, Feature, Gpu, Load, ThrottleReason};
 
 #[unsafe(no_mangle)]
@@ -24,7 +24,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
             gpu: to_u32(g.load.utilization.at(c.t)),
             memory: to_u32(mem),
         };
-        unsafe { put(utilization, u) }
+        put!(utilization, u)
     })
 }
 
@@ -63,7 +63,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         let c = Ctx::new()?;
         super::nonnull(mem)?;
         let want = (std::mem::size_of::<nvmlMemory_v2_t>() | (2 << 24)) as u32;
-        // SAFETY: non-null, caller-provided struct.
+        // SAFETY: `mem` is non-null (checked above) and points to the caller's
+        // struct (NVML API); only its version is read, unaligned.
         let version = unsafe { std::ptr::addr_of!((*mem).version).read_unaligned() };
         if version != want {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
@@ -76,7 +77,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             free: total - reserved - used,
             used,
         };
-        unsafe { put(mem, v) }
+        put!(mem, v)
     })
 }
 
@@ -94,7 +95,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
             free: total - reserved - used,
             used: used + reserved,
         };
-        unsafe { put(mem, v) }
+        put!(mem, v)
     })
 }
 
@@ -106,7 +107,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Power))?;
-        unsafe { put(power, to_u32(g.load.power_watts.at(c.t) * 1000.0)) }
+        put!(power, to_u32(g.load.power_watts.at(c.t) * 1000.0))
     })
 }
 
@@ -123,7 +124,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
     guard(|| {
         let c = Ctx::new()?;
         let v = power_limit_mw(&c, device)?;
-        unsafe { put(limit, v) }
+        put!(limit, v)
     })
 }
 
@@ -132,6 +133,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimit(
     device: nvmlDevice_t,
     limit: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetEnforcedPowerLimit(device, limit) }
 }
 
@@ -140,6 +144,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementDefaultLimit(
     device: nvmlDevice_t,
     limit: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetEnforcedPowerLimit(device, limit) }
 }
 
@@ -154,10 +161,8 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(
         let v = power_limit_mw(&c, device)?;
         super::nonnull(min)?;
         super::nonnull(max)?;
-        unsafe {
-            put(min, v / 2)?;
-            put(max, v)
-        }
+        put!(min, v / 2)?;
+        put!(max, v)
     })
 }
 
@@ -171,7 +176,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
         let (i, _) = c.gpu(device, Some(Feature::Energy))?;
         super::nonnull(energy)?;
         let v = c.w.energy_mj(i, c.t);
-        unsafe { put(energy, v) }
+        put!(energy, v)
     })
 }
 
@@ -187,7 +192,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
         if sensor != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
-        unsafe { put(temp, to_u32(g.load.temperature_celsius.at(c.t))) }
+        put!(temp, to_u32(g.load.temperature_celsius.at(c.t)))
     })
 }
 
@@ -211,7 +216,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
             }
             _ => return Err(INVALID_ARGUMENT),
         };
-        unsafe { put(temp, v) }
+        put!(temp, v)
     })
 }
 
@@ -231,7 +236,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNumFans(
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, None)?;
-        unsafe { put(n, num_fans(g)) }
+        put!(n, num_fans(g))
     })
 }
 
@@ -249,7 +254,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
         if fan >= num_fans(g) {
             return Err(INVALID_ARGUMENT);
         }
-        unsafe { put(speed, to_u32(g.load.fan_speed.at(c.t))) }
+        put!(speed, to_u32(g.load.fan_speed.at(c.t)))
     })
 }
 
@@ -258,6 +263,9 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(
     device: nvmlDevice_t,
     speed: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetFanSpeed_v2(device, 0, speed) }
 }
 
@@ -298,7 +306,7 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Clocks))?;
         let v = current_clock(g, kind, c.t)?;
-        unsafe { put(clock, v) }
+        put!(clock, v)
     })
 }
 
@@ -312,7 +320,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Clocks))?;
         let v = max_clock(g, kind)?;
-        unsafe { put(clock, v) }
+        put!(clock, v)
     })
 }
 
@@ -333,7 +341,7 @@ pub unsafe extern "C" fn nvmlDeviceGetClock(
             | nvmlClockId_enum_NVML_CLOCK_ID_CUSTOMER_BOOST_MAX => max_clock(g, kind)?,
             _ => return Err(INVALID_ARGUMENT),
         };
-        unsafe { put(mhz, v) }
+        put!(mhz, v)
     })
 }
 
@@ -343,6 +351,9 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxCustomerBoostClock(
     kind: nvmlClockType_t,
     clock: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetMaxClockInfo(device, kind, clock) }
 }
 
@@ -358,7 +369,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
             .throttle_reasons(c.t)
             .iter()
             .fold(0u64, |acc, r| acc | r.bit());
-        unsafe { put(reasons, bits) }
+        put!(reasons, bits)
     })
 }
 
@@ -367,6 +378,9 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     device: nvmlDevice_t,
     reasons: *mut u64,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetCurrentClocksEventReasons(device, reasons) }
 }
 
@@ -378,7 +392,7 @@ pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksEventReasons(
     guard(|| {
         let c = Ctx::new()?;
         c.gpu(device, Some(Feature::Throttle))?;
-        unsafe { put(reasons, 0x1ff) }
+        put!(reasons, 0x1ff)
     })
 }
 
@@ -387,6 +401,9 @@ pub unsafe extern "C" fn nvmlDeviceGetSupportedClocksThrottleReasons(
     device: nvmlDevice_t,
     reasons: *mut u64,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetSupportedClocksEventReasons(device, reasons) }
 }
 
@@ -421,7 +438,7 @@ pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
             referenceTime: to_u64((c.w.epoch + c.t) * 1e6),
             violationTime: to_u64(secs * 1e9),
         };
-        unsafe { put(viol, v) }
+        put!(viol, v)
     })
 }
 
@@ -433,7 +450,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(
     guard(|| {
         let c = Ctx::new()?;
         let (_, g) = c.gpu(device, Some(Feature::Pstate))?;
-        unsafe { put(pstate, to_u32(g.load.pstate.at(c.t)).min(15)) }
+        put!(pstate, to_u32(g.load.pstate.at(c.t)).min(15))
     })
 }
 
@@ -442,6 +459,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerState(
     device: nvmlDevice_t,
     pstate: *mut nvmlPstates_t,
 ) -> nvmlReturn_t {
+    // SAFETY: passes this function's own arguments on unchanged; the
+    // callee's pointer contract (null or valid, per the NVML API) is this
+    // function's own.
     unsafe { nvmlDeviceGetPerformanceState(device, pstate) }
 }
 
@@ -449,6 +469,9 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerState(
 const CODEC_SAMPLING_US: c_uint = 167_000;
 
 /// Encoder and decoder utilization: the same call shape, another curve.
+///
+/// # Safety
+/// `util` and `period_us` are null or valid for a write.
 unsafe fn codec_utilization(
     device: nvmlDevice_t,
     util: *mut c_uint,
@@ -461,10 +484,8 @@ unsafe fn codec_utilization(
         let (_, g) = c.gpu(device, Some(feature))?;
         super::nonnull(util)?;
         super::nonnull(period_us)?;
-        unsafe {
-            put(util, to_u32(curve(&g.load).at(c.t)))?;
-            put(period_us, CODEC_SAMPLING_US)
-        }
+        put!(util, to_u32(curve(&g.load).at(c.t)))?;
+        put!(period_us, CODEC_SAMPLING_US)
     })
 }
 
@@ -474,6 +495,8 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `util` and `period_us` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `codec_utilization`'s contract.
     unsafe {
         codec_utilization(device, util, period_us, Feature::Encoder, |l| {
             &l.encoder_utilization
@@ -487,6 +510,8 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: `util` and `period_us` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `codec_utilization`'s contract.
     unsafe {
         codec_utilization(device, util, period_us, Feature::Decoder, |l| {
             &l.decoder_utilization
