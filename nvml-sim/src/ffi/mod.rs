@@ -8,7 +8,7 @@
 //! implements: each pointer argument is null or valid for what NVML does with
 //! it (a write of the out type, `len` bytes of a buffer, `*count` entries of an
 //! array, a NUL-terminated string). The `// SAFETY:` comments lean on that
-//! contract; out-pointers are written through the [`put!`] and [`put_str!`]
+//! contract; out-pointers are written through the `put!` and `put_str!`
 //! macros, which carry the one comment they all share.
 #![allow(non_snake_case, non_upper_case_globals, clippy::missing_safety_doc)]
 

@@ -62,7 +62,7 @@ pub enum ScenarioError {
         message: String,
     },
     /// Several semantic problems, each an `Invalid`, in file order; `more`
-    /// were found beyond the [`MAX_REPORTED`](super::limits::MAX_REPORTED) shown.
+    /// were found beyond the `limits::MAX_REPORTED` shown.
     Many {
         origin: String,
         problems: Vec<ScenarioError>,
