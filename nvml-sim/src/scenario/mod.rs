@@ -1,9 +1,10 @@
 //! The scenario file: what the simulated node looks like over time.
 //!
 //! The schema is documented in `docs/scenario.md`; these types implement it
-//! exactly (`deny_unknown_fields` everywhere). [`parse`] and [`load`] also run
-//! the semantic checks of [`validate`] and report errors as
-//! `FILE:LINE:COL: field.path[2].x: message`.
+//! exactly (`deny_unknown_fields` everywhere). [`parse`] and [`load`] enforce
+//! the size [`limits`] first, then run the semantic checks of `validate`, and
+//! report errors as `FILE:LINE:COL: field.path[2].x: message` (every semantic
+//! problem at once, one such line each).
 
 mod curve;
 mod depth;
