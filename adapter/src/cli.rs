@@ -12,6 +12,15 @@ fn duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
 }
 
+fn budget(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "invalid query budget {s:?} (queries per second, a number >= 0; 0 turns the budget off)"
+        )),
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -74,6 +83,12 @@ pub struct Args {
     /// A (metric, namespace, selector) not requested for this long stops being polled.
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub idle_expiry: Duration,
+    /// Keys (metric, namespace, selector) the poll cache holds at most; a new one beyond gets 503.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_cached_queries: u32,
+    /// Re-reads per second sent to Prometheus at most; with more keys the poll interval stretches (0: no budget).
+    #[arg(long, default_value_t = 500.0, value_parser = budget)]
+    pub prometheus_query_budget: f64,
     /// Connections served at once on each listener; more wait in the backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,

@@ -105,6 +105,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             poll_interval: args.poll_interval,
             idle_expiry: args.idle_expiry,
             refresh_concurrency: args.prometheus_max_concurrency,
+            max_keys: args.max_cached_queries as usize,
+            query_budget: args.prometheus_query_budget,
         },
     ));
     tokio::spawn(cache.clone().run_poller());

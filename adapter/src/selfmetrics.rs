@@ -27,8 +27,16 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "histogram",
         "metric",
     ),
-    ("gpuscale_adapter_metric_value", "gauge", "metric"),
+    (
+        "gpuscale_adapter_metric_value",
+        "gauge",
+        "metric,request_namespace,selector",
+    ),
     ("gpuscale_adapter_metric_age_seconds", "gauge", "metric"),
+    ("gpuscale_adapter_cached_queries", "gauge", ""),
+    ("gpuscale_adapter_max_cached_queries", "gauge", ""),
+    ("gpuscale_adapter_cache_refusals_total", "counter", "metric"),
+    ("gpuscale_adapter_poll_interval_seconds", "gauge", ""),
     (
         "gpuscale_adapter_keda_requests_total",
         "counter",
@@ -73,9 +81,33 @@ struct Inner {
     requests: BTreeMap<(&'static str, String, u16), (u64, Histogram)>,
     queries: BTreeMap<(String, &'static str), u64>,
     query_durations: BTreeMap<String, Histogram>,
-    values: BTreeMap<String, f64>,
+    refusals: BTreeMap<String, u64>,
     keda_requests: BTreeMap<(&'static str, &'static str), u64>,
     keda_streams: i64,
+}
+
+/// One cached key's last good value (the sum of its items).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyValue {
+    pub metric: String,
+    pub namespace: String,
+    /// The selector as a label value (shortened when long).
+    pub selector: String,
+    /// The key's query, to tell apart two keys whose labels would collide.
+    pub query: String,
+    pub value: f64,
+}
+
+/// What the poll cache reports at scrape time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CacheReport {
+    /// Per metric, the age in seconds of the oldest cached good value.
+    pub ages: BTreeMap<String, f64>,
+    pub values: Vec<KeyValue>,
+    pub keys: usize,
+    pub max_keys: usize,
+    /// The poll interval in use (stretched when the query budget needs it).
+    pub poll_interval_secs: f64,
 }
 
 /// Result label values of `gpuscale_adapter_prometheus_queries_total`.
@@ -119,11 +151,9 @@ impl SelfMetrics {
         });
     }
 
-    /// The last value read for a metric (the sum of its items).
-    pub fn value(&self, metric: &str, v: f64) {
-        self.with(|i| {
-            i.values.insert(metric.to_string(), v);
-        });
+    /// A new poll-cache key refused because the cache is full.
+    pub fn cache_refusal(&self, metric: &str) {
+        self.with(|i| *i.refusals.entry(metric.to_string()).or_default() += 1);
     }
 
     /// One KEDA external-scaler call by method and gRPC code name.
@@ -136,10 +166,10 @@ impl SelfMetrics {
         self.with(|i| i.keda_streams += delta);
     }
 
-    /// The text exposition; `ages` are (metric, age of oldest cached value).
-    pub fn render(&self, ages: &BTreeMap<String, f64>) -> String {
+    /// The text exposition, with what the poll cache reports.
+    pub fn render(&self, cache: &CacheReport) -> String {
         let mut o = String::new();
-        let _ = self.render_into(&mut o, ages);
+        let _ = self.render_into(&mut o, cache);
         if let Some(r) = self.scale_to_zero.get() {
             o.push_str(&r.render());
         }
@@ -159,18 +189,18 @@ impl SelfMetrics {
         self.scale_to_zero.get().map(|r| r.debug_json())
     }
 
-    fn render_into(&self, o: &mut String, ages: &BTreeMap<String, f64>) -> std::fmt::Result {
+    fn render_into(&self, o: &mut String, cache: &CacheReport) -> std::fmt::Result {
         let i = self.with(|i| {
             (
                 i.requests.clone(),
                 i.queries.clone(),
                 i.query_durations.clone(),
-                i.values.clone(),
+                i.refusals.clone(),
                 i.keda_requests.clone(),
                 i.keda_streams,
             )
         });
-        let (requests, queries, qdur, values, keda, streams) = i;
+        let (requests, queries, qdur, refusals, keda, streams) = i;
         head(
             o,
             "gpuscale_adapter_requests_total",
@@ -227,34 +257,7 @@ impl SelfMetrics {
                 h,
             )?;
         }
-        head(
-            o,
-            "gpuscale_adapter_metric_value",
-            "gauge",
-            "Last value read per metric (sum of items).",
-        )?;
-        for (m, v) in &values {
-            writeln!(
-                o,
-                "gpuscale_adapter_metric_value{{metric=\"{}\"}} {}",
-                esc(m),
-                num(*v)
-            )?;
-        }
-        head(
-            o,
-            "gpuscale_adapter_metric_age_seconds",
-            "gauge",
-            "Age of the oldest cached value per metric.",
-        )?;
-        for (m, v) in ages {
-            writeln!(
-                o,
-                "gpuscale_adapter_metric_age_seconds{{metric=\"{}\"}} {}",
-                esc(m),
-                num(*v)
-            )?;
-        }
+        render_cache(o, cache, &refusals)?;
         head(
             o,
             "gpuscale_adapter_keda_requests_total",
@@ -293,6 +296,96 @@ impl SelfMetrics {
         )?;
         writeln!(o, "gpuscale_adapter_up 1")
     }
+}
+
+/// The poll cache's families: per-key values, ages, fill and pacing.
+fn render_cache(
+    o: &mut String,
+    c: &CacheReport,
+    refusals: &BTreeMap<String, u64>,
+) -> std::fmt::Result {
+    head(
+        o,
+        "gpuscale_adapter_metric_value",
+        "gauge",
+        "Last value read per cached key (sum of its items), by metric, the request's namespace and selector.",
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut values: Vec<&KeyValue> = c.values.iter().collect();
+    values.sort_by(|a, b| {
+        (&a.metric, &a.namespace, &a.selector).cmp(&(&b.metric, &b.namespace, &b.selector))
+    });
+    for k in values {
+        // Two keys labelled alike (a shortened selector): the later one is
+        // told apart by its query's hash rather than dropped.
+        let mut sel = k.selector.clone();
+        if !seen.insert((&k.metric, &k.namespace, k.selector.clone())) {
+            sel = format!(
+                "#{:016x}",
+                crate::prometheus::cache::fnv1a(k.query.as_bytes())
+            );
+        }
+        writeln!(
+            o,
+            "gpuscale_adapter_metric_value{{metric=\"{}\",request_namespace=\"{}\",selector=\"{}\"}} {}",
+            esc(&k.metric),
+            esc(&k.namespace),
+            esc(&sel),
+            num(k.value)
+        )?;
+    }
+    head(
+        o,
+        "gpuscale_adapter_metric_age_seconds",
+        "gauge",
+        "Age of the oldest cached value per metric.",
+    )?;
+    for (m, v) in &c.ages {
+        writeln!(
+            o,
+            "gpuscale_adapter_metric_age_seconds{{metric=\"{}\"}} {}",
+            esc(m),
+            num(*v)
+        )?;
+    }
+    head(
+        o,
+        "gpuscale_adapter_cached_queries",
+        "gauge",
+        "Keys (metric, namespace, selector) in the poll cache.",
+    )?;
+    writeln!(o, "gpuscale_adapter_cached_queries {}", c.keys)?;
+    head(
+        o,
+        "gpuscale_adapter_max_cached_queries",
+        "gauge",
+        "Keys the poll cache holds at most (--max-cached-queries).",
+    )?;
+    writeln!(o, "gpuscale_adapter_max_cached_queries {}", c.max_keys)?;
+    head(
+        o,
+        "gpuscale_adapter_cache_refusals_total",
+        "counter",
+        "Requests for a new key refused (503) because the poll cache was full, by metric.",
+    )?;
+    for (m, n) in refusals {
+        writeln!(
+            o,
+            "gpuscale_adapter_cache_refusals_total{{metric=\"{}\"}} {n}",
+            esc(m)
+        )?;
+    }
+    head(
+        o,
+        "gpuscale_adapter_poll_interval_seconds",
+        "gauge",
+        "Poll interval in use: --poll-interval, stretched to keys / --prometheus-query-budget when that is longer.",
+    )?;
+    writeln!(
+        o,
+        "gpuscale_adapter_poll_interval_seconds {}",
+        num(c.poll_interval_secs)
+    )
 }
 
 fn head(o: &mut String, name: &str, kind: &str, help: &str) -> std::fmt::Result {

@@ -118,9 +118,9 @@ pub async fn serve_metrics(
                 async move {
                     let resp = match req.uri().path() {
                         "/metrics" => {
-                            let ages = cache.map(|c| c.ages()).unwrap_or_default();
+                            let report = cache.map(|c| c.report()).unwrap_or_default();
                             let mut r =
-                                Response::new(Full::new(Bytes::from(metrics.render(&ages))));
+                                Response::new(Full::new(Bytes::from(metrics.render(&report))));
                             r.headers_mut().insert(
                                 http::header::CONTENT_TYPE,
                                 http::HeaderValue::from_static(

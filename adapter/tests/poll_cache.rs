@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpuscale_adapter::config::{EmptyPolicy, MetricDef};
-use gpuscale_adapter::prometheus::{CacheSettings, ClientSettings, PollCache, PromClient};
+use gpuscale_adapter::prometheus::{
+    CacheSettings, ClientSettings, Identity, PollCache, PromClient,
+};
 use gpuscale_adapter::provider::ProviderError;
 use gpuscale_adapter::selfmetrics::SelfMetrics;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -28,6 +30,8 @@ struct Fake {
     url: String,
     mode: Arc<Mutex<Mode>>,
     queries: Arc<AtomicUsize>,
+    /// Most queries in flight at once.
+    peak: Arc<AtomicUsize>,
     /// The head of the last request.
     last: Arc<Mutex<String>>,
 }
@@ -38,11 +42,12 @@ async fn fake(mode: Mode) -> Fake {
     let mode = Arc::new(Mutex::new(mode));
     let queries = Arc::new(AtomicUsize::new(0));
     let last = Arc::new(Mutex::new(String::new()));
-    let (m, q, l) = (mode.clone(), queries.clone(), last.clone());
+    let (peak, busy) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (m, q, l, p) = (mode.clone(), queries.clone(), last.clone(), peak.clone());
     tokio::spawn(async move {
         loop {
             let (mut conn, _) = listener.accept().await.unwrap();
-            let (m, q, l) = (m.clone(), q.clone(), l.clone());
+            let (m, q, l, p, b) = (m.clone(), q.clone(), l.clone(), p.clone(), busy.clone());
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 8192];
                 let mut seen = Vec::new();
@@ -54,8 +59,10 @@ async fn fake(mode: Mode) -> Fake {
                 }
                 *l.lock().unwrap() = String::from_utf8_lossy(&seen).to_ascii_lowercase();
                 q.fetch_add(1, Ordering::SeqCst);
+                p.fetch_max(b.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 // Long enough for concurrent callers to pile up on a miss.
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                b.fetch_sub(1, Ordering::SeqCst);
                 let mode = *m.lock().unwrap();
                 let (status, body) = match mode {
                     Mode::Value(v) => (200, format!(r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[1,"{v}"]}}]}}}}"#)),
@@ -75,6 +82,7 @@ async fn fake(mode: Mode) -> Fake {
         url,
         mode,
         queries,
+        peak,
         last,
     }
 }
@@ -83,7 +91,21 @@ fn cache(url: &str, poll: Duration) -> Arc<PollCache> {
     cache_with_token(url, poll, None)
 }
 
+fn id() -> Identity {
+    Identity::default()
+}
+
 fn cache_with_token(url: &str, poll: Duration, token: Option<&std::path::Path>) -> Arc<PollCache> {
+    cache_with(url, poll, token, 10_000, 0.0)
+}
+
+fn cache_with(
+    url: &str,
+    poll: Duration,
+    token: Option<&std::path::Path>,
+    max_keys: usize,
+    query_budget: f64,
+) -> Arc<PollCache> {
     let client = PromClient::new(&ClientSettings {
         url: url.to_string(),
         bearer_token_file: token.map(|p| p.to_path_buf()),
@@ -100,6 +122,8 @@ fn cache_with_token(url: &str, poll: Duration, token: Option<&std::path::Path>) 
             poll_interval: poll,
             idle_expiry: Duration::from_secs(600),
             refresh_concurrency: 4,
+            max_keys,
+            query_budget,
         },
     ))
 }
@@ -132,13 +156,13 @@ async fn a_miss_runs_one_query_however_many_requests_wait() {
     let f = fake(Mode::Value(4.0)).await;
     let c = cache(&f.url, Duration::from_secs(3600));
     let d = def(EmptyPolicy::Error, Duration::from_secs(30));
-    let gets = (0..20).map(|_| c.get(d.clone(), "q{namespace=\"a\"}".into()));
+    let gets = (0..20).map(|_| c.get(d.clone(), "q{namespace=\"a\"}".into(), id()));
     for r in futures::future::join_all(gets).await {
         assert_eq!(r.unwrap()[0].value, 4.0);
     }
     assert_eq!(f.queries.load(Ordering::SeqCst), 1);
     // A later request is answered from memory.
-    c.get(d, "q{namespace=\"a\"}".into()).await.unwrap();
+    c.get(d, "q{namespace=\"a\"}".into(), id()).await.unwrap();
     assert_eq!(f.queries.load(Ordering::SeqCst), 1);
     assert_eq!(c.len(), 1);
 }
@@ -150,13 +174,13 @@ async fn a_failed_reread_keeps_the_last_value_within_its_freshness() {
     tokio::spawn(c.clone().run_poller());
     let fresh = def(EmptyPolicy::Error, Duration::from_secs(3600));
     assert_eq!(
-        c.get(fresh.clone(), "q1".into()).await.unwrap()[0].value,
+        c.get(fresh.clone(), "q1".into(), id()).await.unwrap()[0].value,
         2.5
     );
     *f.mode.lock().unwrap() = Mode::Down;
     let seen = f.queries.load(Ordering::SeqCst);
     queries_reach(&f, seen + 2).await;
-    assert_eq!(c.get(fresh, "q1".into()).await.unwrap()[0].value, 2.5);
+    assert_eq!(c.get(fresh, "q1".into(), id()).await.unwrap()[0].value, 2.5);
 }
 
 #[tokio::test]
@@ -165,11 +189,11 @@ async fn past_its_freshness_a_failed_read_is_an_error() {
     let c = cache(&f.url, Duration::from_millis(50));
     tokio::spawn(c.clone().run_poller());
     let stale = def(EmptyPolicy::Error, Duration::from_millis(1));
-    c.get(stale.clone(), "q2".into()).await.ok();
+    c.get(stale.clone(), "q2".into(), id()).await.ok();
     *f.mode.lock().unwrap() = Mode::Down;
     let seen = f.queries.load(Ordering::SeqCst);
     queries_reach(&f, seen + 2).await;
-    let err = c.get(stale, "q2".into()).await.unwrap_err();
+    let err = c.get(stale, "q2".into(), id()).await.unwrap_err();
     assert!(
         matches!(&err, ProviderError::Unavailable(m) if m.contains("HTTP 500")),
         "{err:?}"
@@ -182,12 +206,12 @@ async fn empty_and_nan_replace_the_value_with_an_error_at_once() {
     let c = cache(&f.url, Duration::from_millis(50));
     tokio::spawn(c.clone().run_poller());
     let d = def(EmptyPolicy::Error, Duration::from_secs(3600));
-    c.get(d.clone(), "q3".into()).await.unwrap();
+    c.get(d.clone(), "q3".into(), id()).await.unwrap();
     for (mode, needle) in [(Mode::Empty, "no series"), (Mode::NaN, "NaN")] {
         *f.mode.lock().unwrap() = mode;
         let seen = f.queries.load(Ordering::SeqCst);
         queries_reach(&f, seen + 2).await;
-        let err = c.get(d.clone(), "q3".into()).await.unwrap_err();
+        let err = c.get(d.clone(), "q3".into(), id()).await.unwrap_err();
         assert!(
             matches!(&err, ProviderError::Unavailable(m) if m.contains(needle)),
             "{err:?}"
@@ -200,12 +224,12 @@ async fn empty_is_zero_only_when_the_metric_says_so() {
     let f = fake(Mode::Empty).await;
     let c = cache(&f.url, Duration::from_secs(3600));
     let zero = def(EmptyPolicy::Zero, Duration::from_secs(30));
-    assert_eq!(c.get(zero, "q4".into()).await.unwrap()[0].value, 0.0);
+    assert_eq!(c.get(zero, "q4".into(), id()).await.unwrap()[0].value, 0.0);
     let strict = Arc::new(MetricDef {
         name: "strict".into(),
         ..(*def(EmptyPolicy::Error, Duration::from_secs(30))).clone()
     });
-    assert!(c.get(strict, "q4".into()).await.is_err());
+    assert!(c.get(strict, "q4".into(), id()).await.is_err());
 }
 
 #[tokio::test]
@@ -220,7 +244,7 @@ async fn tenant_header_and_rotated_bearer_token_reach_the_backend() {
         Some(&token),
     );
     let d = def(EmptyPolicy::Error, Duration::from_secs(30));
-    c.get(d.clone(), "up{namespace=\"a\"}".into())
+    c.get(d.clone(), "up{namespace=\"a\"}".into(), id())
         .await
         .unwrap();
     let head = f.last.lock().unwrap().clone();
@@ -237,11 +261,63 @@ async fn tenant_header_and_rotated_bearer_token_reach_the_backend() {
     );
     // The file is re-read for every query.
     std::fs::write(&token, "second-token").unwrap();
-    c.get(d, "up{namespace=\"b\"}".into()).await.unwrap();
+    c.get(d, "up{namespace=\"b\"}".into(), id()).await.unwrap();
     assert!(
         f.last
             .lock()
             .unwrap()
             .contains("authorization: bearer second-token\r\n")
+    );
+}
+
+#[tokio::test]
+async fn a_full_cache_refuses_new_keys_and_keeps_serving_the_old() {
+    let f = fake(Mode::Value(3.0)).await;
+    let c = cache_with(&f.url, Duration::from_secs(3600), None, 2, 0.0);
+    let d = def(EmptyPolicy::Error, Duration::from_secs(30));
+    for q in ["q{a}", "q{b}"] {
+        c.get(d.clone(), q.into(), id()).await.unwrap();
+    }
+    let err = c.get(d.clone(), "q{c}".into(), id()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Unavailable(m) if m.contains("poll cache is full (2 keys, --max-cached-queries)")),
+        "{err:?}"
+    );
+    // No query was run for the refused key; the old keys are still served.
+    assert_eq!(f.queries.load(Ordering::SeqCst), 2);
+    assert_eq!(c.get(d, "q{a}".into(), id()).await.unwrap()[0].value, 3.0);
+    let report = c.report();
+    assert_eq!((report.keys, report.max_keys), (2, 2));
+}
+
+#[tokio::test]
+async fn the_query_budget_stretches_the_poll_interval() {
+    let f = fake(Mode::Value(1.0)).await;
+    // 6 keys at 10 queries/s: 0.6 s per round instead of 0.1 s.
+    let c = cache_with(&f.url, Duration::from_millis(100), None, 100, 10.0);
+    let d = def(EmptyPolicy::Error, Duration::from_secs(3600));
+    for i in 0..6 {
+        c.get(d.clone(), format!("q{{k{i}}}"), id()).await.unwrap();
+    }
+    assert_eq!(c.report().poll_interval_secs, 0.1);
+    tokio::spawn(c.clone().run_poller());
+    queries_reach(&f, 7).await;
+    assert_eq!(c.report().poll_interval_secs, 0.6);
+}
+
+#[tokio::test]
+async fn re_reads_never_exceed_the_configured_concurrency() {
+    let f = fake(Mode::Value(1.0)).await;
+    let c = cache_with(&f.url, Duration::from_millis(50), None, 100, 0.0);
+    let d = def(EmptyPolicy::Error, Duration::from_secs(3600));
+    let gets = (0..12).map(|i| c.get(d.clone(), format!("q{{k{i}}}"), id()));
+    futures::future::join_all(gets).await;
+    tokio::spawn(c.clone().run_poller());
+    queries_reach(&f, 40).await;
+    // The client's --prometheus-max-concurrency (4 here) bounds misses and re-reads.
+    assert!(
+        f.peak.load(Ordering::SeqCst) <= 4,
+        "{}",
+        f.peak.load(Ordering::SeqCst)
     );
 }

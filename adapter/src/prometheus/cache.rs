@@ -6,10 +6,14 @@
 //! - a definitive answer (values, empty, NaN/Inf) replaces the cached state;
 //! - a failed read (timeout, transport, HTTP error) keeps the last good value
 //!   until it is older than the metric's freshness bound, then the error is served;
-//! - an empty result is an error unless the metric's policy is `zero`.
+//! - an empty result is an error unless the metric's policy is `zero`;
+//! - at most `max_keys` keys are held: a new key beyond is refused (503),
+//!   keys already held keep being served;
+//! - re-reads stay within `query_budget` per second: with more keys the
+//!   poll interval stretches instead of the load on Prometheus growing.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +23,7 @@ use tokio::task::JoinSet;
 use super::client::{PromClient, QueryError};
 use crate::config::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
-use crate::selfmetrics::SelfMetrics;
+use crate::selfmetrics::{CacheReport, KeyValue, SelfMetrics};
 
 /// Poller settings.
 #[derive(Debug, Clone)]
@@ -30,6 +34,18 @@ pub struct CacheSettings {
     pub idle_expiry: Duration,
     /// Re-reads in flight at once (the client bounds queries overall too).
     pub refresh_concurrency: usize,
+    /// Keys held at most; a request for a new key beyond is refused.
+    pub max_keys: usize,
+    /// Re-reads per second at most, over all keys (0: no budget).
+    pub query_budget: f64,
+}
+
+/// Whom a key serves, for its self-metric series: the request's namespace
+/// and selector (the query is the key; this only labels it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub namespace: String,
+    pub selector: String,
 }
 
 struct Good {
@@ -46,6 +62,7 @@ struct State {
 struct Entry {
     def: Arc<MetricDef>,
     query: String,
+    id: Identity,
     first: OnceCell<()>,
     state: Mutex<State>,
     last_requested: Mutex<Instant>,
@@ -66,6 +83,8 @@ pub struct PollCache {
     metrics: Arc<SelfMetrics>,
     settings: CacheSettings,
     entries: Mutex<HashMap<Key, Arc<Entry>>>,
+    /// The poll interval in use (stretched by the budget), f64 bits of seconds.
+    interval: AtomicU64,
 }
 
 impl PollCache {
@@ -77,18 +96,21 @@ impl PollCache {
         Self {
             client,
             metrics,
+            interval: AtomicU64::new(settings.poll_interval.as_secs_f64().to_bits()),
             settings,
             entries: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Values for `query`, from memory when possible.
+    /// Values for `query`, from memory when possible; `Unavailable` when the
+    /// key is new and the cache is full.
     pub async fn get(
         &self,
         def: Arc<MetricDef>,
         query: String,
+        id: Identity,
     ) -> Result<Vec<MetricValue>, ProviderError> {
-        let entry = self.entry(def, query);
+        let entry = self.entry(def, query, id)?;
         entry.first.get_or_init(|| self.refresh(&entry)).await;
         answer(&entry)
     }
@@ -99,27 +121,42 @@ impl PollCache {
         &self,
         def: Arc<MetricDef>,
         query: String,
-    ) -> (
-        Result<Vec<MetricValue>, ProviderError>,
-        watch::Receiver<u64>,
-    ) {
-        let entry = self.entry(def, query);
+        id: Identity,
+    ) -> Result<
+        (
+            Result<Vec<MetricValue>, ProviderError>,
+            watch::Receiver<u64>,
+        ),
+        ProviderError,
+    > {
+        let entry = self.entry(def, query, id)?;
         let rx = entry.version.subscribe();
         entry.first.get_or_init(|| self.refresh(&entry)).await;
-        (answer(&entry), rx)
+        Ok((answer(&entry), rx))
     }
 
-    /// The entry of a key (created on first use), marked as requested now.
-    fn entry(&self, def: Arc<MetricDef>, query: String) -> Arc<Entry> {
+    /// The entry of a key (created on first use unless the cache is full),
+    /// marked as requested now.
+    fn entry(
+        &self,
+        def: Arc<MetricDef>,
+        query: String,
+        id: Identity,
+    ) -> Result<Arc<Entry>, ProviderError> {
         let entry = {
             let mut map = lock(&self.entries);
             let key = (def.name.clone(), query);
             match map.get(&key) {
                 Some(e) => e.clone(),
+                None if map.len() >= self.settings.max_keys => {
+                    drop(map);
+                    return Err(self.refuse(&def.name));
+                }
                 None => {
                     let e = Arc::new(Entry {
                         def,
                         query: key.1.clone(),
+                        id,
                         first: OnceCell::new(),
                         state: Mutex::new(State::default()),
                         last_requested: Mutex::new(Instant::now()),
@@ -132,7 +169,25 @@ impl PollCache {
             }
         };
         *lock(&entry.last_requested) = Instant::now();
-        entry
+        Ok(entry)
+    }
+
+    /// A new key while full: counted, logged at debug (a flood must not
+    /// flood the log; the counter and its alert say it), and a 503 for the
+    /// caller, so an HPA keeps its replicas and KEDA sees an error, never 0.
+    fn refuse(&self, metric: &str) -> ProviderError {
+        self.metrics.cache_refusal(metric);
+        tracing::debug!(
+            metric,
+            max = self.settings.max_keys,
+            "poll cache full, new key refused"
+        );
+        ProviderError::Unavailable(format!(
+            "metric {metric}: the adapter's poll cache is full ({} keys, --max-cached-queries); \
+             a new (metric, namespace, selector) is refused until idle keys expire \
+             (--idle-expiry), keys already cached are served",
+            self.settings.max_keys
+        ))
     }
 
     async fn refresh(&self, e: &Entry) {
@@ -157,7 +212,6 @@ impl PollCache {
                         at: Instant::now(),
                     });
                     st.error = None;
-                    self.metrics.value(name, 0.0);
                     "empty"
                 }
                 EmptyPolicy::Error => {
@@ -176,8 +230,6 @@ impl PollCache {
                 "nan"
             }
             Ok(series) => {
-                let sum = series.iter().map(|s| s.value).sum();
-                self.metrics.value(name, sum);
                 st.good = Some(Good {
                     items: series
                         .into_iter()
@@ -208,35 +260,58 @@ impl PollCache {
         e.version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Re-read every recently requested key each `poll_interval`; drop idle keys.
+    /// Re-read every recently requested key each poll interval (stretched
+    /// to stay within the query budget); drop idle keys.
     pub async fn run_poller(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(self.settings.poll_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
-            let due: Vec<Arc<Entry>> = {
-                let mut map = lock(&self.entries);
-                let idle = self.settings.idle_expiry;
-                map.retain(|_, e| lock(&e.last_requested).elapsed() < idle);
-                map.values()
-                    .filter(|e| e.first.initialized())
-                    .cloned()
-                    .collect()
-            };
-            self.clone().refresh_round(due).await;
+            let start = tokio::time::Instant::now();
+            let due = self.sweep();
+            let (period, spacing) = self.pace(due.len());
+            self.interval
+                .store(period.as_secs_f64().to_bits(), Ordering::Relaxed);
+            self.clone().refresh_round(due, spacing).await;
+            tokio::time::sleep_until(start + period).await;
         }
     }
 
-    /// Re-read `due`, the starts spread over most of a poll interval so the
-    /// work (here and in Prometheus) does not arrive as one burst.
-    async fn refresh_round(self: Arc<Self>, due: Vec<Arc<Entry>>) {
+    /// Drop idle keys; the rest that have been read once are due.
+    fn sweep(&self) -> Vec<Arc<Entry>> {
+        let mut map = lock(&self.entries);
+        let idle = self.settings.idle_expiry;
+        map.retain(|_, e| lock(&e.last_requested).elapsed() < idle);
+        map.values()
+            .filter(|e| e.first.initialized())
+            .cloned()
+            .collect()
+    }
+
+    /// The round's period and the spacing of its starts: the starts spread
+    /// over most of a poll interval so the work (here and in Prometheus) does
+    /// not arrive as one burst, and never closer than the budget allows, in
+    /// which case the period stretches to `keys / budget`.
+    fn pace(&self, keys: usize) -> (Duration, Duration) {
+        let poll = self.settings.poll_interval;
+        let n = keys.max(1) as f64;
+        let spread = poll.mul_f64(0.8).div_f64(n);
+        let budget = self.settings.query_budget;
+        if budget <= 0.0 || !budget.is_finite() {
+            return (poll, spread.max(Duration::from_micros(50)));
+        }
+        let floor = Duration::from_secs_f64(1.0 / budget);
+        (
+            poll.max(floor.mul_f64(n)),
+            spread.max(floor).max(Duration::from_micros(50)),
+        )
+    }
+
+    /// Re-read `due`, one start every `spacing`, at most
+    /// `refresh_concurrency` in flight.
+    async fn refresh_round(self: Arc<Self>, due: Vec<Arc<Entry>>, spacing: Duration) {
         if due.is_empty() {
             return;
         }
-        let spread = self.settings.poll_interval.mul_f64(0.8);
-        let spacing = (spread / due.len() as u32).max(Duration::from_micros(50));
         let mut pace = tokio::time::interval(spacing);
-        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let permits = Arc::new(Semaphore::new(self.settings.refresh_concurrency.max(1)));
         let mut running = JoinSet::new();
         for e in due {
@@ -262,18 +337,55 @@ impl PollCache {
         self.len() == 0
     }
 
-    /// Per metric, the age in seconds of the oldest cached good value.
-    pub fn ages(&self) -> BTreeMap<String, f64> {
-        let mut out: BTreeMap<String, f64> = BTreeMap::new();
-        for e in lock(&self.entries).values() {
-            if let Some(g) = &lock(&e.state).good {
-                let age = g.at.elapsed().as_secs_f64();
-                let slot = out.entry(e.def.name.clone()).or_insert(0.0);
-                *slot = slot.max(age);
-            }
+    /// What the self-metrics report of the cache: per metric the age of the
+    /// oldest good value, per key its value, the key count and the pacing.
+    pub fn report(&self) -> CacheReport {
+        let mut r = CacheReport {
+            keys: 0,
+            max_keys: self.settings.max_keys,
+            poll_interval_secs: f64::from_bits(self.interval.load(Ordering::Relaxed)),
+            ..CacheReport::default()
+        };
+        let map = lock(&self.entries);
+        r.keys = map.len();
+        for e in map.values() {
+            let st = lock(&e.state);
+            let Some(g) = &st.good else { continue };
+            let age = g.at.elapsed().as_secs_f64();
+            let slot = r.ages.entry(e.def.name.clone()).or_insert(0.0);
+            *slot = slot.max(age);
+            r.values.push(KeyValue {
+                metric: e.def.name.clone(),
+                namespace: e.id.namespace.clone(),
+                selector: selector_label(&e.id.selector),
+                query: e.query.clone(),
+                value: g.items.iter().map(|i| i.value).sum(),
+            });
         }
-        out
+        r
     }
+}
+
+/// The selector as a label value: itself when short, else its start and a
+/// stable hash of the whole, so the series stays readable and bounded.
+pub fn selector_label(s: &str) -> String {
+    const SHORT: usize = 48;
+    if s.len() <= SHORT {
+        return s.to_string();
+    }
+    let mut cut = 32;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…{:012x}", &s[..cut], fnv1a(s.as_bytes()) >> 16)
+}
+
+/// FNV-1a, 64 bits: stable across builds and restarts (std's hasher is not
+/// promised to be), so a dashboard legend keeps its name.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn answer(e: &Entry) -> Result<Vec<MetricValue>, ProviderError> {
@@ -300,4 +412,23 @@ pub fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_selectors_are_their_own_label_and_long_ones_shorten_stably() {
+        assert_eq!(selector_label("workload=chat"), "workload=chat");
+        let long = "workload in (chat, embed, rerank, tts),model_name=llama-3-8b-instruct";
+        let label = selector_label(long);
+        assert_eq!(label, selector_label(long));
+        assert!(
+            label.starts_with("workload in (chat, embed, rerank"),
+            "{label}"
+        );
+        assert_eq!(label.chars().count(), 32 + 1 + 12, "{label}");
+        assert_ne!(label, selector_label(&long.replace("tts", "asr")));
+    }
 }

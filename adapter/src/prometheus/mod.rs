@@ -15,7 +15,7 @@ use crate::provider::{
 };
 use crate::selector;
 
-pub use cache::{CacheSettings, PollCache};
+pub use cache::{CacheSettings, Identity, PollCache};
 pub use client::{ClientSettings, PromClient, QueryError};
 
 /// Serves the configured metrics from Prometheus through the poll cache.
@@ -81,8 +81,9 @@ impl PromProvider {
     }
 
     /// Like [`Provider::get`], plus a receiver that changes after every
-    /// re-read of the key, for push streams. `Err` only for a request that
-    /// can never be served (unknown metric, bad selector or namespace).
+    /// re-read of the key, for push streams. `Err` for a request that can
+    /// never be served (unknown metric, bad selector or namespace) and for a
+    /// new key while the poll cache is full (`Unavailable`).
     pub async fn watch(
         &self,
         metric: &str,
@@ -90,11 +91,19 @@ impl PromProvider {
         selector_text: &str,
     ) -> Result<Watched, ProviderError> {
         let (def, query) = self.resolve(metric, namespace, selector_text)?;
-        let (items, changes) = self.cache.get_watched(def.clone(), query).await;
+        let id = identity(namespace, selector_text);
+        let (items, changes) = self.cache.get_watched(def.clone(), query, id).await?;
         Ok(Watched {
             reading: items.map(|items| Self::reading(&def, items)),
             changes,
         })
+    }
+}
+
+fn identity(namespace: &str, selector: &str) -> Identity {
+    Identity {
+        namespace: namespace.to_string(),
+        selector: selector.to_string(),
     }
 }
 
@@ -140,7 +149,8 @@ impl Provider for PromProvider {
         selector_text: &str,
     ) -> Result<Reading, ProviderError> {
         let (def, query) = self.resolve(metric, namespace, selector_text)?;
-        let items = self.cache.get(def.clone(), query).await?;
+        let id = identity(namespace, selector_text);
+        let items = self.cache.get(def.clone(), query, id).await?;
         Ok(Self::reading(&def, items))
     }
 }

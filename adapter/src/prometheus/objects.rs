@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::PollCache;
+use super::{Identity, PollCache};
 use crate::config::MetricsConfig;
 use crate::objects::ObjectKind;
 use crate::pods::PodCache;
@@ -54,6 +54,23 @@ async fn objects(
     }
 }
 
+/// The key's label: `<kind>/<name>` or `pods/*` with its selector, and the
+/// `metricLabelSelector` when given.
+fn identity(req: &ObjectRequest<'_>) -> Identity {
+    let target = match &req.target {
+        Target::Name(n) => format!("{}/{n}", req.kind.resource()),
+        Target::Selector(s) => format!("{}/*{{{s}}}", req.kind.resource()),
+    };
+    let selector = match req.metric_selector.trim() {
+        "" => target,
+        m => format!("{target} {m}"),
+    };
+    Identity {
+        namespace: req.namespace.to_string(),
+        selector,
+    }
+}
+
 pub(super) async fn read(
     config: &MetricsConfig,
     cache: &PollCache,
@@ -83,6 +100,7 @@ pub(super) async fn read(
         .get(
             def.clone(),
             def.render_template(template, req.namespace, &matchers),
+            identity(req),
         )
         .await?;
     let label = req.kind.label();
