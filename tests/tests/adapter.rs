@@ -709,13 +709,100 @@ fn self_metrics_count_requests_and_queries() {
         r#"gpuscale_adapter_request_duration_seconds_bucket{api="external",metric="tgi_queue_size",code="200",le="+Inf"}"#,
         r#"gpuscale_adapter_prometheus_queries_total{metric="tgi_queue_size",result="ok"}"#,
         r#"gpuscale_adapter_prometheus_query_duration_seconds_count{metric="tgi_queue_size"}"#,
-        r#"gpuscale_adapter_metric_value{metric="tgi_queue_size"} 5"#,
+        r#"gpuscale_adapter_metric_value{metric="tgi_queue_size",request_namespace="inference",selector="workload=tgi"} 5"#,
         r#"gpuscale_adapter_metric_age_seconds{metric="tgi_queue_size"}"#,
         "gpuscale_adapter_build_info{version=",
         "gpuscale_adapter_up 1",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
+}
+
+/// Two HPAs on `gpu_pressure` in two namespaces: two series, each with its
+/// own value, instead of one series alternating between them.
+#[test]
+fn metric_value_has_one_series_per_namespace_and_selector() {
+    let w = world();
+    assert_eq!(read("inference", "gpu_pressure", "workload=chat"), "825m");
+    assert_eq!(read("other", "gpu_pressure", "workload=chat"), "600m");
+    let text = w.adapter.self_metrics();
+    for (ns, v) in [("inference", "0.825"), ("other", "0.6")] {
+        let line = format!(
+            r#"gpuscale_adapter_metric_value{{metric="gpu_pressure",request_namespace="{ns}",selector="workload=chat"}} {v}"#
+        );
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
+/// A selector flood cannot grow the poll cache past `--max-cached-queries`:
+/// the key beyond gets a 503 Status (the HPA holds its replicas), the keys
+/// already held are still served, and the self-metrics count the refusal.
+/// Two keys over a budget of one query per second stretch the poll interval.
+#[test]
+fn a_full_poll_cache_refuses_new_keys_and_the_budget_stretches_polling() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let adapter = Adapter::start(
+        &[
+            "--dev".into(),
+            format!("--prometheus-url={}", prom::shared().url),
+            "--poll-interval=1s".into(),
+            "--max-cached-queries=2".into(),
+            "--prometheus-query-budget=1".into(),
+        ],
+        dir.path().join("cap.log"),
+    );
+    let get = |selector: &str| {
+        let (code, body) = client::curl(
+            &format!(
+                "{}{}",
+                adapter.url(),
+                value_path("inference", "gpu_pressure", selector)
+            ),
+            None,
+            &Identity::default(),
+            &[],
+        );
+        (
+            code,
+            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+        )
+    };
+    for selector in ["workload=chat", "workload=tts"] {
+        let (code, body) = get(selector);
+        assert_eq!(code, 200, "{selector}: {body}");
+    }
+    let (code, body) = get("pod in (chat-7d9f8b6c5-a1b2c)");
+    assert_status(code, &body, 503, "ServiceUnavailable");
+    let message = body["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("poll cache is full (2 keys, --max-cached-queries)"),
+        "{body}"
+    );
+    let (code, body) = get("workload=chat");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"][0]["value"], "825m", "{body}");
+    let text = adapter.self_metrics();
+    for needle in [
+        r#"gpuscale_adapter_cache_refusals_total{metric="gpu_pressure"} 1"#,
+        "gpuscale_adapter_cached_queries 2",
+        "gpuscale_adapter_max_cached_queries 2",
+    ] {
+        assert!(
+            text.lines().any(|l| l == needle),
+            "{needle} missing from:\n{text}"
+        );
+    }
+    // 2 keys at 1 query/s: every 2 s instead of every 1 s.
+    procs::eventually("the poll interval to stretch", || {
+        adapter
+            .self_metrics()
+            .lines()
+            .any(|l| l == "gpuscale_adapter_poll_interval_seconds 2")
+            .then_some(())
+    });
 }
 
 #[test]

@@ -292,14 +292,15 @@ pub fn exporter_exposition() -> String {
         ));
     }
     // chat-0 max(0.9, 0.4, 40/80) = 0.9; chat-1 max(0.3, 0.2, 60/80) = 0.75
-    // → average 0.825.
-    for (gpu, pod, util, dram, used) in [
-        ("0", CHAT_0, "0.9", "0.4", "40"),
-        ("1", CHAT_1, "0.3", "0.2", "60"),
+    // → average 0.825. `other`'s chat: max(0.6, 0.3, 20/80) = 0.6.
+    for (ns, gpu, pod, util, dram, used) in [
+        ("inference", "0", CHAT_0, "0.9", "0.4", "40"),
+        ("inference", "1", CHAT_1, "0.3", "0.2", "60"),
+        ("other", "3", CHAT_0, "0.6", "0.3", "20"),
     ] {
         let l = format!(
             "node=\"sim-node\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}\",{},container=\"vllm\"",
-            pod_labels("inference", pod, "chat", "Deployment")
+            pod_labels(ns, pod, "chat", "Deployment")
         );
         s.push_str(&format!("gpu_utilization_ratio{{{l}}} {util}\n"));
         s.push_str(&format!("gpu_dram_active_ratio{{{l}}} {dram}\n"));
