@@ -498,8 +498,8 @@ def autoscaling():
              v, tags=["autoscaling"])
     M = f'{C}, metric=~"$metric"'
     d.row("Metrics and targets")
-    d.ts("Metric value vs HPA target", "Value the adapter serves for each metric, against the target of the HPAs using it (kube-state-metrics).", [
-        {"expr": f'gpuscale_adapter_metric_value{{{M}}}', "legend": "{{metric}}"},
+    d.ts("Metric value vs HPA target", "Value the adapter serves for each metric, namespace and selector (one series per cached key), against the target of the HPAs using it (kube-state-metrics).", [
+        {"expr": f'gpuscale_adapter_metric_value{{{M}, request_namespace=~"$namespace"}}', "legend": "{{metric}} {{request_namespace}} {{selector}}"},
         {"expr": f'kube_horizontalpodautoscaler_spec_target_metric{{{C}, {NS}, metric_name=~"$metric"}}',
          "legend": "{{namespace}}/{{horizontalpodautoscaler}} target ({{metric_target_type}})"}], unit="none", w=12)
     d.ts("Replicas", "Current and desired replicas of the HPAs, with their bounds (kube-state-metrics).", [
@@ -509,6 +509,13 @@ def autoscaling():
         unit="none", w=12, decimals=0)
     d.ts("Metric age", "Age of the value the adapter serves (GPUScaleAdapterMetricStale fires above 120 s).", [
         {"expr": f'gpuscale_adapter_metric_age_seconds{{{M}}}', "legend": "{{metric}}"}], unit="s", w=12)
+    d.ts("Poll cache", "Keys the adapter polls against --max-cached-queries (new keys get 503 at the cap, GPUScaleAdapterPollCacheFull), and keys refused per second.", [
+        {"expr": f'gpuscale_adapter_cached_queries{{{C}}}', "legend": "{{instance}} keys"},
+        {"expr": f'gpuscale_adapter_max_cached_queries{{{C}}}', "legend": "{{instance}} max"},
+        {"expr": f'sum by (instance) (rate(gpuscale_adapter_cache_refusals_total{{{C}}}[$__rate_interval]))', "legend": "{{instance}} refused/s"}],
+        unit="none", w=12)
+    d.ts("Poll interval in use", "--poll-interval, stretched to keys / --prometheus-query-budget when longer; above a metric's freshness its values go stale.", [
+        {"expr": f'gpuscale_adapter_poll_interval_seconds{{{C}}}', "legend": "{{instance}}"}], unit="s", w=12)
     d.ts("Prometheus reads by result", "Adapter reads per second by result (ok, error, empty, nan, timeout).", [
         {"expr": f'sum by (metric, result) (rate(gpuscale_adapter_prometheus_queries_total{{{M}}}[$__rate_interval]))', "legend": "{{metric}} {{result}}"}],
         unit="reqps", w=12)
