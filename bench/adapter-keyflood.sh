@@ -7,19 +7,19 @@
 # 10 s after the flood, the queries per second Prometheus answered during
 # the flood and while only polling afterwards, the refusals (503) and the
 # poll interval in use; last, the bounded run's figures as ratios to the
-# unbounded one. Needs: prometheus (Debian package), wrk, curl.
+# unbounded one. Needs: prometheus (Debian package), curl (7.66 or later).
 #
-#   bench/adapter-keyflood.sh                       # 20000 selectors, 20 s flood
-#   SELECTORS=50000 FLOOD=30s bench/adapter-keyflood.sh
+#   bench/adapter-keyflood.sh                       # 20000 selectors, each asked twice
+#   SELECTORS=50000 ROUNDS=1 bench/adapter-keyflood.sh
 #   MAX_KEYS=5000 BUDGET=200 bench/adapter-keyflood.sh
-#   PROFILE=debug FLOOD=10s bench/adapter-keyflood.sh  # smoke run
+#   PROFILE=debug SELECTORS=4000 bench/adapter-keyflood.sh  # smoke run
 #
-# The adapter runs with --dev (no authentication: wrk cannot present client
-# certificates), which stands for one authorized caller.
+# The adapter runs with --dev (no authentication), which stands for one
+# authorized caller.
 set -euo pipefail
 
 SELECTORS=${SELECTORS:-20000}
-FLOOD=${FLOOD:-20s}
+ROUNDS=${ROUNDS:-2}
 CONNS=${CONNS:-8}
 POLL=${POLL:-5s}
 MAX_KEYS=${MAX_KEYS:-10000}
@@ -59,18 +59,14 @@ metrics:
     query: sum(bench_queue{${matchers}}) or vector(1)
 YAML
 
-# SELECTORS distinct selectors in one namespace; each connection starts at
-# its own offset and walks them all.
-cat >"$work/flood.lua" <<LUA
-local n = $SELECTORS
-local i = 0
-init = function(args) i = math.random(0, n - 1) end
-request = function()
-  i = (i + 1) % n
-  return wrk.format("GET", string.format(
-    "/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/bench_queue_depth?labelSelector=workload%%3Dw%d", i))
-end
-LUA
+# SELECTORS distinct selectors in one namespace, walked in order ROUNDS
+# times (as a caller retrying its refused keys would), CONNS at a time over
+# reused TLS connections.
+for _ in $(seq 1 "$ROUNDS"); do
+  for i in $(seq 0 $((SELECTORS - 1))); do
+    printf 'url = "/apis/external.metrics.k8s.io/v1beta1/namespaces/team-a/bench_queue_depth?labelSelector=workload%%3Dw%d"\noutput = "/dev/null"\n' "$i"
+  done
+done >"$work/flood.paths"
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # Instant queries Prometheus has answered.
@@ -120,7 +116,8 @@ run() {
   pids+=("$sampler")
   q0=$(prom_queries "$prom_port")
   t0=$(now)
-  wrk -t1 -c"$CONNS" -d"$FLOOD" -s "$work/flood.lua" "https://127.0.0.1:$api_port" >"$dir/wrk.txt"
+  sed "s|^url = \"|url = \"https://127.0.0.1:$api_port|" "$work/flood.paths" >"$dir/flood.cfg"
+  curl -sk --no-progress-meter --parallel --parallel-max "$CONNS" -K "$dir/flood.cfg" -w '%{http_code}\n' >"$dir/codes" || true
   q1=$(prom_queries "$prom_port")
   t1=$(now)
   sleep 10
@@ -132,23 +129,28 @@ run() {
   t3=$(now)
   kill "$sampler" 2>/dev/null || true
   peak=$(cat "$dir/peak")
-  local requests refused keys interval
-  requests=$(awk '/requests in/ {print $1}' "$dir/wrk.txt")
+  local requests refused keys interval secs codes results
+  results=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics" |
+    awk -F'result="' '/^gpuscale_adapter_prometheus_queries_total/ {split($2, a, "\""); split($0, v, " "); n[a[1]] += v[2]}
+      END {for (r in n) {printf "%s%s:%d", sep, r, n[r]; sep=","}}')
+  requests=$(wc -l <"$dir/codes")
+  codes=$(sort "$dir/codes" | uniq -c | awk '{printf "%s%s:%s", sep, $2, $1; sep=","}')
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", b - a}')
   refused=$(self_metric "$metrics_port" gpuscale_adapter_cache_refusals_total)
   keys=$(self_metric "$metrics_port" gpuscale_adapter_cached_queries)
   interval=$(self_metric "$metrics_port" gpuscale_adapter_poll_interval_seconds)
   local flood_qps poll_qps
   flood_qps=$(rate "$q0" "$q1" "$t0" "$t1")
   poll_qps=$(rate "$q2" "$q3" "$t2" "$t3")
-  printf '%-10s rss_before=%dMiB rss_peak=%dMiB rss_10s_after=%dMiB prom_qps_flood=%s prom_qps_polling=%s requests=%s refused=%s cached_keys=%s poll_interval=%ss\n' \
+  printf '%-10s rss_before=%dMiB rss_peak=%dMiB rss_10s_after=%dMiB prom_qps_flood=%s prom_qps_polling=%s requests=%s codes=%s flood=%ss refused=%s cached_keys=%s poll_interval=%ss query_results=%s\n' \
     "$name" $((before / 1024)) $((peak / 1024)) $((after / 1024)) "$flood_qps" "$poll_qps" \
-    "$requests" "$refused" "$keys" "$interval" | tee -a "$work/results"
+    "$requests" "$codes" "$secs" "$refused" "$keys" "$interval" "$results" | tee -a "$work/results"
   echo "$name $before $peak $after $flood_qps $poll_qps" >>"$work/raw"
   kill "$adapter" "$prom" 2>/dev/null || true
   wait "$adapter" "$prom" 2>/dev/null || true
 }
 
-echo "== $SELECTORS distinct selectors, $CONNS connections, flood $FLOOD, poll every $POLL, profile $PROFILE"
+echo "== $SELECTORS distinct selectors asked $ROUNDS times, $CONNS connections, poll every $POLL, profile $PROFILE"
 uptime
 run unbounded --max-cached-queries 10000000 --prometheus-query-budget 0
 run bounded --max-cached-queries "$MAX_KEYS" --prometheus-query-budget "$BUDGET"
