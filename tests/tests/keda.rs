@@ -228,6 +228,57 @@ fn nan_infinity_and_empty_results_are_unavailable_never_inactive() {
     }
 }
 
+/// A full poll cache (`--max-cached-queries`): a trigger on a new key is
+/// UNAVAILABLE (KEDA keeps the replicas), never `false`; the key already
+/// held still answers.
+#[test]
+fn a_full_poll_cache_is_unavailable_never_inactive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keda_port = procs::free_port();
+    let _adapter = Adapter::start(
+        &[
+            "--dev".into(),
+            format!(
+                "--config={}",
+                write(dir.path(), "metrics.yaml", CONFIG).display()
+            ),
+            format!("--prometheus-url={}", prom::shared().url),
+            "--max-cached-queries=1".into(),
+            format!("--keda-listen=127.0.0.1:{keda_port}"),
+        ],
+        dir.path().join("adapter.log"),
+    );
+    let keda = KedaClient {
+        port: keda_port,
+        ca: None,
+        cert: None,
+    };
+    // Held: a real 0, inactive. New: tgi_waiting, which would read 5.
+    let held = so("idle", &trigger("jobs_waiting", "", &[]));
+    let new = so(
+        "inference",
+        &trigger("tgi_waiting", "", &[("activationThreshold", "1")]),
+    );
+    let out = keda.calls(&[
+        ("IsActive", held.clone()),
+        ("IsActive", new.clone()),
+        ("GetMetrics", new),
+        ("IsActive", held),
+    ]);
+    assert_eq!(out[0]["ok"]["result"], false, "{out:?}");
+    for r in &out[1..3] {
+        assert_eq!(code(r), "UNAVAILABLE", "{r}");
+        assert!(
+            r["details"]
+                .as_str()
+                .unwrap_or("")
+                .contains("poll cache is full"),
+            "{r}"
+        );
+    }
+    assert_eq!(out[3]["ok"]["result"], false, "{out:?}");
+}
+
 #[test]
 fn bad_triggers_are_invalid_argument_naming_the_key() {
     let w = world();
