@@ -283,6 +283,12 @@ async fn a_full_cache_refuses_new_keys_and_keeps_serving_the_old() {
         matches!(&err, ProviderError::Unavailable(m) if m.contains("poll cache is full (2 keys, --max-cached-queries)")),
         "{err:?}"
     );
+    // KEDA and the scale-to-zero controller read the refusal as unknown,
+    // never as idle.
+    assert!(matches!(
+        gpuscale_adapter::activation::classify(Err(err.clone()), 0.0),
+        Ok(gpuscale_adapter::activation::Activity::Unknown(_))
+    ));
     // No query was run for the refused key; the old keys are still served.
     assert_eq!(f.queries.load(Ordering::SeqCst), 2);
     assert_eq!(c.get(d, "q{a}".into(), id()).await.unwrap()[0].value, 3.0);
