@@ -13,10 +13,11 @@ fn duration(s: &str) -> Result<Duration, String> {
 }
 
 fn budget(s: &str) -> Result<f64, String> {
+    let min = crate::prometheus::cache::MIN_BUDGET;
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if v == 0.0 || (v.is_finite() && v >= min) => Ok(v),
         _ => Err(format!(
-            "invalid query budget {s:?} (queries per second, a number >= 0; 0 turns the budget off)"
+            "invalid query budget {s:?} (queries per second, at least {min}; 0 turns the budget off)"
         )),
     }
 }

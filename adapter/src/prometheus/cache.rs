@@ -25,6 +25,9 @@ use crate::config::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
 use crate::selfmetrics::{CacheReport, KeyValue, SelfMetrics};
 
+/// The smallest query budget (queries per second) other than 0 (off).
+pub const MIN_BUDGET: f64 = 0.1;
+
 /// Poller settings.
 #[derive(Debug, Clone)]
 pub struct CacheSettings {
@@ -297,7 +300,9 @@ impl PollCache {
         if budget <= 0.0 || !budget.is_finite() {
             return (poll, spread.max(Duration::from_micros(50)));
         }
-        let floor = Duration::from_secs_f64(1.0 / budget);
+        // The CLI asks for at least MIN_BUDGET; clamped here too so the
+        // period cannot overflow.
+        let floor = Duration::from_secs_f64(1.0 / budget.max(MIN_BUDGET));
         (
             poll.max(floor.mul_f64(n)),
             spread.max(floor).max(Duration::from_micros(50)),
@@ -311,7 +316,13 @@ impl PollCache {
             return;
         }
         let mut pace = tokio::time::interval(spacing);
-        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Under a budget a late start never makes up for lost time (that
+        // would exceed the budget); without one the round catches up.
+        pace.set_missed_tick_behavior(if self.settings.query_budget > 0.0 {
+            tokio::time::MissedTickBehavior::Delay
+        } else {
+            tokio::time::MissedTickBehavior::Burst
+        });
         let permits = Arc::new(Semaphore::new(self.settings.refresh_concurrency.max(1)));
         let mut running = JoinSet::new();
         for e in due {
