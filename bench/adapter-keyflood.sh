@@ -15,7 +15,8 @@
 #   PROFILE=debug SELECTORS=4000 bench/adapter-keyflood.sh  # smoke run
 #
 # The adapter runs with --dev (no authentication), which stands for one
-# authorized caller.
+# authorized caller. BUILD=0 uses the binary already built instead of
+# running cargo first.
 set -euo pipefail
 
 SELECTORS=${SELECTORS:-20000}
@@ -39,10 +40,12 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-if [ "$PROFILE" = release ]; then
-  (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
-else
-  (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
+if [ "${BUILD:-1}" != 0 ]; then
+  if [ "$PROFILE" = release ]; then
+    (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
+  else
+    (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
+  fi
 fi
 bin="$root/target/$PROFILE/gpuscale-adapter"
 
