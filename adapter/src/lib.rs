@@ -18,6 +18,7 @@ pub mod conn;
 pub mod join;
 pub mod keda;
 pub mod logging;
+pub mod metric_def;
 pub mod objects;
 pub mod pods;
 pub mod presets;

@@ -17,7 +17,7 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::client::{PromClient, QueryError};
-use crate::config::{EmptyPolicy, MetricDef};
+use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
 use crate::selfmetrics::SelfMetrics;
 
