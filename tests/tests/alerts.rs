@@ -400,8 +400,7 @@ fn the_e2e_scenario_is_valid() {
 #[test]
 fn adapter_metric_names_match_the_adapter_docs() {
     let path = repo_root().join("docs/adapter.md");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for name in stack::ADAPTER_METRICS {
         assert!(
             text.contains(name),
