@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use super::client::{PromClient, QueryError};
 use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
-use crate::selfmetrics::SelfMetrics;
+use crate::selfmetrics::{QueryResult, SelfMetrics};
 
 /// Poller settings.
 #[derive(Debug, Clone)]
@@ -145,7 +145,7 @@ impl PollCache {
         let name = &e.def.name;
         let now = unix_now();
         let mut st = lock(&e.state);
-        let outcome: &'static str = match res {
+        let outcome = match res {
             Ok(series) if series.is_empty() => match e.def.empty {
                 EmptyPolicy::Zero => {
                     st.good = Some(Good {
@@ -158,14 +158,14 @@ impl PollCache {
                     });
                     st.error = None;
                     self.metrics.value(name, 0.0);
-                    "empty"
+                    QueryResult::Empty
                 }
                 EmptyPolicy::Error => {
                     st.good = None;
                     st.error = Some(format!(
                         "metric {name}: the query returned no series (empty results are errors for this metric)"
                     ));
-                    "empty"
+                    QueryResult::Empty
                 }
             },
             Ok(series) if series.iter().any(|s| !s.value.is_finite()) => {
@@ -173,7 +173,7 @@ impl PollCache {
                 st.error = Some(format!(
                     "metric {name}: the query returned a NaN or infinite value"
                 ));
-                "nan"
+                QueryResult::Nan
             }
             Ok(series) => {
                 let sum = series.iter().map(|s| s.value).sum();
@@ -190,15 +190,15 @@ impl PollCache {
                     at: Instant::now(),
                 });
                 st.error = None;
-                "ok"
+                QueryResult::Ok
             }
             Err(err) => {
                 tracing::warn!(metric = %name, error = %err, "prometheus query failed");
                 st.error = Some(format!("metric {name}: {err}"));
                 if matches!(err, QueryError::Timeout(_)) {
-                    "timeout"
+                    QueryResult::Timeout
                 } else {
-                    "error"
+                    QueryResult::Error
                 }
             }
         };
