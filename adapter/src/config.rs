@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use yaml_serde::Value;
 
@@ -233,7 +232,7 @@ fn parse_metrics(
                     Some("zero") => def.empty = EmptyPolicy::Zero,
                     _ => issues.push(issue(&at(key), "expected `error` or `zero`")),
                 },
-                "freshness" | "window" => match text().as_deref().map(parse_duration) {
+                "freshness" | "window" => match text().as_deref().map(crate::duration::parse) {
                     Some(Some(d)) if !d.is_zero() => {
                         if key == "window" {
                             def.window = d;
@@ -354,20 +353,6 @@ fn check_template(t: &str, at: &str, issues: &mut Vec<Issue>) {
     }
 }
 
-/// `500ms`, `30s`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: u64 = num.parse().ok()?;
-    match unit {
-        "ms" => Some(Duration::from_millis(n)),
-        "s" => Some(Duration::from_secs(n)),
-        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
-        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
-        _ => None,
-    }
-}
-
 /// One problem in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
@@ -396,6 +381,8 @@ pub enum ConfigError {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -502,13 +489,5 @@ mod tests {
                 "metrics[1].query"
             ]
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("5"), None);
-        assert_eq!(parse_duration("s"), None);
     }
 }

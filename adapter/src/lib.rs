@@ -15,6 +15,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod duration;
 pub mod join;
 pub mod keda;
 pub mod logging;

@@ -194,7 +194,10 @@ fn query_results_are_the_documented_label_values() {
         .iter()
         .find(|r| r[0] == "gpuscale_adapter_prometheus_queries_total")
         .expect("the queries family is documented");
-    let values = row[3].split("`result` is").nth(1).expect("the result values");
+    let values = row[3]
+        .split("`result` is")
+        .nth(1)
+        .expect("the result values");
     let documented: Vec<&str> = values.split('`').skip(1).step_by(2).collect();
     let mut code: Vec<&str> = QueryResult::ALL.iter().map(|r| r.label()).collect();
     let mut sorted = documented.clone();
