@@ -145,7 +145,11 @@ fn parse_source(v: &Value) -> Option<PodMetadata> {
 }
 
 fn source_issue(at: &str) -> Issue {
-    issue(at, format!("expected one of {:?}", PodMetadata::NAMES))
+    issue(at, source_message())
+}
+
+fn source_message() -> String {
+    format!("expected one of {:?}", PodMetadata::NAMES)
 }
 
 fn parse_presets(
@@ -186,13 +190,53 @@ fn parse_metrics(
         return;
     };
     for (i, item) in seq.iter().enumerate() {
-        let at = |k: &str| format!("metrics[{i}].{k}");
-        let Value::Mapping(m) = item else {
-            issues.push(issue(&format!("metrics[{i}]"), "expected a mapping"));
-            continue;
-        };
         let before = issues.len();
-        let mut def = MetricDef {
+        if let Some(def) = parse_metric(i, item, source, issues)
+            && issues.len() == before
+        {
+            out.push(def);
+        }
+    }
+}
+
+/// One entry under `metrics`; `None` when it is not even a mapping.
+fn parse_metric(
+    i: usize,
+    item: &Value,
+    source: PodMetadata,
+    issues: &mut Vec<Issue>,
+) -> Option<MetricDef> {
+    let at = |k: &str| format!("metrics[{i}].{k}");
+    let Value::Mapping(m) = item else {
+        issues.push(issue(&format!("metrics[{i}]"), "expected a mapping"));
+        return None;
+    };
+    let mut entry = Entry::new(source);
+    for (k, v) in m {
+        let key = k.as_str().unwrap_or("?");
+        if let Err(message) = entry.set(key, v, &at(key), issues) {
+            issues.push(issue(&at(key), message));
+        }
+    }
+    if !entry.has_name {
+        issues.push(issue(&at("name"), "missing"));
+    }
+    if !entry.has_query && entry.def.objects.is_empty() {
+        issues.push(issue(&at("query"), "missing (or give `objects`)"));
+    }
+    Some(entry.def)
+}
+
+/// A `metrics` entry as read so far.
+struct Entry {
+    def: MetricDef,
+    has_name: bool,
+    has_query: bool,
+}
+
+impl Entry {
+    fn new(source: PodMetadata) -> Self {
+        let def = MetricDef {
             name: String::new(),
             query: String::new(),
             empty: EmptyPolicy::Error,
@@ -203,80 +247,67 @@ fn parse_metrics(
             objects: BTreeMap::new(),
             pod_metadata: source,
         };
-        let mut has_name = false;
-        let mut has_query = false;
-        for (k, v) in m {
-            let key = k.as_str().unwrap_or("?");
-            let text = || v.as_str().map(str::to_string);
-            match key {
-                "name" => match text() {
-                    Some(s) if valid_name(&s) => {
-                        def.name = s;
-                        has_name = true;
-                    }
-                    _ => issues.push(issue(
-                        &at(key),
-                        "expected a name of [a-zA-Z0-9_.-], 1-253 characters",
-                    )),
-                },
-                "query" => match text() {
-                    Some(s) => {
-                        check_template(&s, &at(key), issues);
-                        def.query = s;
-                        has_query = true;
-                    }
-                    None => issues.push(issue(&at(key), "expected a PromQL template string")),
-                },
-                "empty" => match text().as_deref() {
-                    Some("error") => def.empty = EmptyPolicy::Error,
-                    Some("zero") => def.empty = EmptyPolicy::Zero,
-                    _ => issues.push(issue(&at(key), "expected `error` or `zero`")),
-                },
-                "freshness" | "window" => match text().as_deref().map(crate::duration::parse) {
-                    Some(Some(d)) if !d.is_zero() => {
-                        if key == "window" {
-                            def.window = d;
-                        } else {
-                            def.freshness = d;
-                        }
-                    }
-                    _ => issues.push(issue(
-                        &at(key),
-                        "expected a duration such as 500ms, 30s, 2m, 1h",
-                    )),
-                },
-                "activation" => match v.as_f64().filter(|a| a.is_finite()) {
-                    Some(a) => def.activation = a,
-                    None => issues.push(issue(
-                        &at(key),
-                        "expected a number (active when the value is above it)",
-                    )),
-                },
-                "description" => match text() {
-                    Some(s) => def.description = s,
-                    None => issues.push(issue(&at(key), "expected a string")),
-                },
-                "objects" => parse_objects(v, &at(key), &mut def.objects, issues),
-                "pod_metadata" => match parse_source(v) {
-                    Some(s) => def.pod_metadata = s,
-                    None => issues.push(source_issue(&at(key))),
-                },
-                other => issues.push(issue(
-                    &at(other),
-                    format!("unknown key (expected one of {METRIC_KEYS:?})"),
-                )),
-            }
-        }
-        if !has_name {
-            issues.push(issue(&at("name"), "missing"));
-        }
-        if !has_query && def.objects.is_empty() {
-            issues.push(issue(&at("query"), "missing (or give `objects`)"));
-        }
-        if issues.len() == before {
-            out.push(def);
+        Self {
+            def,
+            has_name: false,
+            has_query: false,
         }
     }
+
+    /// Read one key at `at`; `Err` is what is wrong with its value (template
+    /// and object problems go to `issues` directly, there may be several).
+    fn set(
+        &mut self,
+        key: &str,
+        v: &Value,
+        at: &str,
+        issues: &mut Vec<Issue>,
+    ) -> Result<(), String> {
+        let text = || v.as_str().map(str::to_string);
+        let d = &mut self.def;
+        match key {
+            "name" => {
+                d.name = text()
+                    .filter(|s| valid_name(s))
+                    .ok_or("expected a name of [a-zA-Z0-9_.-], 1-253 characters")?;
+                self.has_name = true;
+            }
+            "query" => {
+                let s = text().ok_or("expected a PromQL template string")?;
+                check_template(&s, at, issues);
+                d.query = s;
+                self.has_query = true;
+            }
+            "empty" => {
+                d.empty = match text().as_deref() {
+                    Some("error") => EmptyPolicy::Error,
+                    Some("zero") => EmptyPolicy::Zero,
+                    _ => return Err("expected `error` or `zero`".into()),
+                }
+            }
+            "freshness" => d.freshness = duration(v)?,
+            "window" => d.window = duration(v)?,
+            "activation" => {
+                d.activation = v
+                    .as_f64()
+                    .filter(|a| a.is_finite())
+                    .ok_or("expected a number (active when the value is above it)")?;
+            }
+            "description" => d.description = text().ok_or("expected a string")?,
+            "objects" => parse_objects(v, at, &mut d.objects, issues),
+            "pod_metadata" => d.pod_metadata = parse_source(v).ok_or_else(source_message)?,
+            _ => return Err(format!("unknown key (expected one of {METRIC_KEYS:?})")),
+        }
+        Ok(())
+    }
+}
+
+/// `freshness` and `window`: a duration above zero.
+fn duration(v: &Value) -> Result<std::time::Duration, String> {
+    v.as_str()
+        .and_then(crate::duration::parse)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "expected a duration such as 500ms, 30s, 2m, 1h".into())
 }
 
 /// `objects: {pods: <template>, services: <template>}`.
