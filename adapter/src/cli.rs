@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 fn duration(s: &str) -> Result<Duration, String> {
-    crate::config::parse_duration(s)
+    crate::duration::parse(s)
         .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
 }
 

@@ -4,14 +4,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use yaml_serde::Value;
 
-use crate::join::{Matchers, PodMetadata};
+use crate::join::PodMetadata;
+use crate::metric_def::{
+    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_WINDOW, EmptyPolicy, MetricDef,
+};
 use crate::objects::ObjectKind;
 use crate::presets;
-use crate::selector::{Requirement, SelectorError};
 
 /// Top-level keys of the config file.
 pub const TOP_KEYS: &[&str] = &["presets", "metrics", "pod_metadata"];
@@ -35,70 +36,6 @@ pub const PLACEHOLDERS: &[&str] = &[
     "pods",
     "namespace",
 ];
-
-/// What an empty Prometheus result means for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EmptyPolicy {
-    /// No series matched: an error (503), never a number. The default.
-    Error,
-    /// No series matched: the value is 0 (for counters that are truly zero).
-    Zero,
-}
-
-/// One served metric.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricDef {
-    pub name: String,
-    pub query: String,
-    pub empty: EmptyPolicy,
-    pub freshness: Duration,
-    pub window: Duration,
-    pub description: String,
-    /// Active (0→1) when the value is above this; see [`crate::activation`].
-    pub activation: f64,
-    /// Per-object queries served on `custom.metrics.k8s.io`, by kind; each
-    /// keeps the kind's object label (`sum by (namespace, pod) (…)`).
-    pub objects: BTreeMap<ObjectKind, String>,
-    /// Source of `${pods}`.
-    pub pod_metadata: PodMetadata,
-}
-
-impl MetricDef {
-    /// Served on `external.metrics.k8s.io` (a definition may be custom only).
-    pub fn external(&self) -> bool {
-        !self.query.is_empty()
-    }
-
-    /// Fill the template for one request (placeholders in
-    /// [`PLACEHOLDERS`], see [`Matchers`]); every matcher list starts with
-    /// the namespace.
-    pub fn render(&self, namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
-        let m = Matchers::new(namespace, reqs, self.pod_metadata)?;
-        Ok(crate::join::fill(&self.query, |name| {
-            m.get(name, namespace).map(str::to_owned)
-        }))
-    }
-
-    /// Fill another template of this metric (a per-object one): `${matchers}`
-    /// gets `matchers` (namespace matcher first), `${namespace}` the
-    /// (validated) namespace.
-    pub fn render_template(&self, template: &str, namespace: &str, matchers: &str) -> String {
-        template
-            .replace("${matchers}", matchers)
-            .replace("${namespace}", namespace)
-    }
-
-    /// Whether the template joins on pod metadata.
-    pub fn joins(&self) -> bool {
-        self.query.contains("${pods}") || self.query.contains("${pod_matchers}")
-    }
-}
-
-/// Defaults for keys left out of an entry.
-pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(30);
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
-/// Active when the value is above 0.
-pub const DEFAULT_ACTIVATION: f64 = 0.0;
 
 /// The served metrics, looked up case-insensitively.
 #[derive(Debug, Clone)]
@@ -208,7 +145,11 @@ fn parse_source(v: &Value) -> Option<PodMetadata> {
 }
 
 fn source_issue(at: &str) -> Issue {
-    issue(at, format!("expected one of {:?}", PodMetadata::NAMES))
+    issue(at, source_message())
+}
+
+fn source_message() -> String {
+    format!("expected one of {:?}", PodMetadata::NAMES)
 }
 
 fn parse_presets(
@@ -249,13 +190,53 @@ fn parse_metrics(
         return;
     };
     for (i, item) in seq.iter().enumerate() {
-        let at = |k: &str| format!("metrics[{i}].{k}");
-        let Value::Mapping(m) = item else {
-            issues.push(issue(&format!("metrics[{i}]"), "expected a mapping"));
-            continue;
-        };
         let before = issues.len();
-        let mut def = MetricDef {
+        if let Some(def) = parse_metric(i, item, source, issues)
+            && issues.len() == before
+        {
+            out.push(def);
+        }
+    }
+}
+
+/// One entry under `metrics`; `None` when it is not even a mapping.
+fn parse_metric(
+    i: usize,
+    item: &Value,
+    source: PodMetadata,
+    issues: &mut Vec<Issue>,
+) -> Option<MetricDef> {
+    let at = |k: &str| format!("metrics[{i}].{k}");
+    let Value::Mapping(m) = item else {
+        issues.push(issue(&format!("metrics[{i}]"), "expected a mapping"));
+        return None;
+    };
+    let mut entry = Entry::new(source);
+    for (k, v) in m {
+        let key = k.as_str().unwrap_or("?");
+        if let Err(message) = entry.set(key, v, &at(key), issues) {
+            issues.push(issue(&at(key), message));
+        }
+    }
+    if !entry.has_name {
+        issues.push(issue(&at("name"), "missing"));
+    }
+    if !entry.has_query && entry.def.objects.is_empty() {
+        issues.push(issue(&at("query"), "missing (or give `objects`)"));
+    }
+    Some(entry.def)
+}
+
+/// A `metrics` entry as read so far.
+struct Entry {
+    def: MetricDef,
+    has_name: bool,
+    has_query: bool,
+}
+
+impl Entry {
+    fn new(source: PodMetadata) -> Self {
+        let def = MetricDef {
             name: String::new(),
             query: String::new(),
             empty: EmptyPolicy::Error,
@@ -266,80 +247,67 @@ fn parse_metrics(
             objects: BTreeMap::new(),
             pod_metadata: source,
         };
-        let mut has_name = false;
-        let mut has_query = false;
-        for (k, v) in m {
-            let key = k.as_str().unwrap_or("?");
-            let text = || v.as_str().map(str::to_string);
-            match key {
-                "name" => match text() {
-                    Some(s) if valid_name(&s) => {
-                        def.name = s;
-                        has_name = true;
-                    }
-                    _ => issues.push(issue(
-                        &at(key),
-                        "expected a name of [a-zA-Z0-9_.-], 1-253 characters",
-                    )),
-                },
-                "query" => match text() {
-                    Some(s) => {
-                        check_template(&s, &at(key), issues);
-                        def.query = s;
-                        has_query = true;
-                    }
-                    None => issues.push(issue(&at(key), "expected a PromQL template string")),
-                },
-                "empty" => match text().as_deref() {
-                    Some("error") => def.empty = EmptyPolicy::Error,
-                    Some("zero") => def.empty = EmptyPolicy::Zero,
-                    _ => issues.push(issue(&at(key), "expected `error` or `zero`")),
-                },
-                "freshness" | "window" => match text().as_deref().map(parse_duration) {
-                    Some(Some(d)) if !d.is_zero() => {
-                        if key == "window" {
-                            def.window = d;
-                        } else {
-                            def.freshness = d;
-                        }
-                    }
-                    _ => issues.push(issue(
-                        &at(key),
-                        "expected a duration such as 500ms, 30s, 2m, 1h",
-                    )),
-                },
-                "activation" => match v.as_f64().filter(|a| a.is_finite()) {
-                    Some(a) => def.activation = a,
-                    None => issues.push(issue(
-                        &at(key),
-                        "expected a number (active when the value is above it)",
-                    )),
-                },
-                "description" => match text() {
-                    Some(s) => def.description = s,
-                    None => issues.push(issue(&at(key), "expected a string")),
-                },
-                "objects" => parse_objects(v, &at(key), &mut def.objects, issues),
-                "pod_metadata" => match parse_source(v) {
-                    Some(s) => def.pod_metadata = s,
-                    None => issues.push(source_issue(&at(key))),
-                },
-                other => issues.push(issue(
-                    &at(other),
-                    format!("unknown key (expected one of {METRIC_KEYS:?})"),
-                )),
-            }
-        }
-        if !has_name {
-            issues.push(issue(&at("name"), "missing"));
-        }
-        if !has_query && def.objects.is_empty() {
-            issues.push(issue(&at("query"), "missing (or give `objects`)"));
-        }
-        if issues.len() == before {
-            out.push(def);
+        Self {
+            def,
+            has_name: false,
+            has_query: false,
         }
     }
+
+    /// Read one key at `at`; `Err` is what is wrong with its value (template
+    /// and object problems go to `issues` directly, there may be several).
+    fn set(
+        &mut self,
+        key: &str,
+        v: &Value,
+        at: &str,
+        issues: &mut Vec<Issue>,
+    ) -> Result<(), String> {
+        let text = || v.as_str().map(str::to_string);
+        let d = &mut self.def;
+        match key {
+            "name" => {
+                d.name = text()
+                    .filter(|s| valid_name(s))
+                    .ok_or("expected a name of [a-zA-Z0-9_.-], 1-253 characters")?;
+                self.has_name = true;
+            }
+            "query" => {
+                let s = text().ok_or("expected a PromQL template string")?;
+                check_template(&s, at, issues);
+                d.query = s;
+                self.has_query = true;
+            }
+            "empty" => {
+                d.empty = match text().as_deref() {
+                    Some("error") => EmptyPolicy::Error,
+                    Some("zero") => EmptyPolicy::Zero,
+                    _ => return Err("expected `error` or `zero`".into()),
+                }
+            }
+            "freshness" => d.freshness = duration(v)?,
+            "window" => d.window = duration(v)?,
+            "activation" => {
+                d.activation = v
+                    .as_f64()
+                    .filter(|a| a.is_finite())
+                    .ok_or("expected a number (active when the value is above it)")?;
+            }
+            "description" => d.description = text().ok_or("expected a string")?,
+            "objects" => parse_objects(v, at, &mut d.objects, issues),
+            "pod_metadata" => d.pod_metadata = parse_source(v).ok_or_else(source_message)?,
+            _ => return Err(format!("unknown key (expected one of {METRIC_KEYS:?})")),
+        }
+        Ok(())
+    }
+}
+
+/// `freshness` and `window`: a duration above zero.
+fn duration(v: &Value) -> Result<std::time::Duration, String> {
+    v.as_str()
+        .and_then(crate::duration::parse)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "expected a duration such as 500ms, 30s, 2m, 1h".into())
 }
 
 /// `objects: {pods: <template>, services: <template>}`.
@@ -416,20 +384,6 @@ fn check_template(t: &str, at: &str, issues: &mut Vec<Issue>) {
     }
 }
 
-/// `500ms`, `30s`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: u64 = num.parse().ok()?;
-    match unit {
-        "ms" => Some(Duration::from_millis(n)),
-        "s" => Some(Duration::from_secs(n)),
-        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
-        "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
-        _ => None,
-    }
-}
-
 /// One problem in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
@@ -458,6 +412,8 @@ pub enum ConfigError {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -564,13 +520,5 @@ mod tests {
                 "metrics[1].query"
             ]
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("5"), None);
-        assert_eq!(parse_duration("s"), None);
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::config::{EmptyPolicy, MetricDef};
 use crate::join::PodMetadata;
+use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::objects::ObjectKind;
 
 /// Names of the presets, in documentation order.
@@ -51,7 +51,7 @@ fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
         freshness: Duration::from_secs(30),
         window: Duration::from_secs(window),
         description: description.into(),
-        activation: crate::config::DEFAULT_ACTIVATION,
+        activation: crate::metric_def::DEFAULT_ACTIVATION,
         pod_metadata: PodMetadata::default(),
     }
 }

@@ -79,7 +79,7 @@ impl Histogram {
 #[derive(Default)]
 struct Inner {
     requests: BTreeMap<(&'static str, String, u16), (u64, Histogram)>,
-    queries: BTreeMap<(String, &'static str), u64>,
+    queries: BTreeMap<(String, QueryResult), u64>,
     query_durations: BTreeMap<String, Histogram>,
     refusals: BTreeMap<String, u64>,
     keda_requests: BTreeMap<(&'static str, &'static str), u64>,
@@ -110,8 +110,38 @@ pub struct CacheReport {
     pub poll_interval_secs: f64,
 }
 
-/// Result label values of `gpuscale_adapter_prometheus_queries_total`.
-pub const QUERY_RESULTS: &[&str] = &["ok", "error", "empty", "nan", "timeout"];
+/// The `result` label of `gpuscale_adapter_prometheus_queries_total`: how
+/// one Prometheus query ended (variants in label order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QueryResult {
+    /// No series (an error or 0, as the metric's `empty` says).
+    Empty,
+    Error,
+    /// A NaN or infinite value, never served.
+    Nan,
+    Ok,
+    Timeout,
+}
+
+impl QueryResult {
+    pub const ALL: [Self; 5] = [Self::Empty, Self::Error, Self::Nan, Self::Ok, Self::Timeout];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Empty => "empty",
+            Self::Error => "error",
+            Self::Nan => "nan",
+            Self::Ok => "ok",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+impl std::fmt::Display for QueryResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
 
 /// Counters, histograms and gauges of the adapter.
 #[derive(Default)]
@@ -140,8 +170,8 @@ impl SelfMetrics {
         });
     }
 
-    /// One Prometheus query and its outcome (one of [`QUERY_RESULTS`]).
-    pub fn query(&self, metric: &str, result: &'static str, took: Duration) {
+    /// One Prometheus query and how it ended.
+    pub fn query(&self, metric: &str, result: QueryResult, took: Duration) {
         self.with(|i| {
             *i.queries.entry((metric.to_string(), result)).or_default() += 1;
             i.query_durations

@@ -9,7 +9,7 @@ use clap::CommandFactory as _;
 use gpuscale_adapter::cli::Args;
 use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, PLACEHOLDERS, TOP_KEYS};
 use gpuscale_adapter::presets;
-use gpuscale_adapter::selfmetrics::FAMILIES;
+use gpuscale_adapter::selfmetrics::{FAMILIES, QueryResult};
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/adapter.md");
@@ -185,4 +185,23 @@ fn the_join_table_names_each_presets_server_series() {
             .collect();
         assert_eq!(documented, series, "server series of {}", r[0]);
     }
+}
+
+#[test]
+fn query_results_are_the_documented_label_values() {
+    let rows = rows(&section(&doc(), "Self-metrics"));
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "gpuscale_adapter_prometheus_queries_total")
+        .expect("the queries family is documented");
+    let values = row[3]
+        .split("`result` is")
+        .nth(1)
+        .expect("the result values");
+    let documented: Vec<&str> = values.split('`').skip(1).step_by(2).collect();
+    let mut code: Vec<&str> = QueryResult::ALL.iter().map(|r| r.label()).collect();
+    let mut sorted = documented.clone();
+    sorted.sort_unstable();
+    code.sort_unstable();
+    assert_eq!(sorted, code, "{}", row[3]);
 }

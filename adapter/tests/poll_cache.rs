@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpuscale_adapter::config::{EmptyPolicy, MetricDef};
+use gpuscale_adapter::metric_def::{EmptyPolicy, MetricDef};
 use gpuscale_adapter::prometheus::{
     CacheSettings, ClientSettings, Identity, PollCache, PromClient,
 };

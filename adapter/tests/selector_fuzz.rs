@@ -121,6 +121,13 @@ fn requirement() -> impl Strategy<Value = Requirement> {
     ]
 }
 
+/// Selector text that parses often enough to reach the translation: valid
+/// requirements, some of them replaced by attack strings.
+fn selector_shaped() -> impl Strategy<Value = String> {
+    let part = prop_oneof![3 => requirement().prop_map(|r| render(&r)), 1 => evil_string()];
+    prop::collection::vec(part, 1..6).prop_map(|parts| parts.join(","))
+}
+
 fn render(r: &Requirement) -> String {
     match r {
         Requirement::Equals(k, v) => format!("{k}={v}"),
@@ -146,8 +153,7 @@ proptest! {
 
     /// Fuzz: selector-shaped text full of PromQL metacharacters.
     #[test]
-    fn selector_shaped_attacks_are_refused_or_safe(parts in prop::collection::vec(evil_string(), 1..6), ns in "[a-z]{1,8}") {
-        let text = parts.join(",");
+    fn selector_shaped_attacks_are_refused_or_safe(text in selector_shaped(), ns in "[a-z]{1,8}") {
         if let Ok(m) = translate(&ns, &text) {
             assert_safe(&ns, &m);
         }
@@ -173,8 +179,7 @@ proptest! {
     /// either pod metadata source: the selector only ever lands inside
     /// `{...}`, and every `{...}` is a flat matcher list, namespace first.
     #[test]
-    fn presets_keep_their_structure(parts in prop::collection::vec(evil_string(), 1..4)) {
-        let text = parts.join(",");
+    fn presets_keep_their_structure(text in selector_shaped()) {
         let Ok(reqs) = parse(&text) else { return Ok(()) };
         let config = MetricsConfig::presets();
         for name in presets::NAMES {
@@ -248,8 +253,8 @@ proptest! {
     /// path), the matchers stay a flat list, the namespace first, and each
     /// name matches only itself.
     #[test]
-    fn object_matchers_are_safe(parts in prop::collection::vec(evil_string(), 1..4), names in prop::collection::vec(evil_string().prop_filter("non-empty", |s| !s.is_empty()), 1..4)) {
-        let Ok(mut m) = translate("inference", &parts.join(",")) else { return Ok(()) };
+    fn object_matchers_are_safe(text in selector_shaped(), names in prop::collection::vec(evil_string().prop_filter("non-empty", |s| !s.is_empty()), 1..4)) {
+        let Ok(mut m) = translate("inference", &text) else { return Ok(()) };
         m.push(',');
         m.push_str(&names_matcher("pod", &names));
         assert_safe("inference", &m);
@@ -268,8 +273,8 @@ proptest! {
     /// parses back to the same requirements (what the pod-list cache keys on
     /// and what the Kubernetes API receives).
     #[test]
-    fn pod_selectors_are_refused_or_canonical(parts in prop::collection::vec(evil_string(), 1..6)) {
-        if let Ok(r) = parse_kube(&parts.join(",")) {
+    fn pod_selectors_are_refused_or_canonical(text in selector_shaped()) {
+        if let Ok(r) = parse_kube(&text) {
             prop_assert_eq!(parse_kube(&to_text(&r)).expect("canonical text parses"), r);
         }
     }
@@ -331,4 +336,32 @@ fn known_attacks() {
         assert!(translate("inference", bad).is_err(), "{bad:?} accepted");
     }
     assert!(translate("kube-system\"}", "").is_err());
+}
+
+/// The attack properties above prove something only for inputs that get
+/// through the parser: a meaningful share of what they generate must, and
+/// some must not (the attack strings are there).
+#[test]
+fn attack_inputs_often_reach_the_translation() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let n = 1000;
+    let texts: Vec<String> = (0..n)
+        .map(|_| {
+            let tree = selector_shaped().new_tree(&mut runner);
+            tree.expect("generate").current()
+        })
+        .collect();
+    let share = |accepts: &dyn Fn(&str) -> bool| texts.iter().filter(|t| accepts(t)).count();
+    for (what, accepted) in [
+        ("translate", share(&|t| translate("inference", t).is_ok())),
+        ("parse_kube", share(&|t| parse_kube(t).is_ok())),
+    ] {
+        eprintln!("{what}: {accepted} of {n} accepted");
+        assert!(
+            (n * 30 / 100..n * 95 / 100).contains(&accepted),
+            "{what}: {accepted} of {n} generated selectors accepted (want 30-95 %)"
+        );
+    }
 }

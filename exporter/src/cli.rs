@@ -160,33 +160,9 @@ impl Cli {
     }
 }
 
-/// Parses `250ms`, `5s`, `1.5s`, `2m`, `1h`.
+/// `--collect-interval` and the connection timeouts: 100ms to 1h.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => s.split_at(i),
-        None => return Err(format!("'{s}' has no unit; write e.g. 5s or 500ms")),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration; write e.g. 5s or 500ms"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit '{other}' in '{s}'; use ms, s, m or h"
-            ));
-        }
-    };
-    if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
-        return Err(format!(
-            "'{s}' is out of range: the interval must be between 100ms and 1h"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    crate::duration::parse(s, Duration::from_millis(100), Duration::from_secs(3600))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod backoff;
 pub mod cli;
 pub mod collect;
 pub mod collectors;
+pub mod duration;
 pub mod logging;
 pub mod metrics;
 pub mod nvml;

@@ -345,19 +345,49 @@ fn the_response_has_the_shape_the_hpa_reads() {
     assert!(item["metricLabels"].is_object());
 }
 
+/// An External metric target, as the HPA spec spells it.
+enum Target {
+    Value(f64),
+    AverageValue(f64),
+}
+
+/// The HPA's desired replicas for an External metric (Kubernetes'
+/// replica calculator): `Value` scales the ready pods by value / target
+/// unless within the 0.1 tolerance; `AverageValue` is ⌈value / target⌉,
+/// with the same tolerance against the current replicas.
+fn hpa_desired(value: f64, target: Target, ready: u32) -> u32 {
+    let (ratio, desired) = match target {
+        Target::Value(t) => (value / t, (value / t * f64::from(ready)).ceil()),
+        Target::AverageValue(t) => (value / (t * f64::from(ready)), (value / t).ceil()),
+    };
+    if (ratio - 1.0).abs() <= 0.1 {
+        return ready;
+    }
+    desired as u32
+}
+
 /// docs/adapter.md works this example through: 7 requests waiting over 2
-/// ready pods.
+/// ready pods. The bold figures there are the adapter's value and what the
+/// HPA's arithmetic makes of it for each target.
 #[test]
 fn hpa_arithmetic_worked_example() {
     let v = read("inference", "vllm_queue_depth", "workload=chat");
     let value: f64 = v.parse().expect("a whole number");
-    assert_eq!(value, 7.0);
-    // `Value` target 5 with 2 ready pods: ratio 1.4 > 1.1 → ceil(1.4 × 2) = 3.
-    let ratio = value / 5.0;
-    assert!((ratio - 1.0).abs() > 0.1);
-    assert_eq!((ratio * 2.0).ceil(), 3.0);
-    // `AverageValue` target 2: ceil(7 / 2) = 4.
-    assert_eq!((value / 2.0).ceil(), 4.0);
+    let docs = std::fs::read_to_string(gpuscale_e2e::bins::repo_root().join("docs/adapter.md"))
+        .expect("docs/adapter.md");
+    let section = docs
+        .split("## HPA arithmetic, worked through")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("the worked example in docs/adapter.md");
+    let bold: Vec<&str> = section.split("**").skip(1).step_by(2).collect();
+    let computed = [
+        v.clone(),
+        hpa_desired(value, Target::Value(5.0), 2).to_string(),
+        hpa_desired(value, Target::AverageValue(2.0), 2).to_string(),
+    ];
+    assert_eq!(bold, computed, "docs/adapter.md's worked example");
+    assert_eq!(computed, ["7", "3", "4"]);
 }
 
 /// An HPA with `minReplicas: 0` (Kubernetes 1.37+): the namespace has no

@@ -125,42 +125,11 @@ impl<P: Provider> Api<P> {
         if matches!(r, Route::Health) {
             return status::text(StatusCode::OK, "ok");
         }
-        if let Some(sec) = &self.security {
-            let attrs = match &r {
-                Route::Value { namespace, metric } => Attributes::Resource {
-                    group: GROUP,
-                    version: VERSION,
-                    namespace: namespace.to_string(),
-                    resource: metric.to_ascii_lowercase(),
-                    name: String::new(),
-                    verb: "list".into(),
-                },
-                Route::Custom(c) => custom::attributes(c).unwrap_or(Attributes::NonResource {
-                    path: uri.path().to_string(),
-                    verb: "get".into(),
-                }),
-                _ => Attributes::NonResource {
-                    path: uri.path().to_string(),
-                    verb: "get".into(),
-                },
-            };
-            let checked = match sec.authn.authenticate(certs, headers).await {
-                Ok(user) => sec.authz.authorize(&user, &attrs).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = checked {
-                let code = match &e {
-                    AuthError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-                    AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
-                    AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                };
-                tracing::debug!(path = uri.path(), error = %e, "request refused");
-                let msg = match &e {
-                    AuthError::Unauthorized(_) => "Unauthorized".to_string(),
-                    other => other.to_string(),
-                };
-                return status::status(code, &msg);
-            }
+        if let Some(sec) = &self.security
+            && let Err(e) = check_access(sec, certs, headers, &attributes(&r, uri)).await
+        {
+            tracing::debug!(path = uri.path(), error = %e, "request refused");
+            return refused(&e);
         }
         if method != Method::GET && method != Method::HEAD {
             return status::status(
@@ -178,23 +147,7 @@ impl<P: Provider> Api<P> {
                 StatusCode::OK,
                 &discovery::resource_list(&self.provider.metric_names()),
             ),
-            Route::Value { namespace, metric } => {
-                let selector = match label_selector(uri.query().unwrap_or("")) {
-                    Ok(s) => s,
-                    Err(msg) => return status::status(StatusCode::BAD_REQUEST, &msg),
-                };
-                match self.provider.get(metric, namespace, &selector).await {
-                    Ok(reading) => render(&reading),
-                    Err(e) => {
-                        let code = match &e {
-                            ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
-                            ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
-                            ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                        };
-                        status::status(code, &e.to_string())
-                    }
-                }
-            }
+            Route::Value { namespace, metric } => self.value(namespace, metric, uri).await,
             Route::Custom(c) => custom::handle(&self.provider, c, uri.query().unwrap_or("")).await,
             Route::NotFound => status::status(
                 StatusCode::NOT_FOUND,
@@ -205,6 +158,73 @@ impl<P: Provider> Api<P> {
             ),
         }
     }
+
+    /// One external metric's value for the request's selector.
+    async fn value(&self, namespace: &str, metric: &str, uri: &Uri) -> Response<Full<Bytes>> {
+        let selector = match label_selector(uri.query().unwrap_or("")) {
+            Ok(s) => s,
+            Err(msg) => return status::status(StatusCode::BAD_REQUEST, &msg),
+        };
+        match self.provider.get(metric, namespace, &selector).await {
+            Ok(reading) => render(&reading),
+            Err(e) => {
+                let code = match &e {
+                    ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
+                    ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                    ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                status::status(code, &e.to_string())
+            }
+        }
+    }
+}
+
+/// What the SubjectAccessReview asks about a request: `list` on the metric
+/// for an external value (as Kubernetes' request-info resolver names that
+/// path, and what the HPA's role grants), the custom API's own attributes,
+/// and a non-resource `get` for discovery and anything else.
+fn attributes(r: &Route<'_>, uri: &Uri) -> Attributes {
+    let discovery = || Attributes::NonResource {
+        path: uri.path().to_string(),
+        verb: "get".into(),
+    };
+    match r {
+        Route::Value { namespace, metric } => Attributes::Resource {
+            group: GROUP,
+            version: VERSION,
+            namespace: namespace.to_string(),
+            resource: metric.to_ascii_lowercase(),
+            name: String::new(),
+            verb: "list".into(),
+        },
+        Route::Custom(c) => custom::attributes(c).unwrap_or_else(discovery),
+        _ => discovery(),
+    }
+}
+
+/// Who is asking, and may they.
+async fn check_access(
+    sec: &Security,
+    certs: &[CertificateDer<'static>],
+    headers: &HeaderMap,
+    attrs: &Attributes,
+) -> Result<(), AuthError> {
+    let user = sec.authn.authenticate(certs, headers).await?;
+    sec.authz.authorize(&user, attrs).await
+}
+
+/// The `Status` of a refused request (a 401 says no more than Kubernetes').
+fn refused(e: &AuthError) -> Response<Full<Bytes>> {
+    let code = match e {
+        AuthError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+        AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
+        AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let msg = match e {
+        AuthError::Unauthorized(_) => "Unauthorized".to_string(),
+        other => other.to_string(),
+    };
+    status::status(code, &msg)
 }
 
 /// Render an `ExternalMetricValueList`; a value that is not a finite number

@@ -9,21 +9,8 @@ use http::HeaderMap;
 use rustls_pki_types::CertificateDer;
 
 use super::kube::KubeAuthApi;
-use super::sources::SharedSources;
+use super::sources::{RequestHeaderConfig, SharedSources};
 use super::{AuthError, User, x509};
-use crate::tls::ChainVerifier;
-
-/// Trust in `X-Remote-*` headers, given only to certificates that chain to
-/// the request-header CA and carry an allowed common name.
-#[derive(Debug, Clone)]
-pub struct RequestHeaderConfig {
-    pub verifier: ChainVerifier,
-    /// Allowed common names; empty allows any name signed by the CA.
-    pub allowed_names: Vec<String>,
-    pub username_headers: Vec<String>,
-    pub group_headers: Vec<String>,
-    pub extra_prefixes: Vec<String>,
-}
 
 /// Authenticates requests.
 pub struct Authenticator {

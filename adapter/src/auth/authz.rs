@@ -5,28 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::kube::KubeAuthApi;
-use super::{AuthError, User};
+use super::{Attributes, AuthError, Review, User};
 
-/// What a request does.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Attributes {
-    /// `verb` on `resource` (an external metric, or `<kind>/<metric>` of a
-    /// custom one) of `group`/`version` in `namespace`; `name` is the object
-    /// (empty for a list).
-    Resource {
-        group: &'static str,
-        version: &'static str,
-        namespace: String,
-        resource: String,
-        name: String,
-        verb: String,
-    },
-    /// A discovery path.
-    NonResource { path: String, verb: String },
+/// A cached review and when it was made.
+struct Decision {
+    at: Instant,
+    review: Review,
 }
-
-/// A cached review: when, allowed, reason.
-type Decision = (Instant, bool, String);
 
 /// Authorizes through SubjectAccessReview.
 pub struct Authorizer {
@@ -39,6 +24,10 @@ pub struct Authorizer {
 /// Members of this group are allowed without a review, as in Kubernetes'
 /// delegated authorization.
 pub const PRIVILEGED_GROUP: &str = "system:masters";
+
+/// Reviews kept at most; past this the cache starts over (a flood of
+/// distinct users cannot grow it without bound).
+const MAX_CACHED: usize = 10_000;
 
 impl Authorizer {
     pub fn new(kube: Arc<KubeAuthApi>, allowed_ttl: Duration, denied_ttl: Duration) -> Self {
@@ -55,57 +44,72 @@ impl Authorizer {
             return Ok(());
         }
         let key = (user.clone(), attrs.clone());
-        let cached = {
-            let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            c.get(&key).and_then(|(at, ok, reason)| {
-                let ttl = if *ok {
-                    self.allowed_ttl
-                } else {
-                    self.denied_ttl
-                };
-                (at.elapsed() < ttl).then(|| (*ok, reason.clone()))
-            })
+        let review = match self.cached(&key) {
+            Some(review) => review,
+            None => self.review(key).await?,
         };
-        let (ok, reason) = match cached {
-            Some(v) => v,
-            None => {
-                let v = self.kube.access_review(user, attrs).await.map_err(|e| {
-                    tracing::warn!(error = %e, "SubjectAccessReview failed");
-                    AuthError::Unavailable("SubjectAccessReview failed".into())
-                })?;
-                let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                if c.len() > 10_000 {
-                    c.clear();
-                }
-                c.insert(key, (Instant::now(), v.0, v.1.clone()));
-                v
-            }
-        };
-        if ok {
-            return Ok(());
+        match review {
+            Review::Allowed => Ok(()),
+            Review::Denied { reason } => Err(forbidden(user, attrs, &reason)),
         }
-        let what = match attrs {
-            Attributes::Resource {
-                group,
-                namespace,
-                resource,
-                verb,
-                ..
-            } => format!(
-                "{resource}.{group} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {namespace:?}",
-                user.name,
-            ),
-            Attributes::NonResource { path, verb } => {
-                format!(
-                    "forbidden: User {:?} cannot {verb} path {path:?}",
-                    user.name
-                )
-            }
-        };
-        Err(AuthError::Forbidden(if reason.is_empty() {
-            what
-        } else {
-            format!("{what}: {reason}")
-        }))
     }
+
+    /// A review still within its TTL (allowed and denied ones have their own).
+    fn cached(&self, key: &(User, Attributes)) -> Option<Review> {
+        let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let d = c.get(key)?;
+        let ttl = match d.review {
+            Review::Allowed => self.allowed_ttl,
+            Review::Denied { .. } => self.denied_ttl,
+        };
+        (d.at.elapsed() < ttl).then(|| d.review.clone())
+    }
+
+    /// Ask the Kubernetes API and remember the answer.
+    async fn review(&self, key: (User, Attributes)) -> Result<Review, AuthError> {
+        let review = self.kube.access_review(&key.0, &key.1).await.map_err(|e| {
+            tracing::warn!(error = %e, "SubjectAccessReview failed");
+            AuthError::Unavailable("SubjectAccessReview failed".into())
+        })?;
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() > MAX_CACHED {
+            c.clear();
+        }
+        let at = Instant::now();
+        c.insert(
+            key,
+            Decision {
+                at,
+                review: review.clone(),
+            },
+        );
+        Ok(review)
+    }
+}
+
+/// The 403 message Kubernetes itself gives, with the authorizer's reason.
+fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> AuthError {
+    let what = match attrs {
+        Attributes::Resource {
+            group,
+            namespace,
+            resource,
+            verb,
+            ..
+        } => format!(
+            "{resource}.{group} is forbidden: User {:?} cannot {verb} resource {resource:?} in API group {group:?} in the namespace {namespace:?}",
+            user.name,
+        ),
+        Attributes::NonResource { path, verb } => {
+            format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}",
+                user.name
+            )
+        }
+    };
+    AuthError::Forbidden(if reason.is_empty() {
+        what
+    } else {
+        format!("{what}: {reason}")
+    })
 }

@@ -13,8 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 
-use super::User;
-use super::authz::Attributes;
+use super::{Attributes, Review, User};
 
 /// A failed call to the Kubernetes API.
 #[derive(Debug, thiserror::Error)]
@@ -112,12 +111,12 @@ impl KubeAuthApi {
         }))
     }
 
-    /// Ask whether `user` may do `attrs`: (allowed, reason).
+    /// Ask whether `user` may do `attrs`.
     pub async fn access_review(
         &self,
         user: &User,
         attrs: &Attributes,
-    ) -> Result<(bool, String), KubeError> {
+    ) -> Result<Review, KubeError> {
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let (resource_attributes, non_resource_attributes) = match attrs {
             Attributes::Resource {
@@ -160,7 +159,11 @@ impl KubeAuthApi {
         };
         let out = api.create(&PostParams::default(), &review).await?;
         let status = out.status.unwrap_or_default();
-        let reason = status.reason.unwrap_or_default();
-        Ok((status.allowed && status.denied != Some(true), reason))
+        if status.allowed && status.denied != Some(true) {
+            return Ok(Review::Allowed);
+        }
+        Ok(Review::Denied {
+            reason: status.reason.unwrap_or_default(),
+        })
     }
 }

@@ -13,10 +13,10 @@ pub mod x509;
 
 use std::collections::BTreeMap;
 
-pub use authn::{Authenticator, RequestHeaderConfig};
-pub use authz::{Attributes, Authorizer};
+pub use authn::Authenticator;
+pub use authz::Authorizer;
 pub use kube::KubeAuthApi;
-pub use sources::{CertSources, SharedSources, SourceFlags};
+pub use sources::{CertSources, RequestHeaderConfig, SharedSources, SourceFlags};
 
 /// An authenticated user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -25,6 +25,35 @@ pub struct User {
     pub uid: String,
     pub groups: Vec<String>,
     pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// What a request does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Attributes {
+    /// `verb` on `resource` (an external metric, or `<kind>/<metric>` of a
+    /// custom one) of `group`/`version` in `namespace`; `name` is the object
+    /// (empty for a list).
+    Resource {
+        group: &'static str,
+        version: &'static str,
+        namespace: String,
+        resource: String,
+        name: String,
+        verb: String,
+    },
+    /// A discovery path.
+    NonResource { path: String, verb: String },
+}
+
+/// What a SubjectAccessReview answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Review {
+    Allowed,
+    /// Not allowed (denied, or no authorizer had an opinion), with the
+    /// authorizer's reason (may be empty).
+    Denied {
+        reason: String,
+    },
 }
 
 /// Why a request is refused.

@@ -10,9 +10,20 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::authn::RequestHeaderConfig;
 use super::kube::KubeAuthApi;
 use crate::tls::{self, ChainVerifier, TlsError};
+
+/// Trust in `X-Remote-*` headers, given only to certificates that chain to
+/// the request-header CA and carry an allowed common name.
+#[derive(Debug, Clone)]
+pub struct RequestHeaderConfig {
+    pub verifier: ChainVerifier,
+    /// Allowed common names; empty allows any name signed by the CA.
+    pub allowed_names: Vec<String>,
+    pub username_headers: Vec<String>,
+    pub group_headers: Vec<String>,
+    pub extra_prefixes: Vec<String>,
+}
 
 /// The trust currently in force.
 #[derive(Debug, Clone, Default)]

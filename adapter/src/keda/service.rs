@@ -18,7 +18,7 @@ use super::proto::{
 };
 use super::trigger::Trigger;
 use crate::activation::{self, Activity};
-use crate::config::MetricDef;
+use crate::metric_def::MetricDef;
 use crate::prometheus::PromProvider;
 use crate::provider::{Provider, ProviderError, Reading};
 use crate::selfmetrics::SelfMetrics;

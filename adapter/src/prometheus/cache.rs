@@ -21,9 +21,9 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::client::{PromClient, QueryError};
-use crate::config::{EmptyPolicy, MetricDef};
+use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
-use crate::selfmetrics::{CacheReport, KeyValue, SelfMetrics};
+use crate::selfmetrics::{CacheReport, KeyValue, QueryResult, SelfMetrics};
 
 /// The smallest query budget (queries per second) other than 0 (off).
 pub const MIN_BUDGET: f64 = 0.1;
@@ -203,7 +203,7 @@ impl PollCache {
         let name = &e.def.name;
         let now = unix_now();
         let mut st = lock(&e.state);
-        let outcome: &'static str = match res {
+        let outcome = match res {
             Ok(series) if series.is_empty() => match e.def.empty {
                 EmptyPolicy::Zero => {
                     st.good = Some(Good {
@@ -215,14 +215,14 @@ impl PollCache {
                         at: Instant::now(),
                     });
                     st.error = None;
-                    "empty"
+                    QueryResult::Empty
                 }
                 EmptyPolicy::Error => {
                     st.good = None;
                     st.error = Some(format!(
                         "metric {name}: the query returned no series (empty results are errors for this metric)"
                     ));
-                    "empty"
+                    QueryResult::Empty
                 }
             },
             Ok(series) if series.iter().any(|s| !s.value.is_finite()) => {
@@ -230,7 +230,7 @@ impl PollCache {
                 st.error = Some(format!(
                     "metric {name}: the query returned a NaN or infinite value"
                 ));
-                "nan"
+                QueryResult::Nan
             }
             Ok(series) => {
                 st.good = Some(Good {
@@ -245,15 +245,15 @@ impl PollCache {
                     at: Instant::now(),
                 });
                 st.error = None;
-                "ok"
+                QueryResult::Ok
             }
             Err(err) => {
                 tracing::warn!(metric = %name, error = %err, "prometheus query failed");
                 st.error = Some(format!("metric {name}: {err}"));
                 if matches!(err, QueryError::Timeout(_)) {
-                    "timeout"
+                    QueryResult::Timeout
                 } else {
-                    "error"
+                    QueryResult::Error
                 }
             }
         };

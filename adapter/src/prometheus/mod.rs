@@ -7,7 +7,8 @@ mod objects;
 
 use std::sync::Arc;
 
-use crate::config::{MetricDef, MetricsConfig};
+use crate::config::MetricsConfig;
+use crate::metric_def::MetricDef;
 use crate::objects::ObjectKind;
 use crate::pods::PodCache;
 use crate::provider::{

@@ -20,7 +20,7 @@ use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rule
 use super::lease::Leadership;
 use super::report::{PolicyReport, Report};
 use super::target::{self, Kinds, TargetError};
-use crate::config::parse_duration;
+use crate::duration::parse as parse_duration;
 use crate::provider::{Provider, ProviderError};
 
 /// Controller settings.

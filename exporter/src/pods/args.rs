@@ -155,27 +155,9 @@ fn parse_price_file(path: &str) -> Result<PriceFile, String> {
     Ok(PriceFile(map))
 }
 
-/// `10s`, `250ms`, `1m`, `1.5s`; at least 10 ms.
+/// `--pod-refresh-interval`: 10ms to 24h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a duration like 10s, 500ms or 1m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" | "" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    if !(0.01..=86_400.0).contains(&secs) {
-        return Err(format!("{s:?}: must be between 10ms and 24h"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    crate::duration::parse(s, Duration::from_millis(10), Duration::from_secs(86_400))
 }
 
 /// A DRA driver name is a DNS subdomain (`gpu.nvidia.com`).

@@ -1,0 +1,73 @@
+//! One served metric as the rest of the adapter sees it, whether it came
+//! from a config file or a preset.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::join::{Matchers, PodMetadata};
+use crate::objects::ObjectKind;
+use crate::selector::{Requirement, SelectorError};
+
+/// What an empty Prometheus result means for a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyPolicy {
+    /// No series matched: an error (503), never a number. The default.
+    Error,
+    /// No series matched: the value is 0 (for counters that are truly zero).
+    Zero,
+}
+
+/// One served metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDef {
+    pub name: String,
+    pub query: String,
+    pub empty: EmptyPolicy,
+    pub freshness: Duration,
+    pub window: Duration,
+    pub description: String,
+    /// Active (0→1) when the value is above this; see [`crate::activation`].
+    pub activation: f64,
+    /// Per-object queries served on `custom.metrics.k8s.io`, by kind; each
+    /// keeps the kind's object label (`sum by (namespace, pod) (…)`).
+    pub objects: BTreeMap<ObjectKind, String>,
+    /// Source of `${pods}`.
+    pub pod_metadata: PodMetadata,
+}
+
+impl MetricDef {
+    /// Served on `external.metrics.k8s.io` (a definition may be custom only).
+    pub fn external(&self) -> bool {
+        !self.query.is_empty()
+    }
+
+    /// Fill the template for one request (placeholders in
+    /// [`crate::config::PLACEHOLDERS`], see [`Matchers`]); every matcher list starts with
+    /// the namespace.
+    pub fn render(&self, namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
+        let m = Matchers::new(namespace, reqs, self.pod_metadata)?;
+        Ok(crate::join::fill(&self.query, |name| {
+            m.get(name, namespace).map(str::to_owned)
+        }))
+    }
+
+    /// Fill another template of this metric (a per-object one): `${matchers}`
+    /// gets `matchers` (namespace matcher first), `${namespace}` the
+    /// (validated) namespace.
+    pub fn render_template(&self, template: &str, namespace: &str, matchers: &str) -> String {
+        template
+            .replace("${matchers}", matchers)
+            .replace("${namespace}", namespace)
+    }
+
+    /// Whether the template joins on pod metadata.
+    pub fn joins(&self) -> bool {
+        self.query.contains("${pods}") || self.query.contains("${pod_matchers}")
+    }
+}
+
+/// Defaults for keys left out of an entry.
+pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(30);
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+/// Active when the value is above 0.
+pub const DEFAULT_ACTIVATION: f64 = 0.0;
