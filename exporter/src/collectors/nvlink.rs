@@ -8,13 +8,42 @@ use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
 };
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
 
 pub struct NvLinks {
     pub per_link: bool,
 }
+
+pub const SPEC: Spec = Spec {
+    name: "nvlink",
+    families: &[&TX, &RX, &ERROR_COUNT],
+    build: |_, setup| {
+        Box::new(NvLinks {
+            per_link: setup.options.nvlink_per_link,
+        })
+    },
+};
+
+const TX: Desc = Desc::counter(
+    "gpu_nvlink_transmit_bytes_total",
+    "NVLink data bytes transmitted (per link with --nvlink-per-link, else summed over links).",
+    "bytes",
+    &["link"],
+);
+const RX: Desc = Desc::counter(
+    "gpu_nvlink_receive_bytes_total",
+    "NVLink data bytes received (per link with --nvlink-per-link, else summed over links).",
+    "bytes",
+    &["link"],
+);
+const ERROR_COUNT: Desc = Desc::counter(
+    "gpu_nvlink_errors_total",
+    "NVLink data-link errors by type (per link with --nvlink-per-link, else summed over links).",
+    "",
+    &["link", "type"],
+);
 
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
@@ -27,23 +56,10 @@ const ERRORS: [(ErrorCounter, &str); 4] = [
 ];
 
 impl<'n> Collector<'n> for NvLinks {
-    fn name(&self) -> &'static str {
-        "nvlink"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut tx = Family::counter(
-            "gpu_nvlink_transmit_bytes_total",
-            "NVLink data bytes transmitted (per link with --nvlink-per-link, else summed over links).",
-        );
-        let mut rx = Family::counter(
-            "gpu_nvlink_receive_bytes_total",
-            "NVLink data bytes received (per link with --nvlink-per-link, else summed over links).",
-        );
-        let mut errors = Family::counter(
-            "gpu_nvlink_errors_total",
-            "NVLink data-link errors by type (per link with --nvlink-per-link, else summed over links).",
-        );
+        let mut tx = Family::of(&TX);
+        let mut rx = Family::of(&RX);
+        let mut errors = Family::of(&ERROR_COUNT);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             let mut links = Vec::new();

@@ -8,8 +8,33 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family, ProcRef, ProcessUsage, Subject};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family, ProcRef, ProcessUsage, Subject};
+
+pub const SPEC: Spec = Spec {
+    name: "processes",
+    families: &[&MEMORY, &SM, &MEMORY_UTIL],
+    build: |_, _| Box::new(Processes::default()),
+};
+
+const MEMORY: Desc = Desc::gauge(
+    "gpu_process_memory_used_bytes",
+    "Device memory used by the process.",
+    "bytes",
+    &[],
+);
+const SM: Desc = Desc::gauge(
+    "gpu_process_sm_utilization_ratio",
+    "Fraction of time the process had a kernel on the SMs, averaged over the samples since the last collection.",
+    "ratio",
+    &[],
+);
+const MEMORY_UTIL: Desc = Desc::gauge(
+    "gpu_process_memory_utilization_ratio",
+    "Fraction of time the process read or wrote device memory.",
+    "ratio",
+    &[],
+);
 
 #[derive(Default)]
 pub struct Processes {
@@ -17,30 +42,11 @@ pub struct Processes {
     last_seen: HashMap<u32, u64>,
 }
 
-impl Processes {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
 impl<'n> Collector<'n> for Processes {
-    fn name(&self) -> &'static str {
-        "processes"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut mem = Family::gauge(
-            "gpu_process_memory_used_bytes",
-            "Device memory used by the process.",
-        );
-        let mut sm = Family::gauge(
-            "gpu_process_sm_utilization_ratio",
-            "Fraction of time the process had a kernel on the SMs, averaged over the samples since the last collection.",
-        );
-        let mut mem_util = Family::gauge(
-            "gpu_process_memory_utilization_ratio",
-            "Fraction of time the process read or wrote device memory.",
-        );
+        let mut mem = Family::of(&MEMORY);
+        let mut sm = Family::of(&SM);
+        let mut mem_util = Family::of(&MEMORY_UTIL);
         for gpu in cx.gpus {
             let i = gpu.id.index;
             // Processes per MIG instance where the GPU is partitioned, else per GPU.
