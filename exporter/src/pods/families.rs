@@ -73,7 +73,7 @@ pub const PODS: Desc = Desc::gauge(
 );
 pub const REFRESH_DURATION: Desc = Desc::gauge(
     "gpuscale_exporter_pod_refresh_duration_seconds",
-    "Duration of the last kubelet pod-resources refresh (List + GetAllocatableResources).",
+    "Duration of the last kubelet pod-resources refresh (List).",
     "seconds",
     &[],
 );

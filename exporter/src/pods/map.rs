@@ -57,8 +57,6 @@ pub struct PodMap {
     pub holdings: Vec<Holding>,
     /// Pod UID → metadata (non-terminal pods).
     pub pods: HashMap<String, Arc<PodMeta>>,
-    /// Allocatable replicas per device UUID.
-    pub replicas: HashMap<String, u32>,
     /// Devices attributed to pods, per allocation path.
     pub attributed: BTreeMap<Via, u64>,
     /// Claimed devices without a UUID, by reason (see [`DRA_UNMAPPED`]).
@@ -221,7 +219,6 @@ impl PodMap {
             owners,
             holdings,
             pods,
-            replicas: kubelet.replicas.clone(),
             attributed,
             dra_unmapped,
         }
@@ -407,7 +404,6 @@ mod tests {
                 claim("p2", "y", "gpu-7", "gpu.nvidia.com"),
             ],
             other_driver_devices: 2,
-            ..KubeletSnapshot::default()
         };
         let view = MetaView {
             synced: true,
