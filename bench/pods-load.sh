@@ -82,7 +82,7 @@ run() {
   echo "series: $(curl -s "http://$addr/metrics" | grep -vc '^#')  bytes: $(curl -s "http://$addr/metrics" | wc -c)"
   if [ "$label" = pods ]; then
     echo "pods mapped: $(metric gpuscale_exporter_pods)  allocations: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{')  through claims: $(curl -s "http://$addr/metrics" | grep -c '^gpu_pod_allocation{.*allocation="dra"')"
-    echo "kubelet refresh (List + GetAllocatableResources): $(metric gpuscale_exporter_pod_refresh_duration_seconds) s"
+    echo "kubelet refresh (List): $(metric gpuscale_exporter_pod_refresh_duration_seconds) s"
     echo "pod join per collection: $(metric gpuscale_exporter_pod_join_duration_seconds) s"
   fi
   echo "collection (collectors only): $(metric gpuscale_exporter_collection_duration_seconds) s"

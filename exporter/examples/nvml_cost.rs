@@ -38,6 +38,14 @@ fn ok_vec<T>(r: Result<Vec<T>, NvmlError>) -> Result<Vec<T>, String> {
 }
 
 fn calls<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
+    let mut all = utilization_and_power(d);
+    all.extend(thermal_and_clocks(d));
+    all.extend(pcie_errors_and_processes(d));
+    all
+}
+
+/// Utilization, memory, power and energy.
+fn utilization_and_power<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
     vec![
         (
             "nvmlDeviceGetUtilizationRates",
@@ -71,6 +79,12 @@ fn calls<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
                 ],
             ),
         ),
+    ]
+}
+
+/// Temperatures, fans, clocks and throttling.
+fn thermal_and_clocks<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
+    vec![
         (
             "nvmlDeviceGetTemperature",
             Box::new(|| ok(d.temperature(TemperatureSensor::Gpu))),
@@ -118,6 +132,12 @@ fn calls<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
                 ],
             ),
         ),
+    ]
+}
+
+/// Performance state, PCIe, ECC, processes, MIG and GPM.
+fn pcie_errors_and_processes<'a>(d: &'a Device<'a>) -> Vec<Call<'a>> {
+    vec![
         (
             "nvmlDeviceGetPerformanceState",
             Box::new(|| ok(d.performance_state())),

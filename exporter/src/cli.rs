@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::collectors::NAMES;
+use crate::collectors;
 use crate::metrics::dcgm::{Exposition, Options};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,11 +61,11 @@ pub struct Cli {
     pub simulator_lib: Option<PathBuf>,
 
     /// Collectors to run, comma-separated.
-    #[arg(long, env = "GPUSCALE_COLLECTORS", value_delimiter = ',', default_values_t = NAMES.iter().map(|s| s.to_string()).collect::<Vec<_>>(), value_parser = clap::builder::PossibleValuesParser::new(NAMES))]
+    #[arg(long, env = "GPUSCALE_COLLECTORS", value_delimiter = ',', default_values_t = collectors::names().map(str::to_string).collect::<Vec<_>>(), value_parser = clap::builder::PossibleValuesParser::new(collectors::names()))]
     pub collectors: Vec<String>,
 
     /// Collectors to switch off, comma-separated (applied after --collectors).
-    #[arg(long, env = "GPUSCALE_DISABLE_COLLECTORS", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(NAMES))]
+    #[arg(long, env = "GPUSCALE_DISABLE_COLLECTORS", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(collectors::names()))]
     pub disable_collectors: Vec<String>,
 
     /// One NVLink traffic series per link (18 per H100) instead of one per GPU.

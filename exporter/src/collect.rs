@@ -3,25 +3,27 @@
 //! Runs on its own thread: NVML calls block.
 
 use crate::backoff::Backoff;
+use crate::clock::{sleep_unless_stopped, unix_now};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 use tracing::{error, info, warn};
 
-use crate::collectors::{self, Ctx, Gpu, MigDev, xid::XidLog};
+use crate::collectors::xid::{self, XidLog};
+use crate::collectors::{self, Ctx, Gpu, MigDev, Running, Setup};
 use crate::metrics::dcgm::{self, Exposition};
 use crate::metrics::encode::{self, Format};
 use crate::metrics::{Collected, DeviceRef, Family, MigRef, NoPods, PodLookup, Subject};
 use crate::nvml::Reader;
 use crate::nvml::library::LibSource;
 use crate::nvml::raw;
-use crate::selfmetrics::{self, GpuState, LoopStats};
+use crate::selfmetrics::{self, CollectorRun, GpuHealth, GpuState, LoopStats};
 use crate::snapshot::{Snapshot, Store};
 
 /// The pod join: given a cycle's GPU data, who holds what, plus the
@@ -56,34 +58,60 @@ struct Loop {
     stop: Arc<AtomicBool>,
     reader: Reader,
     stats: LoopStats,
-    xids: XidLog,
+    setup: Setup,
+    /// Whether GPM samples GPUs that support it (and so reports their PCIe rates).
+    gpm_on: bool,
+    xid_on: bool,
     uuids: HashMap<u32, Arc<str>>,
-    /// What does not change while the driver is loaded, read once per GPU:
-    /// architecture and GPM support.
-    traits: HashMap<Arc<str>, (Option<DeviceArchitecture>, bool)>,
+    traits: HashMap<Arc<str>, Traits>,
+}
+
+/// What does not change while the driver is loaded, read once per GPU.
+#[derive(Debug, Clone)]
+struct Traits {
+    arch: Option<DeviceArchitecture>,
+    gpm_supported: bool,
+}
+
+/// The GPUs and MIG instances that answer now, and every GPU's state.
+#[derive(Default)]
+struct Discovery<'n> {
+    gpus: Vec<Gpu<'n>>,
+    migs: Vec<MigDev<'n>>,
+    states: BTreeMap<u32, GpuState>,
 }
 
 impl Loop {
     fn new(cfg: Config, store: Arc<Store>, join: Option<Join>, stop: Arc<AtomicBool>) -> Self {
+        let setup = Setup {
+            options: cfg.options,
+            xids: XidLog::default(),
+        };
         Self {
+            gpm_on: collectors::is_enabled(&cfg.collectors, &collectors::gpm::SPEC),
+            xid_on: collectors::is_enabled(&cfg.collectors, &xid::SPEC),
             cfg,
             store,
             join,
             stop,
             reader: Reader::default(),
             stats: LoopStats::default(),
-            xids: XidLog::default(),
+            setup,
             uuids: HashMap::new(),
             traits: HashMap::new(),
         }
     }
 
     fn run(mut self) {
-        if self.cfg.collectors.iter().any(|c| c == "xid") {
-            let (lib, log, stop) = (self.cfg.lib.clone(), self.xids.clone(), self.stop.clone());
+        if self.xid_on {
+            let (lib, log, stop) = (
+                self.cfg.lib.clone(),
+                self.setup.xids.clone(),
+                self.stop.clone(),
+            );
             let spawned = std::thread::Builder::new()
                 .name("xid-events".into())
-                .spawn(move || collectors::xid::run_event_thread(lib, log, stop));
+                .spawn(move || xid::run_event_thread(lib, log, stop));
             if let Err(e) = spawned {
                 error!(error = %e, "cannot start the XID event thread");
             }
@@ -126,10 +154,14 @@ impl Loop {
 
     /// Collects until NVML fails as a whole (then the caller re-initialises).
     fn session(&mut self, nvml: &Nvml) -> Result<(), NvmlError> {
-        let mut list = collectors::all(&self.cfg.collectors, self.cfg.options, self.xids.clone());
+        let mut list = collectors::build(nvml, &self.cfg.collectors, &self.setup);
         while !self.stopped() {
             let started = Instant::now();
-            let (gpus, migs, states) = self.discover(nvml)?;
+            let Discovery {
+                gpus,
+                migs,
+                mut states,
+            } = self.discover(nvml)?;
             let mut out = Collected {
                 devices: gpus.iter().map(|g| g.id.clone()).collect(),
                 migs: migs.iter().map(|m| m.id.clone()).collect(),
@@ -137,42 +169,24 @@ impl Loop {
             };
             self.reader.lost.clear();
             for c in list.iter_mut() {
-                let t = Instant::now();
-                self.reader.begin_run();
                 let mut cx = Ctx {
                     nvml,
                     gpus: &gpus,
                     migs: &migs,
                     reader: &mut self.reader,
                 };
-                let ran = catch_unwind(AssertUnwindSafe(|| c.collect(&mut cx, &mut out)));
-                if ran.is_err() {
-                    error!(
-                        collector = c.name(),
-                        "collector panicked; its series are left out this cycle"
-                    );
-                }
-                let ok = ran.is_ok() && self.reader.run_ok();
-                self.stats
-                    .collectors
-                    .insert(c.name(), (t.elapsed().as_secs_f64(), ok));
+                let run = run_one(c, &mut cx, &mut out);
+                self.stats.collectors.insert(c.spec.name, run);
             }
-            let mut states = states;
             drop_lost(&mut out, &self.reader.lost, &mut states);
-            let gone = states
-                .iter()
-                .filter(|(i, _)| !gpus.iter().any(|g| g.id.index == **i));
-            let gone = gone.filter_map(|(&index, s)| {
-                let uuid = s.uuid.clone()?;
-                Some(Arc::new(DeviceRef { index, uuid }))
-            });
-            if self.cfg.collectors.iter().any(|c| c == "xid") {
+            if self.xid_on {
+                let gone = gone_devices(&states, &gpus);
                 out.families
-                    .extend(collectors::xid::families(&self.xids, gone));
+                    .extend(xid::families(&self.setup.xids, gone.into_iter()));
             }
             self.stats.collections_total += 1;
             self.stats.last_duration = started.elapsed().as_secs_f64();
-            self.stats.last_success_unix = now_unix();
+            self.stats.last_success_unix = unix_now();
             self.publish(out, &states);
             let next = self.cfg.interval.saturating_sub(started.elapsed());
             self.sleep(next);
@@ -180,86 +194,82 @@ impl Loop {
         Ok(())
     }
 
-    /// The GPUs and MIG instances that answer now, and every GPU's state.
-    #[allow(clippy::type_complexity)]
-    fn discover<'n>(
-        &mut self,
-        nvml: &'n Nvml,
-    ) -> Result<(Vec<Gpu<'n>>, Vec<MigDev<'n>>, BTreeMap<u32, GpuState>), NvmlError> {
-        let count = nvml.device_count()?;
-        let (mut gpus, mut migs, mut states) = (Vec::new(), Vec::new(), BTreeMap::new());
-        for index in 0..count {
-            let answered = nvml
-                .device_by_index(index)
-                .map_err(|e| ("nvmlDeviceGetHandleByIndex_v2", e));
-            let answered = answered.and_then(|d| {
-                d.uuid()
-                    .map(|u| (d, u))
-                    .map_err(|e| ("nvmlDeviceGetUUID", e))
-            });
-            let (device, uuid) = match answered {
-                Ok((d, u)) => (d, Arc::<str>::from(u)),
-                Err((function, e)) => {
-                    let state = if matches!(e, NvmlError::GpuLost) {
-                        "lost"
-                    } else {
-                        "error"
-                    };
-                    self.reader.fail(index, function, &e);
-                    states.insert(
-                        index,
-                        GpuState {
-                            uuid: self.uuids.get(&index).cloned(),
-                            state,
-                        },
-                    );
+    fn discover<'n>(&mut self, nvml: &'n Nvml) -> Result<Discovery<'n>, NvmlError> {
+        let mut found = Discovery::default();
+        for index in 0..nvml.device_count()? {
+            let gpu = match self.probe_device(nvml, index) {
+                Ok(gpu) => gpu,
+                Err(state) => {
+                    found.states.insert(index, state);
                     continue;
                 }
             };
-            self.uuids.insert(index, uuid.clone());
-            let reader = &mut self.reader;
-            let (arch, gpm) = self
-                .traits
-                .entry(uuid.clone())
-                .or_insert_with(|| {
-                    let gpm = match device.gpm_support() {
-                        Ok(supported) => supported,
-                        Err(e) => {
-                            reader.fail(index, "nvmlGpmQueryDeviceSupport", &e);
-                            false
-                        }
-                    };
-                    (device.architecture().ok(), gpm)
-                })
-                .clone();
-            let id = Arc::new(DeviceRef {
-                index,
-                uuid: uuid.clone(),
-            });
-            states.insert(
-                index,
-                GpuState {
-                    uuid: Some(uuid),
-                    state: "ok",
-                },
-            );
-            if matches!(device.mig_mode(), Ok(m) if m.current == 1) {
-                self.discover_migs(nvml, &device, &id, &mut migs);
+            let state = GpuState {
+                uuid: Some(gpu.id.uuid.clone()),
+                state: GpuHealth::Ok,
+            };
+            found.states.insert(index, state);
+            if matches!(gpu.device.mig_mode(), Ok(m) if m.current == 1) {
+                self.discover_migs(nvml, &gpu.device, &gpu.id, &mut found.migs);
             }
-            gpus.push(Gpu {
-                device,
-                id,
-                arch,
-                gpm,
-            });
+            found.gpus.push(gpu);
         }
-        Ok((gpus, migs, states))
+        Ok(found)
+    }
+
+    /// One GPU by index: its handle, UUID and traits, or the state it is in
+    /// when it does not answer.
+    fn probe_device<'n>(&mut self, nvml: &'n Nvml, index: u32) -> Result<Gpu<'n>, GpuState> {
+        let answered = nvml
+            .device_by_index(index)
+            .map_err(|e| ("nvmlDeviceGetHandleByIndex_v2", e))
+            .and_then(|d| {
+                d.uuid()
+                    .map(|u| (d, Arc::<str>::from(u)))
+                    .map_err(|e| ("nvmlDeviceGetUUID", e))
+            });
+        let (device, uuid) = match answered {
+            Ok(found) => found,
+            Err((function, e)) => {
+                self.reader.fail(index, function, &e);
+                return Err(GpuState {
+                    uuid: self.uuids.get(&index).cloned(),
+                    state: GpuHealth::of_error(&e),
+                });
+            }
+        };
+        self.uuids.insert(index, uuid.clone());
+        let traits = self.traits_of(&device, index, &uuid);
+        Ok(Gpu {
+            device,
+            id: Arc::new(DeviceRef { index, uuid }),
+            arch: traits.arch,
+            gpm: self.gpm_on && traits.gpm_supported,
+        })
+    }
+
+    fn traits_of(&mut self, device: &Device<'_>, index: u32, uuid: &Arc<str>) -> Traits {
+        let reader = &mut self.reader;
+        let traits = self.traits.entry(uuid.clone()).or_insert_with(|| {
+            let gpm_supported = match device.gpm_support() {
+                Ok(supported) => supported,
+                Err(e) => {
+                    reader.fail(index, "nvmlGpmQueryDeviceSupport", &e);
+                    false
+                }
+            };
+            Traits {
+                arch: device.architecture().ok(),
+                gpm_supported,
+            }
+        });
+        traits.clone()
     }
 
     fn discover_migs<'n>(
         &mut self,
         nvml: &'n Nvml,
-        device: &nvml_wrapper::Device<'n>,
+        device: &Device<'n>,
         id: &Arc<DeviceRef>,
         migs: &mut Vec<MigDev<'n>>,
     ) {
@@ -380,6 +390,35 @@ impl Loop {
     }
 }
 
+/// Runs one collector, timed; a panic costs only its own series.
+fn run_one<'n>(c: &mut Running<'n>, cx: &mut Ctx<'_, 'n>, out: &mut Collected) -> CollectorRun {
+    let t = Instant::now();
+    cx.reader.begin_run();
+    let ran = catch_unwind(AssertUnwindSafe(|| c.collector.collect(cx, out)));
+    if ran.is_err() {
+        error!(
+            collector = c.spec.name,
+            "collector panicked; its series are left out this cycle"
+        );
+    }
+    CollectorRun {
+        duration_seconds: t.elapsed().as_secs_f64(),
+        success: ran.is_ok() && cx.reader.run_ok(),
+    }
+}
+
+/// GPUs with a state that no longer answer (lost, error): their XIDs stay.
+fn gone_devices(states: &BTreeMap<u32, GpuState>, gpus: &[Gpu<'_>]) -> Vec<Arc<DeviceRef>> {
+    states
+        .iter()
+        .filter(|(i, _)| !gpus.iter().any(|g| g.id.index == **i))
+        .filter_map(|(&index, s)| {
+            let uuid = s.uuid.clone()?;
+            Some(Arc::new(DeviceRef { index, uuid }))
+        })
+        .collect()
+}
+
 /// Removes the series of GPUs found lost during the cycle.
 fn drop_lost(
     out: &mut Collected,
@@ -391,7 +430,7 @@ fn drop_lost(
     }
     for i in lost {
         if let Some(s) = states.get_mut(i) {
-            s.state = "lost";
+            s.state = GpuHealth::Lost;
         }
     }
     let gone = |s: &Subject| match s {
@@ -426,25 +465,6 @@ fn merge(families: Vec<Family>) -> Vec<Family> {
         }
     }
     merged
-}
-
-/// Sleeps for `d`, waking early (within 100 ms) once `stop` is set.
-pub(crate) fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
-    let deadline = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(100)));
-    }
-}
-
-pub(crate) fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 fn describe_init_error(e: &NvmlError) -> String {

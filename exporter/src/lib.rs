@@ -1,7 +1,9 @@
 //! gpuscale-exporter: NVML metrics of every GPU, joined to the pods that hold them.
 
 pub mod backoff;
+pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod collect;
 pub mod collectors;
 pub mod duration;

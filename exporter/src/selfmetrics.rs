@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::metrics::{Family, Subject};
+use crate::metrics::{Desc, Family, Subject, flag};
 use crate::nvml::Reader;
 
 #[derive(Debug, Default)]
@@ -12,21 +12,129 @@ pub struct LoopStats {
     pub collections_total: u64,
     pub last_duration: f64,
     pub last_success_unix: f64,
-    /// Per collector: duration of the last run (seconds) and whether it succeeded.
-    pub collectors: BTreeMap<&'static str, (f64, bool)>,
+    /// Each collector's last run.
+    pub collectors: BTreeMap<&'static str, CollectorRun>,
+}
+
+/// One run of a collector.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CollectorRun {
+    pub duration_seconds: f64,
+    /// No NVML call failed and it did not panic.
+    pub success: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct GpuState {
     pub uuid: Option<Arc<str>>,
-    pub state: &'static str,
+    pub state: GpuHealth,
 }
 
-const STATES: [&str; 3] = ["ok", "lost", "error"];
-
-fn flag(b: bool) -> f64 {
-    if b { 1.0 } else { 0.0 }
+/// The `state` label of `gpuscale_exporter_gpu_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuHealth {
+    Ok,
+    /// Fallen off the bus (GPU_IS_LOST).
+    Lost,
+    /// Any other failure to open it.
+    Error,
 }
+
+impl GpuHealth {
+    pub const ALL: [GpuHealth; 3] = [GpuHealth::Ok, GpuHealth::Lost, GpuHealth::Error];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuHealth::Ok => "ok",
+            GpuHealth::Lost => "lost",
+            GpuHealth::Error => "error",
+        }
+    }
+
+    /// The state of a GPU whose handle or UUID could not be read.
+    pub fn of_error(e: &nvml_wrapper::error::NvmlError) -> Self {
+        if matches!(e, nvml_wrapper::error::NvmlError::GpuLost) {
+            GpuHealth::Lost
+        } else {
+            GpuHealth::Error
+        }
+    }
+}
+
+pub const BUILD_INFO: Desc = Desc::gauge(
+    "gpuscale_exporter_build_info",
+    "Build of the exporter; the value is always 1.",
+    "",
+    &["version", "revision", "rustc_version"],
+);
+pub const NVML_UP: Desc = Desc::gauge(
+    "gpuscale_exporter_nvml_up",
+    "1 while NVML is initialised and answering, else 0.",
+    "",
+    &[],
+);
+pub const GPUS: Desc = Desc::gauge(
+    "gpuscale_exporter_gpus",
+    "GPUs NVML reports on this node.",
+    "",
+    &["node"],
+);
+pub const GPU_STATE: Desc = Desc::gauge(
+    "gpuscale_exporter_gpu_state",
+    "1 for the GPU's current state (ok, lost, error).",
+    "",
+    &["node", "gpu", "uuid", "state"],
+);
+pub const COLLECTOR_DURATION: Desc = Desc::gauge(
+    "gpuscale_exporter_collector_duration_seconds",
+    "Duration of the collector's last run.",
+    "seconds",
+    &["collector"],
+);
+pub const COLLECTOR_SUCCESS: Desc = Desc::gauge(
+    "gpuscale_exporter_collector_success",
+    "1 when the collector's last run had no error.",
+    "",
+    &["collector"],
+);
+pub const COLLECTION_DURATION: Desc = Desc::gauge(
+    "gpuscale_exporter_collection_duration_seconds",
+    "Duration of the last whole collection cycle.",
+    "seconds",
+    &[],
+);
+pub const COLLECTIONS: Desc = Desc::counter(
+    "gpuscale_exporter_collections_total",
+    "Collection cycles run.",
+    "",
+    &[],
+);
+pub const LAST_COLLECTION: Desc = Desc::gauge(
+    "gpuscale_exporter_last_collection_timestamp_seconds",
+    "Unix time of the last successful collection.",
+    "seconds",
+    &[],
+);
+pub const NVML_ERRORS: Desc = Desc::counter(
+    "gpuscale_exporter_nvml_errors_total",
+    "NVML calls that failed, by function and error kind.",
+    "",
+    &["function", "error"],
+);
+
+/// Every family of the exporter's own health.
+pub const FAMILIES: &[&Desc] = &[
+    &BUILD_INFO,
+    &NVML_UP,
+    &GPUS,
+    &GPU_STATE,
+    &COLLECTOR_DURATION,
+    &COLLECTOR_SUCCESS,
+    &COLLECTION_DURATION,
+    &COLLECTIONS,
+    &LAST_COLLECTION,
+    &NVML_ERRORS,
+];
 
 pub fn families(
     stats: &LoopStats,
@@ -35,11 +143,7 @@ pub fn families(
     node: &str,
 ) -> Vec<Family> {
     let g = Subject::Global;
-    let build = Family::gauge(
-        "gpuscale_exporter_build_info",
-        "Build of the exporter; the value is always 1.",
-    )
-    .with(
+    let build = Family::of(&BUILD_INFO).with(
         g.clone(),
         vec![
             ("version", env!("CARGO_PKG_VERSION").to_string()),
@@ -58,85 +162,47 @@ pub fn families(
         ],
         1.0,
     );
-    let up = Family::gauge(
-        "gpuscale_exporter_nvml_up",
-        "1 while NVML is initialised and answering, else 0.",
-    )
-    .with(g.clone(), vec![], flag(stats.nvml_up));
+    let up = Family::of(&NVML_UP).with(g.clone(), vec![], flag(stats.nvml_up));
     let mut out = vec![build, up];
     if !stats.nvml_up && stats.collections_total == 0 {
         return out;
     }
-    out.push(
-        Family::gauge("gpuscale_exporter_gpus", "GPUs NVML reports on this node.").with(
-            g.clone(),
-            vec![("node", node.to_string())],
-            gpus.len() as f64,
-        ),
-    );
-    let mut state = Family::gauge(
-        "gpuscale_exporter_gpu_state",
-        "1 for the GPU's current state (ok, lost, error).",
-    );
+    out.push(Family::of(&GPUS).with(
+        g.clone(),
+        vec![("node", node.to_string())],
+        gpus.len() as f64,
+    ));
+    let mut state = Family::of(&GPU_STATE);
     for (index, s) in gpus {
-        for name in STATES {
+        for health in GpuHealth::ALL {
             state.push(
                 g.clone(),
                 vec![
                     ("node", node.to_string()),
                     ("gpu", index.to_string()),
                     ("uuid", s.uuid.as_deref().unwrap_or("").to_string()),
-                    ("state", name.to_string()),
+                    ("state", health.as_str().to_string()),
                 ],
-                flag(s.state == name),
+                flag(s.state == health),
             );
         }
     }
     out.push(state);
-    let mut dur = Family::gauge(
-        "gpuscale_exporter_collector_duration_seconds",
-        "Duration of the collector's last run.",
-    );
-    let mut ok = Family::gauge(
-        "gpuscale_exporter_collector_success",
-        "1 when the collector's last run had no error.",
-    );
-    for (name, (d, success)) in &stats.collectors {
-        dur.push(g.clone(), vec![("collector", name.to_string())], *d);
-        ok.push(
-            g.clone(),
-            vec![("collector", name.to_string())],
-            flag(*success),
-        );
+    let mut dur = Family::of(&COLLECTOR_DURATION);
+    let mut ok = Family::of(&COLLECTOR_SUCCESS);
+    for (name, run) in &stats.collectors {
+        let labels = vec![("collector", name.to_string())];
+        dur.push(g.clone(), labels.clone(), run.duration_seconds);
+        ok.push(g.clone(), labels, flag(run.success));
     }
     out.extend([dur, ok]);
-    out.push(
-        Family::gauge(
-            "gpuscale_exporter_collection_duration_seconds",
-            "Duration of the last whole collection cycle.",
-        )
-        .with(g.clone(), vec![], stats.last_duration),
-    );
-    out.push(
-        Family::counter(
-            "gpuscale_exporter_collections_total",
-            "Collection cycles run.",
-        )
-        .with(g.clone(), vec![], stats.collections_total as f64),
-    );
+    out.push(Family::of(&COLLECTION_DURATION).with(g.clone(), vec![], stats.last_duration));
+    out.push(Family::of(&COLLECTIONS).with(g.clone(), vec![], stats.collections_total as f64));
     if stats.last_success_unix > 0.0 {
-        out.push(
-            Family::gauge(
-                "gpuscale_exporter_last_collection_timestamp_seconds",
-                "Unix time of the last successful collection.",
-            )
-            .with(g.clone(), vec![], stats.last_success_unix),
-        );
+        let last = Family::of(&LAST_COLLECTION).with(g.clone(), vec![], stats.last_success_unix);
+        out.push(last);
     }
-    let mut errors = Family::counter(
-        "gpuscale_exporter_nvml_errors_total",
-        "NVML calls that failed, by function and error kind.",
-    );
+    let mut errors = Family::of(&NVML_ERRORS);
     for ((function, kind), n) in reader.errors() {
         errors.push(
             g.clone(),

@@ -1,9 +1,13 @@
-//! docs/ and the code must agree: every metric family the code can emit is in
-//! docs/metrics.md and vice versa; every flag in `--help` is documented.
+//! docs/ and the code must agree: every metric family the code can emit (its
+//! descriptor in the catalog) is in docs/metrics.md with its type, unit and
+//! labels, and vice versa; every flag in `--help` is documented.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use gpuscale_exporter::catalog;
+use gpuscale_exporter::metrics::Kind;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -12,92 +16,19 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn rust_sources(dir: &Path, out: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).expect("read src dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(std::fs::read_to_string(&path).expect("read source"));
-        }
-    }
-}
-
-/// Family names in the code: a `"gpu_…"`/`"gpuscale_exporter_…"` literal
-/// followed by a help literal (`"name", "Help."`), or a `const` passed to
-/// `Family::gauge(`/`Family::counter(`.
+/// Every family the exporter can serve, from the descriptors the code
+/// builds them with: native and `--compat dcgm`.
 fn code_families() -> BTreeSet<String> {
-    let mut sources = Vec::new();
-    rust_sources(&repo().join("exporter/src"), &mut sources);
-    let all = sources.join("\n");
-    let mut names = BTreeSet::new();
-    for (at, _) in all.match_indices('"') {
-        let lit = &all[at + 1..];
-        let Some(end) = lit.find('"') else { continue };
-        let name = &lit[..end];
-        let native = (name.starts_with("gpu_") || name.starts_with("gpuscale_exporter_"))
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        let is_metric = native || is_compat(name);
-        let followed_by_help = lit[end + 1..]
-            .trim_start()
-            .strip_prefix(',')
-            .is_some_and(|r| r.trim_start().starts_with('"'));
-        if is_metric && followed_by_help {
-            names.insert(name.to_string());
-        }
-    }
-    for marker in ["Family::gauge(", "Family::counter("] {
-        for (at, _) in all.match_indices(marker) {
-            let ident: String = all[at + marker.len()..]
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            let last = ident.rsplit("::").next().unwrap_or("");
-            if last.is_empty() || !last.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-                continue;
-            }
-            let decl = format!("const {last}: &str = \"");
-            let start = all
-                .find(&decl)
-                .unwrap_or_else(|| panic!("cannot resolve family name constant {ident}"));
-            let value = &all[start + decl.len()..];
-            names.insert(value[..value.find('"').expect("closing quote")].to_string());
-        }
-    }
-    names
+    let native = catalog::native().into_iter().map(|d| d.name);
+    let compat = catalog::compat().map(|(name, _)| name);
+    native.chain(compat).map(str::to_string).collect()
 }
 
-/// A dcgm-exporter family name (`--compat dcgm`).
-fn is_compat(name: &str) -> bool {
-    name.starts_with("DCGM_FI_")
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// The compat families of `metrics/dcgm.rs` and their type: the `gauge(` or
-/// `counter(` call each name literal is the first argument of.
-fn code_compat_kinds() -> BTreeMap<String, String> {
-    let src = std::fs::read_to_string(repo().join("exporter/src/metrics/dcgm.rs"))
-        .expect("exporter/src/metrics/dcgm.rs");
-    let mut kinds = BTreeMap::new();
-    for kind in ["gauge", "counter"] {
-        let call = format!("{kind}(");
-        for (at, _) in src.match_indices(&call) {
-            let rest = src[at + call.len()..].trim_start();
-            let Some(lit) = rest.strip_prefix('"') else {
-                continue;
-            };
-            let name = &lit[..lit.find('"').expect("closing quote")];
-            if is_compat(name) {
-                kinds.insert(name.to_string(), kind.to_string());
-            }
-        }
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Gauge => "gauge",
+        Kind::Counter => "counter",
     }
-    kinds
 }
 
 /// First-column backticked names in the tables of docs/metrics.md.
@@ -107,6 +38,18 @@ fn documented_families() -> BTreeSet<String> {
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
         .map(str::to_string)
+        .collect()
+}
+
+/// The rows of docs/metrics.md's tables by their first cell.
+fn documented_rows() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(repo().join("docs/metrics.md")).expect("docs/metrics.md");
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<String> = l.split('|').map(|c| c.trim().to_string()).collect();
+            (cells[1].trim_matches('`').to_string(), cells)
+        })
         .collect()
 }
 
@@ -131,13 +74,43 @@ fn docs_metrics_md_lists_exactly_the_families_the_code_emits() {
     );
 }
 
+/// The native rows give the descriptor's type and unit, and name each of its
+/// label keys.
+#[test]
+fn docs_metrics_md_types_units_and_labels_match_the_descriptors() {
+    let rows = documented_rows();
+    for d in catalog::native() {
+        let row = &rows[d.name];
+        assert_eq!(
+            row[2],
+            kind_name(d.kind),
+            "type of {} in docs/metrics.md",
+            d.name
+        );
+        assert_eq!(row[3], d.unit, "unit of {} in docs/metrics.md", d.name);
+        let words: BTreeSet<&str> = row[4]
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
+        for key in d.labels {
+            assert!(
+                words.contains(key),
+                "{}: label {key} missing from the labels cell {:?}",
+                d.name,
+                row[4]
+            );
+        }
+    }
+}
+
 /// The compat table: every row's type is the code's, and every native family
 /// it names as a source is a documented one.
 #[test]
 fn docs_compat_table_types_and_native_sources_match_the_code() {
     let text = std::fs::read_to_string(repo().join("docs/metrics.md")).expect("docs/metrics.md");
     let documented = documented_families();
-    let kinds = code_compat_kinds();
+    let kinds: BTreeMap<&str, &str> = catalog::compat()
+        .map(|(name, kind)| (name, kind_name(kind)))
+        .collect();
     assert!(
         kinds.len() >= 26,
         "found only {} compat families",
@@ -148,7 +121,7 @@ fn docs_compat_table_types_and_native_sources_match_the_code() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let name = cells[1].trim_matches('`');
         assert_eq!(
-            kinds.get(name).map(String::as_str),
+            kinds.get(name).copied(),
             Some(cells[2]),
             "type of {name} in docs/metrics.md"
         );
@@ -168,7 +141,7 @@ fn docs_compat_table_types_and_native_sources_match_the_code() {
         }
         seen.insert(name.to_string());
     }
-    let missing: Vec<_> = kinds.keys().filter(|k| !seen.contains(*k)).collect();
+    let missing: Vec<_> = kinds.keys().filter(|k| !seen.contains(**k)).collect();
     assert!(
         missing.is_empty(),
         "compat families missing from the table: {missing:?}"

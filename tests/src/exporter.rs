@@ -15,6 +15,8 @@ pub struct Exporter {
     child: Child,
     pub port: u16,
     log: tempfile::NamedTempFile,
+    /// Set for an exporter owned by a static (see [`Exporter::simulate_shared`]).
+    watchdog: Option<Child>,
 }
 
 impl Exporter {
@@ -50,7 +52,12 @@ impl Exporter {
             .stderr(log.reopen().expect("log handle"))
             .spawn()
             .expect("start gpuscale-exporter");
-        let me = Self { child, port, log };
+        let me = Self {
+            child,
+            port,
+            log,
+            watchdog: None,
+        };
         if probe {
             me.wait_http();
         }
@@ -64,6 +71,14 @@ impl Exporter {
         args.extend_from_slice(extra);
         let me = Self::spawn(&args);
         me.wait_ready();
+        me
+    }
+
+    /// As [`Exporter::simulate`], for an exporter several tests share from a
+    /// static: killed (and its log removed) when the test process exits.
+    pub fn simulate_shared(scenario: &Path, extra: &[&str]) -> Self {
+        let mut me = Self::simulate(scenario, extra);
+        me.watchdog = crate::procs::watchdog(me.child.id(), Some(me.log.path()));
         me
     }
 
@@ -189,6 +204,10 @@ impl Drop for Exporter {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(w) = &mut self.watchdog {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
     }
 }
 

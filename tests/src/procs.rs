@@ -48,24 +48,7 @@ impl Proc {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("start {name} ({cmd:?}): {e}"));
-        let watchdog = watch.and_then(|cleanup| {
-            let script = format!(
-                "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill -9 {child} 2>/dev/null; {rm}",
-                me = std::process::id(),
-                child = child.id(),
-                rm = cleanup.map_or(String::new(), |d| format!(
-                    "sleep 0.5; rm -rf '{}'",
-                    d.display()
-                ))
-            );
-            Command::new("sh")
-                .args(["-c", &script])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .ok()
-        });
+        let watchdog = watch.and_then(|cleanup| watchdog(child.id(), cleanup));
         Self {
             name: name.to_string(),
             child,
@@ -103,6 +86,26 @@ impl Proc {
             panic!("{} exited with {status}\n{}", self.name, self.log_tail(40));
         }
     }
+}
+
+/// A shell that kills `child` (and removes `cleanup`) once the test process
+/// exits: for processes owned by statics, which are never dropped.
+pub fn watchdog(child: u32, cleanup: Option<&Path>) -> Option<Child> {
+    let script = format!(
+        "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; kill -9 {child} 2>/dev/null; {rm}",
+        me = std::process::id(),
+        rm = cleanup.map_or(String::new(), |d| format!(
+            "sleep 0.5; rm -rf '{}'",
+            d.display()
+        ))
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
 }
 
 impl Drop for Proc {

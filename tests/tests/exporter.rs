@@ -3,6 +3,7 @@
 
 use std::io::Read as _;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use gpuscale_e2e::bins;
 use gpuscale_e2e::exporter::{Exporter, Metrics};
@@ -30,16 +31,29 @@ fn assert_close(m: &Metrics, name: &str, labels: &[(&str, &str)], expected: f64)
     );
 }
 
-#[test]
-fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
-    let exporter = Exporter::simulate(&scenario("exporter-basic.yaml"), &[]);
-    // GPM needs two samples, so wait for its first value.
-    let m = exporter.scrape_until("GPM values", |m| {
-        m.get("gpu_sm_active_ratio", &[("uuid", GPU0)]).is_some()
-    });
-    let g0 = [("uuid", GPU0)];
+/// The exporter on `exporter-basic.yaml` and its first scrape with GPM values,
+/// shared by the stories below (one start for all of them).
+struct Basic {
+    exporter: Exporter,
+    m: Metrics,
+}
 
-    // Identity.
+fn basic() -> &'static Basic {
+    static BASIC: OnceLock<Basic> = OnceLock::new();
+    BASIC.get_or_init(|| {
+        let exporter = Exporter::simulate_shared(&scenario("exporter-basic.yaml"), &[]);
+        // GPM needs two samples, so wait for its first value.
+        let m = exporter.scrape_until("GPM values", |m| {
+            m.get("gpu_sm_active_ratio", &[("uuid", GPU0)]).is_some()
+        });
+        Basic { exporter, m }
+    })
+}
+
+#[test]
+fn every_gpu_has_one_identity_series() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
     let info = m.find("gpu_info", &g0);
     assert_eq!(info.len(), 1);
     let l = &info[0].labels;
@@ -52,63 +66,71 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     assert_eq!(l["node"], "test-node", "the simulated node's name");
     assert_eq!(l["gpu"], "0");
     assert_eq!(m.find("gpu_info", &[]).len(), 3);
+}
 
-    // Utilization, memory, power, thermal, clocks.
-    assert_close(&m, "gpu_utilization_ratio", &g0, 0.80);
-    assert_close(&m, "gpu_memory_utilization_ratio", &g0, 0.40);
-    assert_close(&m, "gpu_encoder_utilization_ratio", &g0, 0.05);
-    assert_close(&m, "gpu_decoder_utilization_ratio", &g0, 0.10);
-    assert_close(&m, "gpu_memory_total_bytes", &g0, 81559.0 * MIB);
-    assert_close(&m, "gpu_memory_used_bytes", &g0, 10000.0 * MIB);
-    assert_close(&m, "gpu_memory_reserved_bytes", &g0, 512.0 * MIB);
+#[test]
+fn utilization_memory_power_thermal_and_clocks_are_the_scenario_values() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
+    assert_close(m, "gpu_utilization_ratio", &g0, 0.80);
+    assert_close(m, "gpu_memory_utilization_ratio", &g0, 0.40);
+    assert_close(m, "gpu_encoder_utilization_ratio", &g0, 0.05);
+    assert_close(m, "gpu_decoder_utilization_ratio", &g0, 0.10);
+    assert_close(m, "gpu_memory_total_bytes", &g0, 81559.0 * MIB);
+    assert_close(m, "gpu_memory_used_bytes", &g0, 10000.0 * MIB);
+    assert_close(m, "gpu_memory_reserved_bytes", &g0, 512.0 * MIB);
     assert_close(
-        &m,
+        m,
         "gpu_memory_free_bytes",
         &g0,
         (81559.0 - 10000.0 - 512.0) * MIB,
     );
-    assert_close(&m, "gpu_power_usage_watts", &g0, 350.0);
-    assert_close(&m, "gpu_power_limit_watts", &g0, 700.0);
+    assert_close(m, "gpu_power_usage_watts", &g0, 350.0);
+    assert_close(m, "gpu_power_limit_watts", &g0, 700.0);
     let energy = m.value("gpu_energy_consumed_joules_total", &g0);
     assert!(
         energy >= 1000.0,
         "energy counter starts at the scenario offset: {energy}"
     );
-    assert_close(&m, "gpu_temperature_celsius", &g0, 65.0);
-    assert_close(&m, "gpu_memory_temperature_celsius", &g0, 70.0);
+    assert_close(m, "gpu_temperature_celsius", &g0, 65.0);
+    assert_close(m, "gpu_memory_temperature_celsius", &g0, 70.0);
     assert_close(
-        &m,
+        m,
         "gpu_temperature_threshold_celsius",
         &[("uuid", GPU0), ("threshold", "slowdown")],
         87.0,
     );
     assert_close(
-        &m,
+        m,
         "gpu_temperature_threshold_celsius",
         &[("uuid", GPU0), ("threshold", "shutdown")],
         92.0,
     );
     assert_close(
-        &m,
+        m,
         "gpu_clock_hertz",
         &[("uuid", GPU0), ("clock", "sm")],
         1755e6,
     );
     assert_close(
-        &m,
+        m,
         "gpu_clock_hertz",
         &[("uuid", GPU0), ("clock", "memory")],
         2619e6,
     );
     assert_close(
-        &m,
+        m,
         "gpu_clock_max_hertz",
         &[("uuid", GPU0), ("clock", "sm")],
         1980e6,
     );
     assert_eq!(m.value("gpu_performance_state", &g0), 0.0);
+}
 
-    // Throttling: power cap active, thermal not.
+/// Throttling: power cap active, thermal not.
+#[test]
+fn throttling_shows_the_power_cap_and_its_time() {
+    let m = &basic().m;
     assert_eq!(
         m.value(
             "gpu_clock_event_active",
@@ -129,22 +151,35 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
             &[("uuid", GPU0), ("policy", "power")]
         ) > 0.0
     );
+}
 
-    // GPM (Hopper): activity ratios and PCIe rates.
-    assert_close(&m, "gpu_sm_active_ratio", &g0, 0.70);
-    assert_close(&m, "gpu_sm_occupancy_ratio", &g0, 0.40);
-    assert_close(&m, "gpu_tensor_active_ratio", &g0, 0.50);
-    assert_close(&m, "gpu_dram_active_ratio", &g0, 0.30);
-    assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g0, 1048576000.0);
-    assert_close(&m, "gpu_pcie_receive_bytes_per_second", &g0, 2097152000.0);
+#[test]
+fn gpm_activity_and_pcie_rates_on_hopper() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
+    assert_close(m, "gpu_sm_active_ratio", &g0, 0.70);
+    assert_close(m, "gpu_sm_occupancy_ratio", &g0, 0.40);
+    assert_close(m, "gpu_tensor_active_ratio", &g0, 0.50);
+    assert_close(m, "gpu_dram_active_ratio", &g0, 0.30);
+    assert_close(m, "gpu_pcie_transmit_bytes_per_second", &g0, 1048576000.0);
+    assert_close(m, "gpu_pcie_receive_bytes_per_second", &g0, 2097152000.0);
+}
 
-    // NVLink: two links with counters; errors start at zero.
+/// NVLink: two links with counters; errors start at zero.
+#[test]
+fn nvlink_counters_are_summed_over_links_by_default() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
     let tx = m.find("gpu_nvlink_transmit_bytes_total", &g0);
     assert_eq!(tx.len(), 1, "summed over links by default");
     assert!(!tx[0].labels.contains_key("link"));
     assert_eq!(m.find("gpu_nvlink_errors_total", &g0).len(), 4);
+}
 
-    // Memory errors.
+#[test]
+fn memory_errors_remapped_rows_and_retired_pages() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
     assert_eq!(
         m.value(
             "gpu_ecc_errors_total",
@@ -178,16 +213,24 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
         ),
         1.0
     );
+}
 
-    // Processes.
+#[test]
+fn processes_report_memory_and_sm_utilization() {
+    let Basic { exporter, m } = basic();
     let p = [("uuid", GPU0), ("pid", "1001")];
-    assert_close(&m, "gpu_process_memory_used_bytes", &p, 8000.0 * MIB);
-    let sm = m.scrape_value_eventually(&exporter, "gpu_process_sm_utilization_ratio", &p);
+    assert_close(m, "gpu_process_memory_used_bytes", &p, 8000.0 * MIB);
+    let sm = m.scrape_value_eventually(exporter, "gpu_process_sm_utilization_ratio", &p);
     assert!(close(sm, 0.75, 0.02), "process SM utilization {sm}");
+}
 
-    // Volta: no GPM, no fan or memory temperature — left out, not zero.
+/// Volta: no GPM, no fan or memory temperature — left out, not zero.
+#[test]
+fn unsupported_fields_are_left_out_not_zero() {
+    let m = &basic().m;
+    let g0 = [("uuid", GPU0)];
     let g1 = [("uuid", GPU1)];
-    assert_close(&m, "gpu_utilization_ratio", &g1, 0.20);
+    assert_close(m, "gpu_utilization_ratio", &g1, 0.20);
     assert!(
         m.get("gpu_sm_active_ratio", &g1).is_none(),
         "no GPM on Volta"
@@ -200,7 +243,7 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
         m.get("gpu_memory_temperature_celsius", &g1).is_none(),
         "unsupported field left out"
     );
-    assert_close(&m, "gpu_pcie_transmit_bytes_per_second", &g1, 1024000.0);
+    assert_close(m, "gpu_pcie_transmit_bytes_per_second", &g1, 1024000.0);
     assert!(
         m.get("gpu_fan_speed_ratio", &g0).is_none(),
         "unsupported fan left out"
@@ -224,25 +267,32 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
         .is_empty(),
         "no fan errors counted"
     );
+}
 
-    // MIG instances with their own memory and GPM activity; processes by instance.
+/// MIG instances with their own memory and GPM activity; processes by instance.
+#[test]
+fn mig_instances_have_memory_gpm_activity_and_processes() {
+    let m = &basic().m;
     let a = [("uuid", GPU2), ("mig_uuid", MIG_A)];
     let mig = m.find("gpu_mig_info", &a);
     assert_eq!(mig.len(), 1);
     assert_eq!(mig[0].labels["profile"], "3g.40gb");
     assert_eq!(mig[0].labels["gpu_instance_id"], "1");
     assert_eq!(m.find("gpu_mig_info", &[("uuid", GPU2)]).len(), 2);
-    assert_close(&m, "gpu_mig_memory_total_bytes", &a, 40192.0 * MIB);
-    assert_close(&m, "gpu_mig_memory_used_bytes", &a, 20000.0 * MIB);
-    assert_close(&m, "gpu_mig_sm_active_ratio", &a, 0.60);
+    assert_close(m, "gpu_mig_memory_total_bytes", &a, 40192.0 * MIB);
+    assert_close(m, "gpu_mig_memory_used_bytes", &a, 20000.0 * MIB);
+    assert_close(m, "gpu_mig_sm_active_ratio", &a, 0.60);
     assert_close(
-        &m,
+        m,
         "gpu_process_memory_used_bytes",
         &[("uuid", GPU2), ("pid", "2001"), ("mig_uuid", MIG_A)],
         19000.0 * MIB,
     );
+}
 
-    // Self-metrics.
+#[test]
+fn self_metrics_report_nvml_gpus_and_collectors() {
+    let m = &basic().m;
     assert_eq!(m.value("gpuscale_exporter_nvml_up", &[]), 1.0);
     assert_eq!(m.value("gpuscale_exporter_gpus", &[]), 3.0);
     assert_eq!(
@@ -262,7 +312,11 @@ fn simulated_node_serves_every_gpu_metric_with_the_scenario_values() {
     assert!(m.value("gpuscale_exporter_last_collection_timestamp_seconds", &[]) > 1.7e9);
     assert!(m.has("gpuscale_exporter_collector_duration_seconds"));
     assert_eq!(m.find("gpuscale_exporter_build_info", &[]).len(), 1);
+}
 
+#[test]
+fn every_family_has_help_and_type_and_strict_parsers_accept_both() {
+    let Basic { exporter, m } = basic();
     // Every family has HELP and TYPE; promtool and the strict OpenMetrics
     // parser accept both expositions (MIG and per-process series included).
     for (name, (kind, help)) in &m.families {

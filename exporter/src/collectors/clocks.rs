@@ -10,9 +10,46 @@ use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, NVML_FI_DEV_PERF_POLICY_THERMAL,
 };
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
+
+pub const SPEC: Spec = Spec {
+    name: "clocks",
+    families: &[&CLOCK, &CLOCK_MAX, &EVENT_ACTIVE, &EVENT_SECONDS, &PSTATE],
+    build: |_, _| Box::new(Clocks::default()),
+};
+
+const CLOCK: Desc = Desc::gauge(
+    "gpu_clock_hertz",
+    "Current clock frequency.",
+    "hertz",
+    &["clock"],
+);
+const CLOCK_MAX: Desc = Desc::gauge(
+    "gpu_clock_max_hertz",
+    "Maximum clock frequency.",
+    "hertz",
+    &["clock"],
+);
+const EVENT_ACTIVE: Desc = Desc::gauge(
+    "gpu_clock_event_active",
+    "1 while the reason holds the clocks down (clock event / throttle reason), else 0.",
+    "",
+    &["reason"],
+);
+const EVENT_SECONDS: Desc = Desc::counter(
+    "gpu_clock_event_seconds_total",
+    "Time the clocks were held below the requested clocks, by policy.",
+    "seconds",
+    &["policy"],
+);
+const PSTATE: Desc = Desc::gauge(
+    "gpu_performance_state",
+    "Performance state (0 = P0, the fastest).",
+    "",
+    &[],
+);
 
 /// Maximum clocks by GPU UUID: fixed by the board, so read once (on an H200
 /// nvmlDeviceGetMaxClockInfo takes 1.2 ms a call).
@@ -76,25 +113,12 @@ fn pstate_number(p: PerformanceState) -> Option<f64> {
 }
 
 impl<'n> Collector<'n> for Clocks {
-    fn name(&self) -> &'static str {
-        "clocks"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut cur = Family::gauge("gpu_clock_hertz", "Current clock frequency.");
-        let mut max = Family::gauge("gpu_clock_max_hertz", "Maximum clock frequency.");
-        let mut active = Family::gauge(
-            "gpu_clock_event_active",
-            "1 while the reason holds the clocks down (clock event / throttle reason), else 0.",
-        );
-        let mut violation = Family::counter(
-            "gpu_clock_event_seconds_total",
-            "Time the clocks were held below the requested clocks, by policy.",
-        );
-        let mut pstate = Family::gauge(
-            "gpu_performance_state",
-            "Performance state (0 = P0, the fastest).",
-        );
+        let mut cur = Family::of(&CLOCK);
+        let mut max = Family::of(&CLOCK_MAX);
+        let mut active = Family::of(&EVENT_ACTIVE);
+        let mut violation = Family::of(&EVENT_SECONDS);
+        let mut pstate = Family::of(&PSTATE);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             for (clock, label) in CLOCKS {
@@ -114,10 +138,9 @@ impl<'n> Collector<'n> for Clocks {
                 let mut all = Vec::new();
                 for (clock, label) in CLOCKS {
                     let mhz = d.max_clock_info(clock);
-                    if let Some(mhz) =
-                        cx.reader
-                            .read_fixed(i, "nvmlDeviceGetMaxClockInfo", mhz, &mut complete)
-                    {
+                    let read = cx.reader.read_fixed(i, "nvmlDeviceGetMaxClockInfo", mhz);
+                    complete &= read.settled;
+                    if let Some(mhz) = read.value {
                         all.push((label, f64::from(mhz) * 1e6));
                     }
                 }

@@ -2,11 +2,61 @@
 
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family, flag};
 use crate::nvml::raw;
 
 pub struct Ecc;
+
+pub const SPEC: Spec = Spec {
+    name: "ecc",
+    families: &[
+        &ECC_ERRORS,
+        &ROWS,
+        &ROWS_PENDING,
+        &ROWS_FAILURE,
+        &PAGES,
+        &PAGES_PENDING,
+    ],
+    build: |_, _| Box::new(Ecc),
+};
+
+const ECC_ERRORS: Desc = Desc::counter(
+    "gpu_ecc_errors_total",
+    "ECC memory errors; volatile counts since the driver loaded, aggregate over the GPU's life.",
+    "",
+    &["type", "scope"],
+);
+const ROWS: Desc = Desc::gauge(
+    "gpu_remapped_rows",
+    "Memory rows remapped, by the error that caused it.",
+    "",
+    &["cause"],
+);
+const ROWS_PENDING: Desc = Desc::gauge(
+    "gpu_remapped_rows_pending",
+    "1 while a row remap waits for a GPU reset, else 0.",
+    "",
+    &[],
+);
+const ROWS_FAILURE: Desc = Desc::gauge(
+    "gpu_remapped_rows_failure",
+    "1 after a row remap failed, else 0.",
+    "",
+    &[],
+);
+const PAGES: Desc = Desc::gauge(
+    "gpu_retired_pages",
+    "Memory pages retired, by cause.",
+    "",
+    &["cause"],
+);
+const PAGES_PENDING: Desc = Desc::gauge(
+    "gpu_retired_pages_pending",
+    "1 while pages wait to be retired at the next reset, else 0.",
+    "",
+    &[],
+);
 
 const ECC: [(MemoryError, &str, EccCounter, &str); 4] = [
     (
@@ -35,37 +85,14 @@ const ECC: [(MemoryError, &str, EccCounter, &str); 4] = [
     ),
 ];
 
-fn flag(b: bool) -> f64 {
-    if b { 1.0 } else { 0.0 }
-}
-
 impl<'n> Collector<'n> for Ecc {
-    fn name(&self) -> &'static str {
-        "ecc"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut ecc = Family::counter(
-            "gpu_ecc_errors_total",
-            "ECC memory errors; volatile counts since the driver loaded, aggregate over the GPU's life.",
-        );
-        let mut rows = Family::gauge(
-            "gpu_remapped_rows",
-            "Memory rows remapped, by the error that caused it.",
-        );
-        let mut rows_pending = Family::gauge(
-            "gpu_remapped_rows_pending",
-            "1 while a row remap waits for a GPU reset, else 0.",
-        );
-        let mut rows_failure = Family::gauge(
-            "gpu_remapped_rows_failure",
-            "1 after a row remap failed, else 0.",
-        );
-        let mut pages = Family::gauge("gpu_retired_pages", "Memory pages retired, by cause.");
-        let mut pages_pending = Family::gauge(
-            "gpu_retired_pages_pending",
-            "1 while pages wait to be retired at the next reset, else 0.",
-        );
+        let mut ecc = Family::of(&ECC_ERRORS);
+        let mut rows = Family::of(&ROWS);
+        let mut rows_pending = Family::of(&ROWS_PENDING);
+        let mut rows_failure = Family::of(&ROWS_FAILURE);
+        let mut pages = Family::of(&PAGES);
+        let mut pages_pending = Family::of(&PAGES_PENDING);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             for (kind, kind_label, counter, scope) in ECC {

@@ -10,45 +10,110 @@ use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::gpm::gpm_metrics_get;
 
-use super::{Collector, Ctx, pcie};
-use crate::metrics::{Collected, Family, Subject};
+use super::{Collector, Ctx, Spec, pcie};
+use crate::metrics::{Collected, Desc, Family, Subject};
 
 /// NVML refuses metrics from samples closer than this.
 const MIN_GAP: Duration = Duration::from_millis(100);
 const MIB: f64 = 1024.0 * 1024.0;
 
+#[derive(Default)]
 pub struct Gpm<'n> {
+    /// The last sample by GPU or MIG UUID, and when it was taken.
     previous: HashMap<String, (GpmSample<'n>, Instant)>,
 }
 
-impl Gpm<'_> {
-    pub fn new() -> Self {
-        Self {
-            previous: HashMap::new(),
-        }
-    }
-}
+pub const SPEC: Spec = Spec {
+    name: "gpm",
+    families: &[
+        &SM,
+        &OCCUPANCY,
+        &TENSOR,
+        &DRAM,
+        &pcie::TX,
+        &pcie::RX,
+        &GRAPHICS,
+        &MIG_SM,
+        &MIG_OCCUPANCY,
+        &MIG_TENSOR,
+        &MIG_DRAM,
+    ],
+    build: |_, _| Box::new(Gpm::default()),
+};
 
-/// MIG instances read the first four.
-const DEVICE_IDS: [GpmMetricId; 7] = [
-    GpmMetricId::SmUtil,
-    GpmMetricId::SmOccupancy,
-    GpmMetricId::AnyTensorUtil,
-    GpmMetricId::DramBwUtil,
-    GpmMetricId::PcieTxPerSec,
-    GpmMetricId::PcieRxPerSec,
-    GpmMetricId::GraphicsUtil,
+const SM: Desc = Desc::gauge(
+    "gpu_sm_active_ratio",
+    "Fraction of time each SM had at least one warp assigned (GPM).",
+    "ratio",
+    &[],
+);
+const OCCUPANCY: Desc = Desc::gauge(
+    "gpu_sm_occupancy_ratio",
+    "Warps resident on the SMs as a fraction of the maximum (GPM).",
+    "ratio",
+    &[],
+);
+const TENSOR: Desc = Desc::gauge(
+    "gpu_tensor_active_ratio",
+    "Fraction of time the tensor cores were active (GPM).",
+    "ratio",
+    &[],
+);
+const DRAM: Desc = Desc::gauge(
+    "gpu_dram_active_ratio",
+    "Fraction of the DRAM bandwidth used (GPM).",
+    "ratio",
+    &[],
+);
+const GRAPHICS: Desc = Desc::gauge(
+    "gpu_graphics_active_ratio",
+    "Fraction of time the graphics or compute engine was active (GPM).",
+    "ratio",
+    &[],
+);
+const MIG_SM: Desc = Desc::gauge(
+    "gpu_mig_sm_active_ratio",
+    "SM activity of the MIG instance (GPM).",
+    "ratio",
+    &[],
+);
+const MIG_OCCUPANCY: Desc = Desc::gauge(
+    "gpu_mig_sm_occupancy_ratio",
+    "SM occupancy of the MIG instance (GPM).",
+    "ratio",
+    &[],
+);
+const MIG_TENSOR: Desc = Desc::gauge(
+    "gpu_mig_tensor_active_ratio",
+    "Tensor activity of the MIG instance (GPM).",
+    "ratio",
+    &[],
+);
+const MIG_DRAM: Desc = Desc::gauge(
+    "gpu_mig_dram_active_ratio",
+    "DRAM bandwidth used by the MIG instance (GPM).",
+    "ratio",
+    &[],
+);
+
+/// What a GPU reports, and the factor from NVML's unit (percent, MiB/s).
+const DEVICE: [(GpmMetricId, &Desc, f64); 7] = [
+    (GpmMetricId::SmUtil, &SM, 0.01),
+    (GpmMetricId::SmOccupancy, &OCCUPANCY, 0.01),
+    (GpmMetricId::AnyTensorUtil, &TENSOR, 0.01),
+    (GpmMetricId::DramBwUtil, &DRAM, 0.01),
+    (GpmMetricId::PcieTxPerSec, &pcie::TX, MIB),
+    (GpmMetricId::PcieRxPerSec, &pcie::RX, MIB),
+    (GpmMetricId::GraphicsUtil, &GRAPHICS, 0.01),
 ];
 
-struct Families {
-    sm: Family,
-    occ: Family,
-    tensor: Family,
-    dram: Family,
-    tx: Family,
-    rx: Family,
-    graphics: Family,
-}
+/// What a MIG instance reports (percent).
+const MIG: [(GpmMetricId, &Desc); 4] = [
+    (GpmMetricId::SmUtil, &MIG_SM),
+    (GpmMetricId::SmOccupancy, &MIG_OCCUPANCY),
+    (GpmMetricId::AnyTensorUtil, &MIG_TENSOR),
+    (GpmMetricId::DramBwUtil, &MIG_DRAM),
+];
 
 impl<'n> Gpm<'n> {
     /// Takes a new sample for `key`; returns the metric values against the previous one.
@@ -91,77 +156,44 @@ impl<'n> Gpm<'n> {
 }
 
 impl<'n> Collector<'n> for Gpm<'n> {
-    fn name(&self) -> &'static str {
-        "gpm"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut f = Families {
-            sm: Family::gauge(
-                "gpu_sm_active_ratio",
-                "Fraction of time each SM had at least one warp assigned (GPM).",
-            ),
-            occ: Family::gauge(
-                "gpu_sm_occupancy_ratio",
-                "Warps resident on the SMs as a fraction of the maximum (GPM).",
-            ),
-            tensor: Family::gauge(
-                "gpu_tensor_active_ratio",
-                "Fraction of time the tensor cores were active (GPM).",
-            ),
-            dram: Family::gauge(
-                "gpu_dram_active_ratio",
-                "Fraction of the DRAM bandwidth used (GPM).",
-            ),
-            tx: Family::gauge(pcie::TX, pcie::TX_HELP),
-            rx: Family::gauge(pcie::RX, pcie::RX_HELP),
-            graphics: Family::gauge(
-                "gpu_graphics_active_ratio",
-                "Fraction of time the graphics or compute engine was active (GPM).",
-            ),
-        };
-        let mut mig_sm = Family::gauge(
-            "gpu_mig_sm_active_ratio",
-            "SM activity of the MIG instance (GPM).",
-        );
-        let mut mig_occ = Family::gauge(
-            "gpu_mig_sm_occupancy_ratio",
-            "SM occupancy of the MIG instance (GPM).",
-        );
-        let mut mig_tensor = Family::gauge(
-            "gpu_mig_tensor_active_ratio",
-            "Tensor activity of the MIG instance (GPM).",
-        );
-        let mut mig_dram = Family::gauge(
-            "gpu_mig_dram_active_ratio",
-            "DRAM bandwidth used by the MIG instance (GPM).",
-        );
+        let mut device = DEVICE.map(|(_, desc, _)| Family::of(desc));
+        let mut mig = MIG.map(|(_, desc)| Family::of(desc));
+        self.collect_gpus(cx, &mut device);
+        self.collect_migs(cx, &mut mig);
+        // Forget samples of GPUs and instances that are gone.
+        let (gpus, migs) = (cx.gpus, cx.migs);
+        self.previous.retain(|k, _| {
+            gpus.iter().any(|g| *g.id.uuid == **k) || migs.iter().any(|m| *m.id.mig_uuid == **k)
+        });
+        out.families.extend(device);
+        out.families.extend(mig);
+    }
+}
+
+impl<'n> Gpm<'n> {
+    fn collect_gpus(&mut self, cx: &mut Ctx<'_, 'n>, families: &mut [Family; 7]) {
+        let ids = DEVICE.map(|(id, _, _)| id);
         let gpus = cx.gpus;
         for gpu in gpus {
             if !gpu.gpm {
                 continue;
             }
             let (i, uuid) = (gpu.id.index, gpu.id.uuid.to_string());
-            let Some(v) = self.step(cx, i, &uuid, gpu.device.gpm_sample(), &DEVICE_IDS) else {
+            let Some(v) = self.step(cx, i, &uuid, gpu.device.gpm_sample(), &ids) else {
                 continue;
             };
-            let s = gpu.subject();
-            let pushes = [
-                (&mut f.sm, 0.01),
-                (&mut f.occ, 0.01),
-                (&mut f.tensor, 0.01),
-                (&mut f.dram, 0.01),
-                (&mut f.tx, MIB),
-                (&mut f.rx, MIB),
-                (&mut f.graphics, 0.01),
-            ];
-            for ((fam, scale), value) in pushes.into_iter().zip(v) {
+            for ((fam, (_, _, scale)), value) in families.iter_mut().zip(DEVICE).zip(v) {
                 if let Some(x) = value {
-                    fam.push(s.clone(), vec![], x * scale);
+                    fam.push(gpu.subject(), vec![], x * scale);
                 }
             }
         }
-        let migs = cx.migs;
+    }
+
+    fn collect_migs(&mut self, cx: &mut Ctx<'_, 'n>, families: &mut [Family; 4]) {
+        let ids = MIG.map(|(id, _)| id);
+        let (gpus, migs) = (cx.gpus, cx.migs);
         for mig in migs {
             let Some(parent) = gpus.iter().find(|g| g.id == mig.id.gpu) else {
                 continue;
@@ -171,26 +203,14 @@ impl<'n> Collector<'n> for Gpm<'n> {
             }
             let key = mig.id.mig_uuid.to_string();
             let sample = parent.device.gpm_mig_sample(mig.id.gpu_instance_id);
-            let Some(v) = self.step(cx, parent.id.index, &key, sample, &DEVICE_IDS[..4]) else {
+            let Some(v) = self.step(cx, parent.id.index, &key, sample, &ids) else {
                 continue;
             };
-            let s = Subject::Mig(mig.id.clone());
-            for (fam, value) in [&mut mig_sm, &mut mig_occ, &mut mig_tensor, &mut mig_dram]
-                .into_iter()
-                .zip(v)
-            {
+            for (fam, value) in families.iter_mut().zip(v) {
                 if let Some(x) = value {
-                    fam.push(s.clone(), vec![], x / 100.0);
+                    fam.push(Subject::Mig(mig.id.clone()), vec![], x / 100.0);
                 }
             }
         }
-        // Forget samples of GPUs and instances that are gone.
-        self.previous.retain(|k, _| {
-            gpus.iter().any(|g| *g.id.uuid == **k) || migs.iter().any(|m| *m.id.mig_uuid == **k)
-        });
-        out.families.extend([
-            f.sm, f.occ, f.tensor, f.dram, f.tx, f.rx, f.graphics, mig_sm, mig_occ, mig_tensor,
-            mig_dram,
-        ]);
     }
 }

@@ -2,8 +2,30 @@
 
 use std::collections::HashMap;
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family};
+
+pub const SPEC: Spec = Spec {
+    name: "info",
+    families: &[&GPU_INFO],
+    build: |_, _| Box::new(Info::default()),
+};
+
+pub const GPU_INFO: Desc = Desc::gauge(
+    "gpu_info",
+    "GPU identity; the value is always 1.",
+    "",
+    &[
+        "model",
+        "pci_bus_id",
+        "serial",
+        "vbios_version",
+        "architecture",
+        "mig_mode",
+        "driver_version",
+        "cuda_version",
+    ],
+);
 
 #[derive(Default)]
 pub struct Info {
@@ -17,10 +39,6 @@ fn cuda_version(v: i32) -> String {
 }
 
 impl<'n> Collector<'n> for Info {
-    fn name(&self) -> &'static str {
-        "info"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         if self.driver.is_none() {
             let driver = cx.reader.read(
@@ -41,7 +59,7 @@ impl<'n> Collector<'n> for Info {
             }
         }
         let (driver, cuda) = self.driver.clone().unwrap_or_default();
-        let mut fam = Family::gauge("gpu_info", "GPU identity; the value is always 1.");
+        let mut fam = Family::of(&GPU_INFO);
         for gpu in cx.gpus {
             if !self.cache.contains_key(&*gpu.id.uuid) {
                 let i = gpu.id.index;

@@ -1,26 +1,41 @@
 //! MIG instances: identity and their own memory. (Discovery of the instances
 //! happens once per cycle in the collection loop; see `collect::discover`.)
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family, Subject};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family, Subject};
 
 pub struct Mig;
 
-impl<'n> Collector<'n> for Mig {
-    fn name(&self) -> &'static str {
-        "mig"
-    }
+pub const SPEC: Spec = Spec {
+    name: "mig",
+    families: &[&MIG_INFO, &TOTAL, &USED],
+    build: |_, _| Box::new(Mig),
+};
 
+pub const MIG_INFO: Desc = Desc::gauge(
+    "gpu_mig_info",
+    "MIG instance identity; the value is always 1.",
+    "",
+    &["compute_instance_id", "profile"],
+);
+const TOTAL: Desc = Desc::gauge(
+    "gpu_mig_memory_total_bytes",
+    "Memory of the MIG instance.",
+    "bytes",
+    &[],
+);
+const USED: Desc = Desc::gauge(
+    "gpu_mig_memory_used_bytes",
+    "Memory allocated in the MIG instance.",
+    "bytes",
+    &[],
+);
+
+impl<'n> Collector<'n> for Mig {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut info = Family::gauge(
-            "gpu_mig_info",
-            "MIG instance identity; the value is always 1.",
-        );
-        let mut total = Family::gauge("gpu_mig_memory_total_bytes", "Memory of the MIG instance.");
-        let mut used = Family::gauge(
-            "gpu_mig_memory_used_bytes",
-            "Memory allocated in the MIG instance.",
-        );
+        let mut info = Family::of(&MIG_INFO);
+        let mut total = Family::of(&TOTAL);
+        let mut used = Family::of(&USED);
         for mig in cx.migs {
             let subject = Subject::Mig(mig.id.clone());
             let ci = mig

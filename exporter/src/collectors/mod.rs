@@ -1,10 +1,11 @@
-//! One collector per concern, each behind [`Collector`], listed once in
-//! [`all`]. The collection loop times each one and isolates its failures.
+//! One collector per concern, each behind [`Collector`] and described by a
+//! [`Spec`] (its name, its families, how to build it), listed once in
+//! [`REGISTRY`]. The collection loop times each one and isolates its failures.
 
 mod clocks;
 mod ecc;
-mod gpm;
-mod info;
+pub mod gpm;
+pub mod info;
 mod memory;
 mod mig;
 mod nvlink;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::metrics::{Collected, DeviceRef, MigRef, Subject};
+use crate::metrics::{Collected, Desc, DeviceRef, MigRef, Subject};
 use crate::nvml::Reader;
 
 /// A GPU that answered this cycle.
@@ -28,7 +29,8 @@ pub struct Gpu<'n> {
     pub device: Device<'n>,
     pub id: Arc<DeviceRef>,
     pub arch: Option<DeviceArchitecture>,
-    /// GPM (SM/tensor/DRAM activity without DCGM; Hopper and later).
+    /// The GPM collector samples this GPU this cycle (Hopper and later, with
+    /// `gpm` enabled), so it also reports the GPU's PCIe rates.
     pub gpm: bool,
 }
 
@@ -55,26 +57,44 @@ pub struct Ctx<'a, 'n> {
 }
 
 pub trait Collector<'n> {
-    fn name(&self) -> &'static str;
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected);
 }
 
-/// Every collector's name, in run order (MIG before the ones that read `out.migs`).
-pub const NAMES: &[&str] = &[
-    "info",
-    "utilization",
-    "memory",
-    "power",
-    "thermal",
-    "clocks",
-    "pcie",
-    "nvlink",
-    "ecc",
-    "mig",
-    "gpm",
-    "processes",
-    "xid",
+/// What the registry knows of a collector.
+pub struct Spec {
+    pub name: &'static str,
+    /// Every family it can emit.
+    pub families: &'static [&'static Desc],
+    /// Builds it for one NVML session (GPM samples borrow the session).
+    pub build: for<'n> fn(&'n Nvml, &Setup) -> Box<dyn Collector<'n> + 'n>,
+}
+
+/// Every collector, in run order (MIG before the ones that read `out.migs`).
+pub const REGISTRY: &[Spec] = &[
+    info::SPEC,
+    utilization::SPEC,
+    memory::SPEC,
+    power::SPEC,
+    thermal::SPEC,
+    clocks::SPEC,
+    pcie::SPEC,
+    nvlink::SPEC,
+    ecc::SPEC,
+    mig::SPEC,
+    gpm::SPEC,
+    processes::SPEC,
+    xid::SPEC,
 ];
+
+/// Every collector's name, in run order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|s| s.name)
+}
+
+/// Whether the collector of `spec` is among `enabled`.
+pub fn is_enabled(enabled: &[String], spec: &Spec) -> bool {
+    enabled.iter().any(|e| e == spec.name)
+}
 
 /// Settings that change what a collector emits.
 #[derive(Debug, Clone, Copy, Default)]
@@ -83,38 +103,30 @@ pub struct Options {
     pub nvlink_per_link: bool,
 }
 
-/// Builds the enabled collectors for one NVML session.
-pub fn all<'n>(
-    enabled: &[String],
-    options: Options,
-    xids: xid::XidLog,
-) -> Vec<Box<dyn Collector<'n> + 'n>> {
-    let mut list: Vec<Box<dyn Collector<'n> + 'n>> = Vec::new();
-    for name in NAMES {
-        if !enabled.iter().any(|e| e == name) {
-            continue;
-        }
-        list.push(match *name {
-            "info" => Box::new(info::Info::default()),
-            "utilization" => Box::new(utilization::Utilization),
-            "memory" => Box::new(memory::Memory),
-            "power" => Box::new(power::Power),
-            "thermal" => Box::new(thermal::Thermal::default()),
-            "clocks" => Box::new(clocks::Clocks::default()),
-            "pcie" => Box::new(pcie::Pcie {
-                gpm_enabled: enabled.iter().any(|e| e == "gpm"),
-            }),
-            "nvlink" => Box::new(nvlink::NvLinks {
-                per_link: options.nvlink_per_link,
-            }),
-            "ecc" => Box::new(ecc::Ecc),
-            "mig" => Box::new(mig::Mig),
-            "gpm" => Box::new(gpm::Gpm::new()),
-            "processes" => Box::new(processes::Processes::new()),
-            _ => Box::new(xid::Xid::new(xids.clone())),
-        });
-    }
-    list
+/// What collectors are built from.
+#[derive(Clone, Default)]
+pub struct Setup {
+    pub options: Options,
+    /// Filled by the XID event thread, read by the `xid` collector.
+    pub xids: xid::XidLog,
+}
+
+/// A built collector and its registry entry.
+pub struct Running<'n> {
+    pub spec: &'static Spec,
+    pub collector: Box<dyn Collector<'n> + 'n>,
+}
+
+/// Builds the enabled collectors for one NVML session, in registry order.
+pub fn build<'n>(nvml: &'n Nvml, enabled: &[String], setup: &Setup) -> Vec<Running<'n>> {
+    REGISTRY
+        .iter()
+        .filter(|spec| is_enabled(enabled, spec))
+        .map(|spec| Running {
+            spec,
+            collector: (spec.build)(nvml, setup),
+        })
+        .collect()
 }
 
 pub(crate) fn pct(v: u32) -> f64 {

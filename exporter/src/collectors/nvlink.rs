@@ -8,13 +8,42 @@ use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
 };
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Gpu, Spec};
+use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
 
 pub struct NvLinks {
     pub per_link: bool,
 }
+
+pub const SPEC: Spec = Spec {
+    name: "nvlink",
+    families: &[&TX, &RX, &ERROR_COUNT],
+    build: |_, setup| {
+        Box::new(NvLinks {
+            per_link: setup.options.nvlink_per_link,
+        })
+    },
+};
+
+const TX: Desc = Desc::counter(
+    "gpu_nvlink_transmit_bytes_total",
+    "NVLink data bytes transmitted (per link with --nvlink-per-link, else summed over links).",
+    "bytes",
+    &["link"],
+);
+const RX: Desc = Desc::counter(
+    "gpu_nvlink_receive_bytes_total",
+    "NVLink data bytes received (per link with --nvlink-per-link, else summed over links).",
+    "bytes",
+    &["link"],
+);
+const ERROR_COUNT: Desc = Desc::counter(
+    "gpu_nvlink_errors_total",
+    "NVLink data-link errors by type (per link with --nvlink-per-link, else summed over links).",
+    "",
+    &["link", "type"],
+);
 
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
@@ -27,106 +56,117 @@ const ERRORS: [(ErrorCounter, &str); 4] = [
 ];
 
 impl<'n> Collector<'n> for NvLinks {
-    fn name(&self) -> &'static str {
-        "nvlink"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut tx = Family::counter(
-            "gpu_nvlink_transmit_bytes_total",
-            "NVLink data bytes transmitted (per link with --nvlink-per-link, else summed over links).",
-        );
-        let mut rx = Family::counter(
-            "gpu_nvlink_receive_bytes_total",
-            "NVLink data bytes received (per link with --nvlink-per-link, else summed over links).",
-        );
-        let mut errors = Family::counter(
-            "gpu_nvlink_errors_total",
-            "NVLink data-link errors by type (per link with --nvlink-per-link, else summed over links).",
-        );
-        for gpu in cx.gpus {
-            let (i, d) = (gpu.id.index, &gpu.device);
-            let mut links = Vec::new();
-            for link in 0..MAX_LINKS {
-                match d.link_wrapper_for(link).is_active() {
-                    Ok(true) => links.push(link),
-                    Ok(false) => {}
-                    // Past the GPU's last link NVML answers INVALID_ARGUMENT.
-                    Err(NvmlError::InvalidArg) => break,
-                    Err(e) => {
-                        cx.reader.fail(i, "nvmlDeviceGetNvLinkState", &e);
-                        break;
-                    }
-                }
-            }
+        let mut tx = Family::of(&TX);
+        let mut rx = Family::of(&RX);
+        let mut errors = Family::of(&ERROR_COUNT);
+        let gpus = cx.gpus;
+        for gpu in gpus {
+            let links = active_links(cx, gpu);
             if links.is_empty() {
                 continue;
             }
-            // Errors are summed over links (like DCGM's *_TOTAL fields) unless
-            // --nvlink-per-link: per-link error series are 72 per H100.
-            let mut totals = [None::<f64>; 4];
-            for &link in &links {
-                let wrapper = d.link_wrapper_for(link);
-                for (slot, (counter, label)) in ERRORS.iter().enumerate() {
-                    let read = wrapper.error_counter(*counter);
-                    let Some(n) = cx.reader.read(i, "nvmlDeviceGetNvLinkErrorCounter", read) else {
-                        continue;
-                    };
-                    if self.per_link {
-                        let labels = vec![("link", link.to_string()), ("type", label.to_string())];
-                        errors.push(gpu.subject(), labels, n as f64);
-                    } else {
-                        *totals[slot].get_or_insert(0.0) += n as f64;
-                    }
-                }
-            }
-            for (total, (_, label)) in totals.iter().zip(ERRORS) {
-                if let Some(n) = total {
-                    errors.push(gpu.subject(), vec![("type", label.to_string())], *n);
-                }
-            }
-            let requests: Vec<(u32, u32)> = links
-                .iter()
-                .flat_map(|&l| {
-                    [
-                        (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l),
-                        (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l),
-                    ]
-                })
-                .collect();
-            let Some(values) = cx.reader.read(
-                i,
-                "nvmlDeviceGetFieldValues",
-                raw::scoped_field_values(cx.nvml, d, &requests),
-            ) else {
-                continue;
-            };
-            let (mut tx_sum, mut rx_sum) = (None::<f64>, None::<f64>);
-            for ((field, link), value) in requests.iter().zip(values) {
-                let bytes = match value {
-                    // The field counts KiB.
-                    Ok(kib) => kib * 1024.0,
-                    Err(e) => {
-                        cx.reader
-                            .fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e);
-                        continue;
-                    }
-                };
-                let is_tx = *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
-                if self.per_link {
-                    let fam = if is_tx { &mut tx } else { &mut rx };
-                    fam.push(gpu.subject(), vec![("link", link.to_string())], bytes);
-                } else {
-                    *(if is_tx { &mut tx_sum } else { &mut rx_sum }).get_or_insert(0.0) += bytes;
-                }
-            }
-            if let Some(b) = tx_sum {
-                tx.push(gpu.subject(), vec![], b);
-            }
-            if let Some(b) = rx_sum {
-                rx.push(gpu.subject(), vec![], b);
-            }
+            self.errors(cx, gpu, &links, &mut errors);
+            self.traffic(cx, gpu, &links, [&mut tx, &mut rx]);
         }
         out.families.extend([tx, rx, errors]);
+    }
+}
+
+/// The GPU's active links; NVML answers INVALID_ARGUMENT past its last one.
+fn active_links(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>) -> Vec<u32> {
+    let mut links = Vec::new();
+    for link in 0..MAX_LINKS {
+        match gpu.device.link_wrapper_for(link).is_active() {
+            Ok(true) => links.push(link),
+            Ok(false) => {}
+            Err(NvmlError::InvalidArg) => break,
+            Err(e) => {
+                cx.reader.fail(gpu.id.index, "nvmlDeviceGetNvLinkState", &e);
+                break;
+            }
+        }
+    }
+    links
+}
+
+impl NvLinks {
+    /// Errors are summed over links (like DCGM's *_TOTAL fields) unless
+    /// --nvlink-per-link: per-link error series are 72 per H100.
+    fn errors(&self, cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>, links: &[u32], errors: &mut Family) {
+        let mut totals = [None::<f64>; 4];
+        for &link in links {
+            let wrapper = gpu.device.link_wrapper_for(link);
+            for (slot, (counter, label)) in ERRORS.iter().enumerate() {
+                let read = wrapper.error_counter(*counter);
+                let i = gpu.id.index;
+                let Some(n) = cx.reader.read(i, "nvmlDeviceGetNvLinkErrorCounter", read) else {
+                    continue;
+                };
+                if self.per_link {
+                    let labels = vec![("link", link.to_string()), ("type", label.to_string())];
+                    errors.push(gpu.subject(), labels, n as f64);
+                } else {
+                    *totals[slot].get_or_insert(0.0) += n as f64;
+                }
+            }
+        }
+        for (total, (_, label)) in totals.iter().zip(ERRORS) {
+            if let Some(n) = total {
+                errors.push(gpu.subject(), vec![("type", label.to_string())], *n);
+            }
+        }
+    }
+
+    /// Data bytes per link or summed, from one batched field-values call.
+    fn traffic(
+        &self,
+        cx: &mut Ctx<'_, '_>,
+        gpu: &Gpu<'_>,
+        links: &[u32],
+        [tx, rx]: [&mut Family; 2],
+    ) {
+        let i = gpu.id.index;
+        let requests: Vec<(u32, u32)> = links
+            .iter()
+            .flat_map(|&l| {
+                [
+                    (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, l),
+                    (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, l),
+                ]
+            })
+            .collect();
+        let Some(values) = cx.reader.read(
+            i,
+            "nvmlDeviceGetFieldValues",
+            raw::scoped_field_values(cx.nvml, &gpu.device, &requests),
+        ) else {
+            return;
+        };
+        let (mut tx_sum, mut rx_sum) = (None::<f64>, None::<f64>);
+        for ((field, link), value) in requests.iter().zip(values) {
+            let bytes = match value {
+                // The field counts KiB.
+                Ok(kib) => kib * 1024.0,
+                Err(e) => {
+                    cx.reader
+                        .fail(i, "nvmlDeviceGetFieldValues(NVLINK_THROUGHPUT)", &e);
+                    continue;
+                }
+            };
+            let is_tx = *field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+            if self.per_link {
+                let fam = if is_tx { &mut *tx } else { &mut *rx };
+                fam.push(gpu.subject(), vec![("link", link.to_string())], bytes);
+            } else {
+                *(if is_tx { &mut tx_sum } else { &mut rx_sum }).get_or_insert(0.0) += bytes;
+            }
+        }
+        if let Some(b) = tx_sum {
+            tx.push(gpu.subject(), vec![], b);
+        }
+        if let Some(b) = rx_sum {
+            rx.push(gpu.subject(), vec![], b);
+        }
     }
 }

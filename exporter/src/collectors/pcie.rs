@@ -2,35 +2,46 @@
 
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family};
 
-pub struct Pcie {
-    /// Whether the GPM collector runs and so reports PCIe rates on GPUs with GPM.
-    pub gpm_enabled: bool,
-}
+pub struct Pcie;
 
-pub const TX: &str = "gpu_pcie_transmit_bytes_per_second";
-pub const RX: &str = "gpu_pcie_receive_bytes_per_second";
-pub const TX_HELP: &str = "PCIe bytes transmitted per second by the GPU.";
-pub const RX_HELP: &str = "PCIe bytes received per second by the GPU.";
+pub const SPEC: Spec = Spec {
+    name: "pcie",
+    families: &[&TX, &RX, &REPLAYS],
+    build: |_, _| Box::new(Pcie),
+};
+
+/// Also fed by the GPM collector, on the GPUs it samples.
+pub const TX: Desc = Desc::gauge(
+    "gpu_pcie_transmit_bytes_per_second",
+    "PCIe bytes transmitted per second by the GPU.",
+    "bytes/s",
+    &[],
+);
+pub const RX: Desc = Desc::gauge(
+    "gpu_pcie_receive_bytes_per_second",
+    "PCIe bytes received per second by the GPU.",
+    "bytes/s",
+    &[],
+);
+const REPLAYS: Desc = Desc::counter(
+    "gpu_pcie_replays_total",
+    "PCIe replays (link-level retransmissions).",
+    "",
+    &[],
+);
 
 impl<'n> Collector<'n> for Pcie {
-    fn name(&self) -> &'static str {
-        "pcie"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut tx = Family::gauge(TX, TX_HELP);
-        let mut rx = Family::gauge(RX, RX_HELP);
-        let mut replays = Family::counter(
-            "gpu_pcie_replays_total",
-            "PCIe replays (link-level retransmissions).",
-        );
+        let mut tx = Family::of(&TX);
+        let mut rx = Family::of(&RX);
+        let mut replays = Family::of(&REPLAYS);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             // GPM gives the same rates without the 20 ms sampling each call costs here.
-            if !(self.gpm_enabled && gpu.gpm) {
+            if !gpu.gpm {
                 if let Some(kb) = cx.reader.read(
                     i,
                     "nvmlDeviceGetPcieThroughput",

@@ -1,22 +1,40 @@
 //! Power draw, the enforced limit and the energy counter.
 
-use super::{Collector, Ctx};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec};
+use crate::metrics::{Collected, Desc, Family};
 
 pub struct Power;
 
-impl<'n> Collector<'n> for Power {
-    fn name(&self) -> &'static str {
-        "power"
-    }
+pub const SPEC: Spec = Spec {
+    name: "power",
+    families: &[&USAGE, &LIMIT, &ENERGY],
+    build: |_, _| Box::new(Power),
+};
 
+const USAGE: Desc = Desc::gauge(
+    "gpu_power_usage_watts",
+    "Power drawn by the GPU board.",
+    "watts",
+    &[],
+);
+const LIMIT: Desc = Desc::gauge(
+    "gpu_power_limit_watts",
+    "Power limit the driver enforces.",
+    "watts",
+    &[],
+);
+const ENERGY: Desc = Desc::counter(
+    "gpu_energy_consumed_joules_total",
+    "Energy consumed by the GPU since the driver was loaded.",
+    "joules",
+    &[],
+);
+
+impl<'n> Collector<'n> for Power {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut usage = Family::gauge("gpu_power_usage_watts", "Power drawn by the GPU board.");
-        let mut limit = Family::gauge("gpu_power_limit_watts", "Power limit the driver enforces.");
-        let mut energy = Family::counter(
-            "gpu_energy_consumed_joules_total",
-            "Energy consumed by the GPU since the driver was loaded.",
-        );
+        let mut usage = Family::of(&USAGE);
+        let mut limit = Family::of(&LIMIT);
+        let mut energy = Family::of(&ENERGY);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             if let Some(mw) = cx

@@ -5,9 +5,40 @@ use std::collections::HashMap;
 use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold};
 use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_MEMORY_TEMP;
 
-use super::{Collector, Ctx, pct};
-use crate::metrics::{Collected, Family};
+use super::{Collector, Ctx, Spec, pct};
+use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
+
+pub const SPEC: Spec = Spec {
+    name: "thermal",
+    families: &[&TEMP, &MEMORY_TEMP, &THRESHOLD, &FAN],
+    build: |_, _| Box::new(Thermal::default()),
+};
+
+const TEMP: Desc = Desc::gauge(
+    "gpu_temperature_celsius",
+    "GPU die temperature.",
+    "celsius",
+    &[],
+);
+const MEMORY_TEMP: Desc = Desc::gauge(
+    "gpu_memory_temperature_celsius",
+    "HBM memory temperature.",
+    "celsius",
+    &[],
+);
+const THRESHOLD: Desc = Desc::gauge(
+    "gpu_temperature_threshold_celsius",
+    "Temperature at which the GPU slows down, shuts down, or its maximum operating temperature.",
+    "celsius",
+    &["threshold"],
+);
+const FAN: Desc = Desc::gauge(
+    "gpu_fan_speed_ratio",
+    "Fan speed as a fraction of its maximum.",
+    "ratio",
+    &[],
+);
 
 /// Thresholds and the fan count are fixed while the driver is loaded, so they
 /// are read once per GPU (what each NVML call costs on an H200:
@@ -28,10 +59,11 @@ fn read_fixed(cx: &mut Ctx<'_, '_>, i: u32, d: &nvml_wrapper::Device<'_>) -> Opt
     let mut thresholds = Vec::new();
     for (which, label) in THRESHOLDS {
         let t = d.temperature_threshold(which);
-        if let Some(t) =
-            cx.reader
-                .read_fixed(i, "nvmlDeviceGetTemperatureThreshold", t, &mut complete)
-        {
+        let read = cx
+            .reader
+            .read_fixed(i, "nvmlDeviceGetTemperatureThreshold", t);
+        complete &= read.settled;
+        if let Some(t) = read.value {
             thresholds.push((label, f64::from(t)));
         }
     }
@@ -39,9 +71,12 @@ fn read_fixed(cx: &mut Ctx<'_, '_>, i: u32, d: &nvml_wrapper::Device<'_>) -> Opt
     // with INVALID_ARGUMENT: ask for the count before asking for a speed.
     let fans = cx
         .reader
-        .read_fixed(i, "nvmlDeviceGetNumFans", d.num_fans(), &mut complete)
-        .unwrap_or(0);
-    complete.then_some(Fixed { thresholds, fans })
+        .read_fixed(i, "nvmlDeviceGetNumFans", d.num_fans());
+    let fixed = Fixed {
+        thresholds,
+        fans: fans.value.unwrap_or(0),
+    };
+    (complete && fans.settled).then_some(fixed)
 }
 
 const THRESHOLDS: [(TemperatureThreshold, &str); 4] = [
@@ -52,22 +87,11 @@ const THRESHOLDS: [(TemperatureThreshold, &str); 4] = [
 ];
 
 impl<'n> Collector<'n> for Thermal {
-    fn name(&self) -> &'static str {
-        "thermal"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut temp = Family::gauge("gpu_temperature_celsius", "GPU die temperature.");
-        let mut mem_temp =
-            Family::gauge("gpu_memory_temperature_celsius", "HBM memory temperature.");
-        let mut thresholds = Family::gauge(
-            "gpu_temperature_threshold_celsius",
-            "Temperature at which the GPU slows down, shuts down, or its maximum operating temperature.",
-        );
-        let mut fan = Family::gauge(
-            "gpu_fan_speed_ratio",
-            "Fan speed as a fraction of its maximum.",
-        );
+        let mut temp = Family::of(&TEMP);
+        let mut mem_temp = Family::of(&MEMORY_TEMP);
+        let mut thresholds = Family::of(&THRESHOLD);
+        let mut fan = Family::of(&FAN);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
             if !self.fixed.contains_key(&*gpu.id.uuid)

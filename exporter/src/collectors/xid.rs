@@ -12,9 +12,9 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use tracing::{info, warn};
 
-use super::{Collector, Ctx};
-use crate::collect::{now_unix, sleep_unless_stopped};
-use crate::metrics::{Collected, DeviceRef, Family, Subject};
+use super::{Collector, Ctx, Spec};
+use crate::clock::{sleep_unless_stopped, unix_now};
+use crate::metrics::{Collected, Desc, DeviceRef, Family, Subject};
 use crate::nvml::library::LibSource;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -49,17 +49,30 @@ pub struct Xid {
     log: XidLog,
 }
 
-impl Xid {
-    pub fn new(log: XidLog) -> Self {
-        Self { log }
-    }
-}
+pub const SPEC: Spec = Spec {
+    name: "xid",
+    families: &[&COUNT, &LAST_SEEN],
+    build: |_, setup| {
+        Box::new(Xid {
+            log: setup.xids.clone(),
+        })
+    },
+};
+
+const COUNT: Desc = Desc::counter(
+    "gpu_xid_errors_total",
+    "XID errors reported by the driver, by XID code.",
+    "",
+    &["xid"],
+);
+const LAST_SEEN: Desc = Desc::gauge(
+    "gpu_xid_last_seen_timestamp_seconds",
+    "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
+    "seconds",
+    &["xid"],
+);
 
 impl<'n> Collector<'n> for Xid {
-    fn name(&self) -> &'static str {
-        "xid"
-    }
-
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         out.families
             .extend(families(&self.log, cx.gpus.iter().map(|g| g.id.clone())));
@@ -70,14 +83,8 @@ impl<'n> Collector<'n> for Xid {
 /// (lost, error): the XID that took a GPU down (79) must outlive its other
 /// series, or its alert and the dashboard's XID table lose it at once.
 pub fn families(log: &XidLog, gpus: impl Iterator<Item = Arc<DeviceRef>>) -> [Family; 2] {
-    let mut count = Family::counter(
-        "gpu_xid_errors_total",
-        "XID errors reported by the driver, by XID code.",
-    );
-    let mut last = Family::gauge(
-        "gpu_xid_last_seen_timestamp_seconds",
-        "Unix time an XID code was last reported (alert on this: a first XID has no increase()).",
-    );
+    let mut count = Family::of(&COUNT);
+    let mut last = Family::of(&LAST_SEEN);
     for gpu in gpus {
         for (xid, seen) in log.of(&gpu.uuid) {
             let labels = vec![("xid", xid.to_string())];
@@ -158,7 +165,7 @@ fn wait_events(lib: &LibSource, log: &XidLog, stop: &AtomicBool) -> Result<(), N
                     continue;
                 };
                 warn!(uuid = %uuid, xid, "XID error");
-                log.record(&uuid, xid, now_unix());
+                log.record(&uuid, xid, unix_now());
             }
             Err(NvmlError::Timeout) => {}
             Err(e) => return Err(e),

@@ -266,6 +266,21 @@ const COMPAT: &[Compat] = &[
     ),
 ];
 
+/// The compat families: name and kind.
+pub fn families() -> impl Iterator<Item = (&'static str, Kind)> {
+    COMPAT.iter().map(|c| (c.name, c.kind))
+}
+
+/// The native families the compat families read by name.
+pub fn native_sources() -> impl Iterator<Item = &'static str> {
+    let sources = COMPAT.iter().flat_map(|c| [Some(c.gpu), c.mig]).flatten();
+    sources.flat_map(|s| match s {
+        Source::Native(name, _, _) => vec![name],
+        Source::Sum(names, _) => names.to_vec(),
+        Source::LastXid | Source::MigFree => Vec::new(),
+    })
+}
+
 /// One collection, as the compat families read it.
 pub struct Input<'a> {
     pub families: &'a [Family],

@@ -59,6 +59,52 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// What a family is, fixed at compile time. Collectors build their families
+/// from these, and the docs and dashboard tests read the same list
+/// ([`crate::catalog`]), so a name is written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Desc {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+    /// The unit as docs/metrics.md writes it; empty for counts and 0/1 flags.
+    pub unit: &'static str,
+    /// Label keys after the subject's own (`node`, `gpu`, `uuid`, pod labels).
+    pub labels: &'static [&'static str],
+}
+
+impl Desc {
+    pub const fn gauge(
+        name: &'static str,
+        help: &'static str,
+        unit: &'static str,
+        labels: &'static [&'static str],
+    ) -> Self {
+        Self {
+            name,
+            help,
+            kind: Kind::Gauge,
+            unit,
+            labels,
+        }
+    }
+
+    pub const fn counter(
+        name: &'static str,
+        help: &'static str,
+        unit: &'static str,
+        labels: &'static [&'static str],
+    ) -> Self {
+        Self {
+            name,
+            help,
+            kind: Kind::Counter,
+            unit,
+            labels,
+        }
+    }
+}
+
 /// One metric family. `name` is the sample name; counters end in `_total`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
@@ -69,6 +115,16 @@ pub struct Family {
 }
 
 impl Family {
+    /// An empty family of the described kind.
+    pub fn of(desc: &Desc) -> Self {
+        Self {
+            name: desc.name,
+            help: desc.help,
+            kind: desc.kind,
+            samples: Vec::new(),
+        }
+    }
+
     pub fn gauge(name: &'static str, help: &'static str) -> Self {
         Self {
             name,
@@ -99,6 +155,11 @@ impl Family {
         self.push(subject, labels, value);
         self
     }
+}
+
+/// A 0/1 sample value.
+pub fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
 }
 
 /// Pre-rendered pod labels (`namespace`, `pod`, `container`, `workload`,

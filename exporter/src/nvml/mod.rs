@@ -46,6 +46,15 @@ fn is_unsupported(e: &NvmlError) -> bool {
     )
 }
 
+/// A read of a value that never changes (see [`Reader::read_fixed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedRead<T> {
+    pub value: Option<T>,
+    /// False when the call failed in a way worth retrying, so the caller
+    /// must not cache what it has.
+    pub settled: bool,
+}
+
 /// Error accounting across collections. `read` turns NVML results into
 /// `Option`s: unsupported fields are left out (logged once), failures are
 /// counted by function and kind, and a lost GPU is remembered.
@@ -74,20 +83,19 @@ impl Reader {
         }
     }
 
-    /// Like [`Reader::read`], for a value that never changes and is cached:
-    /// `complete` turns false on a failure worth retrying (unsupported is
-    /// final).
+    /// Like [`Reader::read`], for a value that never changes and is cached.
     pub fn read_fixed<T>(
         &mut self,
         gpu: u32,
         function: &'static str,
         r: Result<T, NvmlError>,
-        complete: &mut bool,
-    ) -> Option<T> {
-        if let Err(e) = &r {
-            *complete &= is_unsupported(e);
+    ) -> FixedRead<T> {
+        // Unsupported is final; any other failure is worth another try.
+        let settled = r.as_ref().err().is_none_or(is_unsupported);
+        FixedRead {
+            value: self.read(gpu, function, r),
+            settled,
         }
-        self.read(gpu, function, r)
     }
 
     /// Accounts for one failed call.

@@ -10,6 +10,8 @@
 use std::io;
 use std::path::Path;
 
+use super::families::Unattributed;
+
 /// The pod a process runs in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodCgroup {
@@ -32,12 +34,12 @@ pub enum CgroupError {
 }
 
 impl CgroupError {
-    /// Short reason for the unattributed-process self-metrics.
-    pub fn reason(&self) -> &'static str {
+    /// The reason the unattributed-process self-metrics give.
+    pub fn reason(&self) -> Unattributed {
         match self {
-            Self::Unreadable { .. } => "cgroup_unreadable",
-            Self::Malformed { .. } => "cgroup_malformed",
-            Self::NotAPod => "not_a_pod",
+            Self::Unreadable { .. } => Unattributed::CgroupUnreadable,
+            Self::Malformed { .. } => Unattributed::CgroupMalformed,
+            Self::NotAPod => Unattributed::NotAPod,
         }
     }
 }

@@ -6,10 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use super::families::POD_INFO;
 use super::map::PodMap;
 use crate::metrics::{Family, Labels, Subject};
-
-pub const NAME: &str = "gpu_pod_info";
 
 /// The family for one join: pods from the kubelet's allocations (exclusive,
 /// time-sliced and MIG alike) and pods whose processes were attributed
@@ -39,10 +38,7 @@ pub fn family<'a>(
                 super::map::pod_labels(&meta.namespace, &meta.name, None, Some(meta), label_keys)
             });
     }
-    let mut family = Family::gauge(
-        NAME,
-        "1 for each pod holding a GPU or MIG instance or running a GPU process; the join target for per-pod series (namespace, pod).",
-    );
+    let mut family = Family::of(&POD_INFO);
     for labels in pods.into_values() {
         let mut all: Labels = Vec::with_capacity(labels.len() + 1);
         all.push(("node", node.to_owned()));

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::kubeapi::{MetaView, PodMeta};
 use super::labels::PodLabel;
-use super::podresources::{Allocation, ClaimDevice, KubeletSnapshot};
+use super::podresources::{ClaimDevice, KubeletSnapshot};
 use super::slices::SliceView;
 use crate::metrics::{Labels, PodLabelSet, PodLookup};
 
@@ -57,8 +57,6 @@ pub struct PodMap {
     pub holdings: Vec<Holding>,
     /// Pod UID → metadata (non-terminal pods).
     pub pods: HashMap<String, Arc<PodMeta>>,
-    /// Allocatable replicas per device UUID.
-    pub replicas: HashMap<String, u32>,
     /// Devices attributed to pods, per allocation path.
     pub attributed: BTreeMap<Via, u64>,
     /// Claimed devices without a UUID, by reason (see [`DRA_UNMAPPED`]).
@@ -118,114 +116,147 @@ impl PodMap {
             .filter(|(_, m)| !m.terminal)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let by_name: HashMap<(&str, &str), &PodMeta> = meta
-            .pods
-            .values()
-            .map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m))
-            .collect();
-        let fresh = meta.synced && !meta.stale;
-        // Terminal pods are gone; so is a pod a healthy watch no longer lists
-        // (the kubelet may report it until its next refresh).
-        let live = |namespace: &str, pod: &str| match by_name.get(&(namespace, pod)).copied() {
-            Some(m) if m.terminal => None,
-            None if fresh => None,
-            m => Some(m),
-        };
+        let live = Live::new(meta);
         let mut holdings: Vec<Holding> = Vec::new();
-        for Allocation {
-            namespace,
-            pod,
-            container,
-            resource,
-            device,
-        } in &kubelet.allocations
-        {
-            let Some(m) = live(namespace, pod) else {
+        for a in &kubelet.allocations {
+            let Some(m) = live.get(&a.namespace, &a.pod) else {
                 continue;
             };
             holdings.push(Holding {
-                device: device.uuid.clone(),
-                pod_key: (namespace.clone(), pod.clone()),
-                labels: pod_labels(namespace, pod, Some(container), m, label_keys),
-                resource: resource.clone(),
+                device: a.device.uuid.clone(),
+                pod_key: (a.namespace.clone(), a.pod.clone()),
+                labels: pod_labels(&a.namespace, &a.pod, Some(&a.container), m, label_keys),
+                resource: a.resource.clone(),
                 via: Via::DevicePlugin,
                 claim: String::new(),
             });
         }
-        let mut dra_unmapped: BTreeMap<&'static str, u64> =
-            DRA_UNMAPPED.iter().map(|r| (*r, 0)).collect();
-        *dra_unmapped.entry("other_driver").or_default() += kubelet.other_driver_devices;
-        let index = slices.index();
-        for c in &kubelet.claims {
-            let ClaimDevice {
-                namespace,
-                pod,
-                container,
-                claim,
-                driver,
-                ..
-            } = c;
-            let uuid = match index.get(&(driver.as_str(), c.pool.as_str(), c.device.as_str())) {
-                Some(Some(d)) => d.uuid.clone(),
-                Some(None) => {
-                    *dra_unmapped.entry("no_uuid").or_default() += 1;
-                    continue;
-                }
-                None => {
-                    *dra_unmapped.entry("not_in_slices").or_default() += 1;
-                    continue;
-                }
-            };
-            let Some(m) = live(namespace, pod) else {
-                continue;
-            };
-            holdings.push(Holding {
-                device: uuid,
-                pod_key: (namespace.clone(), pod.clone()),
-                labels: pod_labels(namespace, pod, Some(container), m, label_keys),
-                resource: driver.clone(),
-                via: Via::Dra,
-                claim: claim.clone(),
-            });
-        }
+        let dra_unmapped = claim_holdings(kubelet, slices, &live, label_keys, &mut holdings);
         holdings.sort();
         holdings.dedup();
-        let mut attributed: BTreeMap<Via, u64> = Via::ALL.iter().map(|v| (*v, 0)).collect();
-        let mut counted = std::collections::HashSet::new();
-        for h in &holdings {
-            if counted.insert((h.via, h.device.as_str())) {
-                *attributed.entry(h.via).or_default() += 1;
-            }
-        }
-
-        let mut by_device: BTreeMap<&str, Vec<&Holding>> = BTreeMap::new();
-        for h in &holdings {
-            by_device.entry(h.device.as_str()).or_default().push(h);
-        }
-        let mut owners = HashMap::new();
-        for (device, hs) in by_device {
-            let first = hs[0];
-            if hs.iter().any(|h| h.pod_key != first.pod_key) {
-                continue; // shared by several pods: per-pod series instead
-            }
-            let mut labels = first.labels.clone();
-            if hs.iter().any(|h| h.labels != first.labels) {
-                // Several containers of one pod: the pod is known, the container is not.
-                if let Some(c) = labels.iter_mut().find(|(k, _)| *k == "container") {
-                    c.1.clear();
-                }
-            }
-            owners.insert(device.to_owned(), Arc::new(to_set(&labels)));
-        }
         Self {
-            owners,
+            owners: single_owners(&holdings),
+            attributed: count_attributed(&holdings),
             holdings,
             pods,
-            replicas: kubelet.replicas.clone(),
-            attributed,
             dra_unmapped,
         }
     }
+}
+
+/// Which pods the kubelet reports still count: terminal pods are gone; so
+/// is a pod a healthy watch no longer lists (the kubelet may report it until
+/// its next refresh).
+struct Live<'a> {
+    by_name: HashMap<(&'a str, &'a str), &'a PodMeta>,
+    fresh: bool,
+}
+
+impl<'a> Live<'a> {
+    fn new(meta: &'a MetaView) -> Self {
+        let by_name = meta
+            .pods
+            .values()
+            .map(|m| ((m.namespace.as_str(), m.name.as_str()), &**m))
+            .collect();
+        Self {
+            by_name,
+            fresh: meta.synced && !meta.stale,
+        }
+    }
+
+    /// `None` when the pod is gone; else its metadata, if known.
+    fn get(&self, namespace: &str, pod: &str) -> Option<Option<&'a PodMeta>> {
+        match self.by_name.get(&(namespace, pod)).copied() {
+            Some(m) if m.terminal => None,
+            None if self.fresh => None,
+            m => Some(m),
+        }
+    }
+}
+
+/// Adds the holdings of DRA claims whose device a ResourceSlice names by
+/// UUID; returns the claimed devices left without one, by reason.
+fn claim_holdings(
+    kubelet: &KubeletSnapshot,
+    slices: &SliceView,
+    live: &Live<'_>,
+    label_keys: &[PodLabel],
+    holdings: &mut Vec<Holding>,
+) -> BTreeMap<&'static str, u64> {
+    let mut dra_unmapped: BTreeMap<&'static str, u64> =
+        DRA_UNMAPPED.iter().map(|r| (*r, 0)).collect();
+    *dra_unmapped.entry("other_driver").or_default() += kubelet.other_driver_devices;
+    let index = slices.index();
+    for c in &kubelet.claims {
+        let ClaimDevice {
+            namespace,
+            pod,
+            container,
+            claim,
+            driver,
+            ..
+        } = c;
+        let uuid = match index.get(&(driver.as_str(), c.pool.as_str(), c.device.as_str())) {
+            Some(Some(d)) => d.uuid.clone(),
+            Some(None) => {
+                *dra_unmapped.entry("no_uuid").or_default() += 1;
+                continue;
+            }
+            None => {
+                *dra_unmapped.entry("not_in_slices").or_default() += 1;
+                continue;
+            }
+        };
+        let Some(m) = live.get(namespace, pod) else {
+            continue;
+        };
+        holdings.push(Holding {
+            device: uuid,
+            pod_key: (namespace.clone(), pod.clone()),
+            labels: pod_labels(namespace, pod, Some(container), m, label_keys),
+            resource: driver.clone(),
+            via: Via::Dra,
+            claim: claim.clone(),
+        });
+    }
+    dra_unmapped
+}
+
+/// Devices attributed per allocation path, each device once.
+fn count_attributed(holdings: &[Holding]) -> BTreeMap<Via, u64> {
+    let mut attributed: BTreeMap<Via, u64> = Via::ALL.iter().map(|v| (*v, 0)).collect();
+    let mut counted = std::collections::HashSet::new();
+    for h in holdings {
+        if counted.insert((h.via, h.device.as_str())) {
+            *attributed.entry(h.via).or_default() += 1;
+        }
+    }
+    attributed
+}
+
+/// Device UUID → labels, for the devices exactly one pod holds.
+fn single_owners(holdings: &[Holding]) -> HashMap<String, Arc<PodLabelSet>> {
+    let mut by_device: BTreeMap<&str, Vec<&Holding>> = BTreeMap::new();
+    for h in holdings {
+        by_device.entry(h.device.as_str()).or_default().push(h);
+    }
+    let mut owners = HashMap::new();
+    for (device, hs) in by_device {
+        let first = hs[0];
+        if hs.iter().any(|h| h.pod_key != first.pod_key) {
+            continue; // shared by several pods: per-pod series instead
+        }
+        let mut labels = first.labels.clone();
+        if hs.iter().any(|h| h.labels != first.labels) {
+            // Several containers of one pod: the pod is known, the container is not.
+            if let Some(c) = labels.iter_mut().find(|(k, _)| *k == "container") {
+                c.1.clear();
+            }
+        }
+        owners.insert(device.to_owned(), Arc::new(to_set(&labels)));
+    }
+    owners
 }
 
 /// The lookup handed to the encoder for one collection.
@@ -247,7 +278,7 @@ impl PodLookup for Joined {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pods::podresources::DeviceId;
+    use crate::pods::podresources::{Allocation, DeviceId};
 
     fn alloc(ns: &str, pod: &str, c: &str, id: &str) -> Allocation {
         Allocation {
@@ -407,7 +438,6 @@ mod tests {
                 claim("p2", "y", "gpu-7", "gpu.nvidia.com"),
             ],
             other_driver_devices: 2,
-            ..KubeletSnapshot::default()
         };
         let view = MetaView {
             synced: true,

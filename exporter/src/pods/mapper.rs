@@ -12,13 +12,17 @@ use tracing::{info, warn};
 
 use super::PodArgs;
 use super::cgroup::{self, PodCgroup};
+use super::families::{self as fam, Unattributed};
 use super::info;
 use super::kubeapi::{self, MetaView};
 use super::labels::{self, PodLabel};
 use super::map::{DRA_UNMAPPED, Joined, PodMap, Via, pod_labels};
 use super::podresources::{KubeletClient, KubeletSnapshot, ResourceFilter};
 use super::slices::{self, SliceView};
-use crate::metrics::{Collected, Family, Labels, NoPods, PodLabelSet, PodLookup, Subject};
+use crate::collectors::info::GPU_INFO;
+use crate::metrics::{
+    Collected, Family, Labels, NoPods, PodLabelSet, PodLookup, ProcessUsage, Subject, flag,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PodsError {
@@ -43,8 +47,8 @@ struct JoinCache {
     built_from: Option<(Arc<KubeletState>, Arc<MetaView>, Arc<SliceView>)>,
     map: Arc<PodMap>,
     /// pid → its cgroup's pod, or why not; pids gone from NVML are evicted.
-    pids: HashMap<u32, Result<PodCgroup, &'static str>>,
-    unattributed_total: BTreeMap<&'static str, u64>,
+    pids: HashMap<u32, Result<PodCgroup, Unattributed>>,
+    unattributed_total: BTreeMap<Unattributed, u64>,
     /// Duration of the previous join (reported one cycle late).
     last_join_seconds: f64,
 }
@@ -156,8 +160,9 @@ impl PodMapper {
             cache.built_from = Some((kubelet.clone(), meta.clone(), slices.clone()));
         }
         let map = cache.map.clone();
-        let (processes, per_pod, unattributed, process_pods) =
-            self.attribute(&mut cache, &map, collected);
+        let found = self.attribute(&mut cache, &map, collected);
+        let process_pods: BTreeSet<String> =
+            found.usage.keys().map(|k| k.pod_uid.clone()).collect();
         let mut families = self.allocation_families(&map, collected);
         families.push(info::family(
             &self.node,
@@ -165,67 +170,41 @@ impl PodMapper {
             &process_pods,
             &self.label_keys,
         ));
-        families.extend(per_pod);
+        families.extend(self.per_pod_families(&map, found.usage));
         families.extend(self.price_family(collected));
-        families.extend(self.self_families(&kubelet, &meta, &map, &cache, &unattributed));
+        let health = Health {
+            kubelet: &kubelet,
+            meta: &meta,
+            map: &map,
+            cache: &cache,
+            unattributed: &found.unattributed,
+        };
+        families.extend(self.self_families(&health));
         families.extend(dra_families(&slices, &map));
         cache.last_join_seconds = started.elapsed().as_secs_f64();
+        let processes = found.processes;
         (Arc::new(Joined { map, processes }), families)
     }
 
-    /// Resolves GPU pids to pods; returns the process lookup, the per-pod
-    /// usage families, the unattributed counts of this cycle and the UIDs of
-    /// the pods running GPU processes.
-    #[allow(clippy::type_complexity)]
-    fn attribute(
-        &self,
-        cache: &mut JoinCache,
-        map: &PodMap,
-        collected: &Collected,
-    ) -> (
-        HashMap<u32, Arc<PodLabelSet>>,
-        [Family; 2],
-        BTreeMap<&'static str, u64>,
-        BTreeSet<String>,
-    ) {
-        let mut seen: HashMap<u32, ()> = HashMap::with_capacity(collected.processes.len());
+    /// Resolves this cycle's GPU pids to pods and sums their usage per pod
+    /// and device.
+    fn attribute(&self, cache: &mut JoinCache, map: &PodMap, collected: &Collected) -> Attribution {
+        let mut found = Attribution::default();
         let mut sets: HashMap<(String, String), Arc<PodLabelSet>> = HashMap::new();
-        let mut processes = HashMap::new();
-        let mut unattributed: BTreeMap<&'static str, u64> = BTreeMap::new();
-        let JoinCache {
-            pids,
-            unattributed_total,
-            ..
-        } = cache;
-        // (gpu uuid, mig uuid, pod uid) → (memory, sm, index)
-        let mut usage: BTreeMap<
-            (Arc<str>, Option<Arc<str>>, String),
-            (Option<f64>, Option<f64>, u32),
-        > = BTreeMap::new();
         for p in &collected.processes {
             let pid = p.proc_ref.pid;
-            seen.insert(pid, ());
-            let resolved = pids.entry(pid).or_insert_with(|| {
-                let r = cgroup::read_pod_cgroup(&self.proc_root, pid).map_err(|e| {
-                    if !matches!(e, cgroup::CgroupError::NotAPod) {
-                        warn!(pid, error = %e, "GPU process not attributed to a pod");
-                    }
-                    e.reason()
-                });
-                if let Err(reason) = r {
-                    *unattributed_total.entry(reason).or_default() += 1;
-                }
-                r
-            });
-            let cg = match resolved {
+            let cg = match self.pod_cgroup(cache, pid) {
                 Ok(cg) => cg,
                 Err(reason) => {
-                    *unattributed.entry(*reason).or_default() += 1;
+                    *found.unattributed.entry(reason).or_default() += 1;
                     continue;
                 }
             };
             let Some(meta) = map.pods.get(&cg.pod_uid) else {
-                *unattributed.entry("pod_unknown").or_default() += 1;
+                *found
+                    .unattributed
+                    .entry(Unattributed::PodUnknown)
+                    .or_default() += 1;
                 continue;
             };
             let container = cg
@@ -247,38 +226,49 @@ impl PodMapper {
                     Arc::new(super::map::to_set(&labels))
                 })
                 .clone();
-            processes.insert(pid, set);
-            let key = (
-                p.proc_ref.gpu.uuid.clone(),
-                p.proc_ref.mig_uuid.clone(),
-                cg.pod_uid.clone(),
-            );
-            let entry = usage
-                .entry(key)
-                .or_insert((None, None, p.proc_ref.gpu.index));
-            add(&mut entry.0, p.memory_used_bytes);
-            add(&mut entry.1, p.sm_utilization_ratio);
+            found.processes.insert(pid, set);
+            found.add_usage(p, cg.pod_uid);
         }
-        pids.retain(|pid, _| seen.contains_key(pid));
+        let seen: BTreeSet<u32> = collected.processes.iter().map(|p| p.proc_ref.pid).collect();
+        cache.pids.retain(|pid, _| seen.contains(pid));
+        found
+    }
 
-        let mut memory = Family::gauge(
-            "gpu_pod_memory_used_bytes",
-            "GPU memory used by a pod's processes on a GPU or MIG instance.",
-        );
-        let mut sm = Family::gauge(
-            "gpu_pod_sm_utilization_ratio",
-            "SM utilization of a pod's processes on a GPU or MIG instance (each pod its own share).",
-        );
-        let process_pods = usage.keys().map(|k| k.2.clone()).collect();
-        for ((gpu_uuid, mig_uuid, uid), (mem, util, index)) in usage {
-            let Some(meta) = map.pods.get(&uid) else {
+    /// A pid's pod from its cgroup file, read once per pid.
+    fn pod_cgroup(&self, cache: &mut JoinCache, pid: u32) -> Result<PodCgroup, Unattributed> {
+        let JoinCache {
+            pids,
+            unattributed_total,
+            ..
+        } = cache;
+        let resolved = pids.entry(pid).or_insert_with(|| {
+            let r = cgroup::read_pod_cgroup(&self.proc_root, pid).map_err(|e| {
+                if !matches!(e, cgroup::CgroupError::NotAPod) {
+                    warn!(pid, error = %e, "GPU process not attributed to a pod");
+                }
+                e.reason()
+            });
+            if let Err(reason) = r {
+                *unattributed_total.entry(reason).or_default() += 1;
+            }
+            r
+        });
+        resolved.clone()
+    }
+
+    /// `gpu_pod_memory_used_bytes` and `gpu_pod_sm_utilization_ratio`.
+    fn per_pod_families(&self, map: &PodMap, usage: BTreeMap<UsageKey, PodUsage>) -> [Family; 2] {
+        let mut memory = Family::of(&fam::POD_MEMORY);
+        let mut sm = Family::of(&fam::POD_SM);
+        for (key, used) in usage {
+            let Some(meta) = map.pods.get(&key.pod_uid) else {
                 continue;
             };
             let mut labels: Labels = vec![
                 ("node", self.node.clone()),
-                ("gpu", index.to_string()),
-                ("uuid", gpu_uuid.to_string()),
-                ("mig_uuid", mig_uuid.as_deref().unwrap_or("").to_owned()),
+                ("gpu", used.gpu_index.to_string()),
+                ("uuid", key.gpu_uuid.to_string()),
+                ("mig_uuid", key.mig_uuid.as_deref().unwrap_or("").to_owned()),
             ];
             labels.extend(pod_labels(
                 &meta.namespace,
@@ -287,14 +277,14 @@ impl PodMapper {
                 Some(meta),
                 &self.label_keys,
             ));
-            if let Some(v) = mem {
+            if let Some(v) = used.memory_bytes {
                 memory.push(Subject::Global, labels.clone(), v);
             }
-            if let Some(v) = util {
+            if let Some(v) = used.sm_ratio {
                 sm.push(Subject::Global, labels, v.min(1.0));
             }
         }
-        (processes, [memory, sm], unattributed, process_pods)
+        [memory, sm]
     }
 
     fn allocation_families(&self, map: &PodMap, collected: &Collected) -> Vec<Family> {
@@ -309,10 +299,7 @@ impl PodMapper {
                 (m.gpu.index.to_string(), &m.gpu.uuid, &m.mig_uuid),
             );
         }
-        let mut alloc = Family::gauge(
-            "gpu_pod_allocation",
-            "1 for each GPU or MIG instance a pod's container holds (kubelet pod-resources: device plugin or DRA claim).",
-        );
+        let mut alloc = Family::of(&fam::POD_ALLOCATION);
         for h in &map.holdings {
             let (gpu, uuid, mig) = match where_.get(h.device.as_str()) {
                 Some((gpu, uuid, mig)) => (gpu.clone(), (*uuid).to_owned(), (*mig).to_owned()),
@@ -341,11 +328,11 @@ impl PodMapper {
         if self.prices.is_empty() {
             return None;
         }
-        let mut family = Family::gauge(
-            "gpu_price_usd_per_hour",
-            "Configured hourly price of the GPU (--gpu-price).",
-        );
-        let info = collected.families.iter().find(|f| f.name == "gpu_info")?;
+        let mut family = Family::of(&fam::PRICE);
+        let info = collected
+            .families
+            .iter()
+            .find(|f| f.name == GPU_INFO.name)?;
         for s in &info.samples {
             let Subject::Device(_) = &s.subject else {
                 continue;
@@ -360,86 +347,97 @@ impl PodMapper {
         Some(family)
     }
 
-    fn self_families(
-        &self,
-        kubelet: &KubeletState,
-        meta: &MetaView,
-        map: &PodMap,
-        cache: &JoinCache,
-        unattributed: &BTreeMap<&'static str, u64>,
-    ) -> Vec<Family> {
-        let unattributed_total = &cache.unattributed_total;
-        let g = |name, help, v: f64| Family::gauge(name, help).with(Subject::Global, Vec::new(), v);
-        let mut now = Family::gauge(
-            "gpuscale_exporter_unattributed_processes",
-            "GPU processes of the last collection without a pod, by reason.",
-        );
-        let mut total = Family::counter(
-            "gpuscale_exporter_unattributed_pids_total",
-            "GPU processes (counted once per pid) whose cgroup named no pod, by reason.",
-        );
-        for reason in REASONS {
-            now.push(
-                Subject::Global,
-                vec![("reason", reason.to_owned())],
-                unattributed.get(reason).copied().unwrap_or(0) as f64,
-            );
+    fn self_families(&self, h: &Health<'_>) -> Vec<Family> {
+        let g = |desc, v: f64| Family::of(desc).with(Subject::Global, Vec::new(), v);
+        let mut now = Family::of(&fam::UNATTRIBUTED_PROCESSES);
+        for reason in Unattributed::ALL {
+            let n = h.unattributed.get(&reason).copied().unwrap_or(0);
+            now.push(Subject::Global, reason_label(reason), n as f64);
         }
-        for reason in &REASONS[..3] {
-            total.push(
-                Subject::Global,
-                vec![("reason", (*reason).to_owned())],
-                unattributed_total.get(reason).copied().unwrap_or(0) as f64,
-            );
+        let mut total = Family::of(&fam::UNATTRIBUTED_PIDS);
+        for reason in Unattributed::FROM_CGROUP {
+            let n = h
+                .cache
+                .unattributed_total
+                .get(&reason)
+                .copied()
+                .unwrap_or(0);
+            total.push(Subject::Global, reason_label(reason), n as f64);
         }
+        let up = vec![("reason", h.kubelet.reason.to_owned())];
         vec![
-            Family::gauge(
-                "gpuscale_exporter_pod_mapping_up",
-                "1 when the last kubelet pod-resources refresh succeeded; reason says why not.",
-            )
-            .with(
-                Subject::Global,
-                vec![("reason", kubelet.reason.to_owned())],
-                bool_f(kubelet.up),
-            ),
-            g(
-                "gpuscale_exporter_pod_metadata_stale",
-                "1 while the pod watch is failing or not yet synced (last known metadata kept).",
-                bool_f(meta.stale || !meta.synced),
-            ),
-            g(
-                "gpuscale_exporter_pods",
-                "Non-terminal pods on this node known from the pod watch.",
-                map.pods.len() as f64,
-            ),
-            g(
-                "gpuscale_exporter_pod_refresh_duration_seconds",
-                "Duration of the last kubelet pod-resources refresh (List + GetAllocatableResources).",
-                kubelet.duration_seconds,
-            ),
-            g(
-                "gpuscale_exporter_pod_join_duration_seconds",
-                "Duration of the previous pod join (labels, pids, per-pod families) in the collection loop.",
-                cache.last_join_seconds,
-            ),
-            Family::counter(
-                "gpuscale_exporter_pod_refresh_errors_total",
-                "Failed kubelet pod-resources refreshes.",
-            )
-            .with(Subject::Global, Vec::new(), kubelet.errors_total as f64),
+            Family::of(&fam::MAPPING_UP).with(Subject::Global, up, flag(h.kubelet.up)),
+            g(&fam::METADATA_STALE, flag(h.meta.stale || !h.meta.synced)),
+            g(&fam::PODS, h.map.pods.len() as f64),
+            g(&fam::REFRESH_DURATION, h.kubelet.duration_seconds),
+            g(&fam::JOIN_DURATION, h.cache.last_join_seconds),
+            g(&fam::REFRESH_ERRORS, h.kubelet.errors_total as f64),
             now,
             total,
         ]
     }
 }
 
+/// What one join found out about the GPU processes.
+#[derive(Default)]
+struct Attribution {
+    /// pid → the labels of its pod and container.
+    processes: HashMap<u32, Arc<PodLabelSet>>,
+    usage: BTreeMap<UsageKey, PodUsage>,
+    /// Processes of this cycle without a pod, by reason.
+    unattributed: BTreeMap<Unattributed, u64>,
+}
+
+impl Attribution {
+    fn add_usage(&mut self, p: &ProcessUsage, pod_uid: String) {
+        let key = UsageKey {
+            gpu_uuid: p.proc_ref.gpu.uuid.clone(),
+            mig_uuid: p.proc_ref.mig_uuid.clone(),
+            pod_uid,
+        };
+        let entry = self.usage.entry(key).or_insert(PodUsage {
+            memory_bytes: None,
+            sm_ratio: None,
+            gpu_index: p.proc_ref.gpu.index,
+        });
+        add(&mut entry.memory_bytes, p.memory_used_bytes);
+        add(&mut entry.sm_ratio, p.sm_utilization_ratio);
+    }
+}
+
+/// A pod on one GPU or MIG instance.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct UsageKey {
+    gpu_uuid: Arc<str>,
+    mig_uuid: Option<Arc<str>>,
+    pod_uid: String,
+}
+
+/// The summed usage of a pod's processes on one device.
+#[derive(Debug, Clone, Copy)]
+struct PodUsage {
+    memory_bytes: Option<f64>,
+    sm_ratio: Option<f64>,
+    gpu_index: u32,
+}
+
+/// What the mapper's own families report.
+struct Health<'a> {
+    kubelet: &'a KubeletState,
+    meta: &'a MetaView,
+    map: &'a PodMap,
+    cache: &'a JoinCache,
+    unattributed: &'a BTreeMap<Unattributed, u64>,
+}
+
+fn reason_label(reason: Unattributed) -> Labels {
+    vec![("reason", reason.as_str().to_owned())]
+}
+
 /// Which path attributed how many devices, and whether DRA claims can be
 /// mapped at all.
 fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
-    let mut attributed = Family::gauge(
-        "gpuscale_exporter_pod_attributed_devices",
-        "GPUs and MIG instances attributed to pods, by allocation path (device_plugin, dra).",
-    );
+    let mut attributed = Family::of(&fam::ATTRIBUTED_DEVICES);
     for via in Via::ALL {
         attributed.push(
             Subject::Global,
@@ -447,10 +445,7 @@ fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
             map.attributed.get(&via).copied().unwrap_or(0) as f64,
         );
     }
-    let mut unmapped = Family::gauge(
-        "gpuscale_exporter_dra_devices_unattributed",
-        "Devices held through DRA claims that got no pod labels, by reason (other_driver, not_in_slices, no_uuid).",
-    );
+    let mut unmapped = Family::of(&fam::DRA_UNATTRIBUTED);
     for reason in DRA_UNMAPPED {
         unmapped.push(
             Subject::Global,
@@ -459,25 +454,10 @@ fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
         );
     }
     vec![
-        Family::gauge(
-            "gpuscale_exporter_dra_mapping_up",
-            "1 while the node's ResourceSlices are listed and watched (DRA claims can be mapped to GPU UUIDs).",
-        )
-        .with(Subject::Global, Vec::new(), bool_f(slices.up())),
+        Family::of(&fam::DRA_MAPPING_UP).with(Subject::Global, Vec::new(), flag(slices.up())),
         attributed,
         unmapped,
     ]
-}
-
-const REASONS: [&str; 4] = [
-    "cgroup_unreadable",
-    "cgroup_malformed",
-    "not_a_pod",
-    "pod_unknown",
-];
-
-fn bool_f(b: bool) -> f64 {
-    if b { 1.0 } else { 0.0 }
 }
 
 fn add(acc: &mut Option<f64>, v: Option<f64>) {

@@ -15,6 +15,7 @@
 
 pub mod args;
 pub mod cgroup;
+pub mod families;
 pub mod info;
 pub mod kubeapi;
 pub mod labels;
@@ -26,6 +27,7 @@ pub mod podresources;
 pub mod slices;
 
 pub use args::PodArgs;
+pub use families::FAMILIES;
 pub use mapper::{PodMapper, PodsError};
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! kubelet pod-resources API v1 client over its unix socket: which pod and
 //! container holds which device.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -112,8 +111,6 @@ pub struct KubeletSnapshot {
     pub claims: Vec<ClaimDevice>,
     /// Claimed devices of other DRA drivers (not GPUs to us; counted).
     pub other_driver_devices: u64,
-    /// Allocatable replicas per device UUID (1 for an unshared device).
-    pub replicas: HashMap<String, u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +175,8 @@ impl KubeletClient {
         Self { path, client: None }
     }
 
-    /// `List` + `GetAllocatableResources`, GPU resources only.
+    /// `List`, GPU resources only. (What is held is all the join needs;
+    /// `GetAllocatableResources` would add a second call per refresh.)
     pub async fn fetch(
         &mut self,
         filter: &ResourceFilter,
@@ -206,15 +204,7 @@ impl KubeletClient {
                 status,
             })?
             .into_inner();
-        let allocatable = client
-            .get_allocatable_resources(proto::AllocatableResourcesRequest {})
-            .await
-            .map_err(|status| KubeletError::Call {
-                call: "GetAllocatableResources",
-                status,
-            })?
-            .into_inner();
-        Ok(snapshot(list, allocatable, filter))
+        Ok(snapshot(list, filter))
     }
 
     async fn connect(&self) -> Result<PodResourcesListerClient<Channel>, KubeletError> {
@@ -243,11 +233,7 @@ impl KubeletClient {
     }
 }
 
-fn snapshot(
-    list: proto::ListPodResourcesResponse,
-    allocatable: proto::AllocatableResourcesResponse,
-    filter: &ResourceFilter,
-) -> KubeletSnapshot {
+fn snapshot(list: proto::ListPodResourcesResponse, filter: &ResourceFilter) -> KubeletSnapshot {
     let mut allocations = Vec::new();
     let mut claims = Vec::new();
     let mut other_driver_devices = 0;
@@ -289,21 +275,10 @@ fn snapshot(
             }
         }
     }
-    let mut replicas: HashMap<String, u32> = HashMap::new();
-    for devices in allocatable
-        .devices
-        .iter()
-        .filter(|d| filter.matches(&d.resource_name))
-    {
-        for id in &devices.device_ids {
-            *replicas.entry(DeviceId::parse(id).uuid).or_default() += 1;
-        }
-    }
     KubeletSnapshot {
         allocations,
         claims,
         other_driver_devices,
-        replicas,
     }
 }
 
@@ -354,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_filters_and_counts_replicas() {
+    fn snapshot_keeps_gpu_resources_with_their_replica() {
         let dev = |r: &str, ids: &[&str]| proto::ContainerDevices {
             resource_name: r.into(),
             device_ids: ids.iter().map(|s| s.to_string()).collect(),
@@ -374,11 +349,7 @@ mod tests {
                 }],
             }],
         };
-        let alloc = proto::AllocatableResourcesResponse {
-            devices: vec![dev("nvidia.com/gpu", &["GPU-a::0", "GPU-a::1", "GPU-b"])],
-            ..Default::default()
-        };
-        let s = snapshot(list.clone(), alloc.clone(), &ResourceFilter::new(&[]));
+        let s = snapshot(list, &ResourceFilter::new(&[]));
         assert_eq!(s.allocations.len(), 1);
         assert_eq!(
             s.allocations[0].device,
@@ -387,8 +358,6 @@ mod tests {
                 replica: Some(1)
             }
         );
-        assert_eq!(s.replicas.get("GPU-a"), Some(&2));
-        assert_eq!(s.replicas.get("GPU-b"), Some(&1));
     }
 
     #[test]
@@ -421,7 +390,7 @@ mod tests {
                 }],
             }],
         };
-        let s = snapshot(list, Default::default(), &ResourceFilter::new(&[]));
+        let s = snapshot(list, &ResourceFilter::new(&[]));
         assert_eq!(s.other_driver_devices, 1);
         let devices: Vec<_> = s.claims.iter().map(|c| c.device.as_str()).collect();
         assert_eq!(devices, ["gpu-0", "gpu-1"]);

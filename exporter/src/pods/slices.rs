@@ -257,8 +257,31 @@ pub async fn run(
             }
         };
         let api: Api<SliceLite> = Api::all_with(client, &version);
+        let mut watch = Watch {
+            node: &node,
+            version,
+            view: &mut view,
+            backoff: &mut backoff,
+            publish: &publish,
+        };
+        watch.follow(api).await;
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// One watch of the node's slices in one API version, until it fails.
+struct Watch<'a, P: Fn(SliceView)> {
+    node: &'a str,
+    version: &'static str,
+    view: &'a mut SliceView,
+    backoff: &'a mut Backoff,
+    publish: &'a P,
+}
+
+impl<P: Fn(SliceView)> Watch<'_, P> {
+    async fn follow(&mut self, api: Api<SliceLite>) {
         let config = watcher::Config::default()
-            .fields(&format!("spec.nodeName={node}"))
+            .fields(&format!("spec.nodeName={}", self.node))
             .any_semantic();
         let mut stream = watcher::watcher(api, config).boxed();
         let mut init: Option<HashMap<String, Arc<Slice>>> = None;
@@ -270,36 +293,38 @@ pub async fn run(
                         buf.insert(name, Arc::new(slice(&s)));
                     }
                 }
-                Ok(Event::InitDone) => {
-                    view.slices = init.take().unwrap_or_default();
-                    if !view.up() {
-                        info!(node = %node, version, slices = view.slices.len(), "DRA ResourceSlices synced");
-                    }
-                    view.synced = true;
-                    view.stale = false;
-                    view.version = Some(version);
-                    backoff.reset();
-                    publish(view.clone());
-                }
+                Ok(Event::InitDone) => self.synced(init.take().unwrap_or_default()),
                 Ok(Event::Apply(s)) => {
                     if let Some(name) = s.metadata.name.clone() {
-                        view.slices.insert(name, Arc::new(slice(&s)));
-                        publish(view.clone());
+                        self.view.slices.insert(name, Arc::new(slice(&s)));
+                        (self.publish)(self.view.clone());
                     }
                 }
                 Ok(Event::Delete(s)) => {
                     if let Some(name) = s.metadata.name.as_deref() {
-                        view.slices.remove(name);
-                        publish(view.clone());
+                        self.view.slices.remove(name);
+                        (self.publish)(self.view.clone());
                     }
                 }
                 Err(e) => {
-                    fail(&mut view, &e, &publish);
-                    break;
+                    fail(self.view, &e, self.publish);
+                    return;
                 }
             }
         }
-        tokio::time::sleep(backoff.next_delay()).await;
+    }
+
+    fn synced(&mut self, slices: HashMap<String, Arc<Slice>>) {
+        let view = &mut *self.view;
+        view.slices = slices;
+        if !view.up() {
+            info!(node = %self.node, version = %self.version, slices = view.slices.len(), "DRA ResourceSlices synced");
+        }
+        view.synced = true;
+        view.stale = false;
+        view.version = Some(self.version);
+        self.backoff.reset();
+        (self.publish)(view.clone());
     }
 }
 

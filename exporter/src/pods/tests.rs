@@ -100,6 +100,17 @@ fn fixture() -> Fixture {
     .or_defaults(&sim.pod_args());
     let mapper =
         PodMapper::start(&args, sim.node_name(), rt.handle()).unwrap_or_else(|e| panic!("{e}"));
+    Fixture {
+        _rt: rt,
+        sim,
+        mapper,
+        collected: collected(&scenario),
+    }
+}
+
+/// One collection on the scenario's GPUs: their processes (one with no
+/// `/proc` entry) and a `gpu_info` with the priced model.
+fn collected(scenario: &Scenario) -> Collected {
     let devices: Vec<Arc<DeviceRef>> = scenario
         .gpus
         .iter()
@@ -149,17 +160,11 @@ fn fixture() -> Fixture {
         vec![("model", "NVIDIA H100 80GB HBM3".into())],
         1.0,
     );
-    let collected = Collected {
+    Collected {
         families: vec![info],
         devices,
         migs,
         processes,
-    };
-    Fixture {
-        _rt: rt,
-        sim,
-        mapper,
-        collected,
     }
 }
 
@@ -216,7 +221,11 @@ fn mapper_against_simulated_node() {
         .try_init();
     let fx = fixture();
     let j = fx.join_until("mapping up and metadata synced", ready);
+    every_kind_of_holding_is_attributed(&j);
+    node_changes_reach_the_next_join(&fx);
+}
 
+fn every_kind_of_holding_is_attributed(j: &Joined) {
     // Exclusive GPU: one owner, workload from the StatefulSet, allowlisted label.
     let owner = j.0.device_owner("GPU-aaaaaaaa-0000-4000-8000-000000000000");
     assert_eq!(label(owner, "pod"), Some("trainer-0"));
@@ -236,9 +245,9 @@ fn mapper_against_simulated_node() {
         ("pod", "web-6d8f7c9b5-bbbbb"),
         ("uuid", "GPU-bbbbbbbb-0000-4000-8000-000000000000"),
     ];
-    assert_eq!(value(&j, "gpu_pod_sm_utilization_ratio", &web_a), Some(0.6));
-    assert_eq!(value(&j, "gpu_pod_sm_utilization_ratio", &web_b), Some(0.1));
-    assert_eq!(value(&j, "gpu_pod_memory_used_bytes", &web_b), Some(3000.0));
+    assert_eq!(value(j, "gpu_pod_sm_utilization_ratio", &web_a), Some(0.6));
+    assert_eq!(value(j, "gpu_pod_sm_utilization_ratio", &web_b), Some(0.1));
+    assert_eq!(value(j, "gpu_pod_memory_used_bytes", &web_b), Some(3000.0));
     // Deployment resolved from the ReplicaSet by its pod-template-hash.
     assert_eq!(label(j.0.process_owner(200), "workload"), Some("web"));
     assert_eq!(
@@ -255,7 +264,7 @@ fn mapper_against_simulated_node() {
     );
     assert_eq!(
         value(
-            &j,
+            j,
             "gpu_pod_allocation",
             &[
                 ("pod", "job-x"),
@@ -264,18 +273,20 @@ fn mapper_against_simulated_node() {
         ),
         Some(1.0)
     );
-    assert_eq!(value(&j, "gpu_pod_allocation", &[("pod", "done")]), None);
-    assert_eq!(value(&j, "gpuscale_exporter_pods", &[]), Some(4.0));
+    assert_eq!(value(j, "gpu_pod_allocation", &[("pod", "done")]), None);
+    assert_eq!(value(j, "gpuscale_exporter_pods", &[]), Some(4.0));
     assert_eq!(
         value(
-            &j,
+            j,
             "gpuscale_exporter_unattributed_processes",
             &[("reason", "cgroup_unreadable")]
         ),
         Some(1.0)
     );
-    assert_eq!(value(&j, "gpu_price_usd_per_hour", &[]), Some(4.5));
+    assert_eq!(value(j, "gpu_price_usd_per_hour", &[]), Some(4.5));
+}
 
+fn node_changes_reach_the_next_join(fx: &Fixture) {
     // A pod deleted mid-run: gone at the next join after the watch event.
     assert!(fx.sim.delete_pod("train", "trainer-0"));
     let j = fx.join_until("trainer-0 gone", |j| {

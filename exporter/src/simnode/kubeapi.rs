@@ -243,36 +243,13 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
         );
     }
     let path = req.uri().path();
-    let not_found = || {
-        status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!("{path} is not served by the simulated API"),
-        )
-    };
     if req.method() != hyper::Method::GET {
-        return not_found();
+        return not_found(path);
     }
-    let (collection, version) = if path == "/api/v1/pods" {
-        (Collection::Pods, "v1")
-    } else if let Some(rest) = path.strip_prefix("/apis/resource.k8s.io/") {
-        let (version, plural) = rest.split_once('/').unwrap_or((rest, ""));
-        let Some(version) = shared
-            .lock()
-            .resource_versions
-            .iter()
-            .copied()
-            .find(|v| *v == version)
-        else {
-            return not_found();
-        };
-        match plural {
-            "" => return json_response(StatusCode::OK, &discovery(version)),
-            "resourceslices" => (Collection::Slices, version),
-            _ => return not_found(),
-        }
-    } else {
-        return not_found();
+    let (collection, version) = match route(shared, path) {
+        Route::Collection(c, version) => (c, version),
+        Route::Discovery(version) => return json_response(StatusCode::OK, &discovery(version)),
+        Route::NotFound => return not_found(path),
     };
     let node = query
         .get("fieldSelector")
@@ -287,6 +264,56 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
         return watch_response(shared.clone(), collection, version, node, from);
     }
     shared.lists.fetch_add(1, Ordering::Relaxed);
+    list(shared, collection, version, node.as_deref())
+}
+
+fn not_found(path: &str) -> Response<Body> {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{path} is not served by the simulated API"),
+    )
+}
+
+/// What a path names.
+enum Route {
+    /// A collection in an API version.
+    Collection(Collection, &'static str),
+    /// The discovery document of `resource.k8s.io/<version>`.
+    Discovery(&'static str),
+    NotFound,
+}
+
+fn route(shared: &Shared, path: &str) -> Route {
+    if path == "/api/v1/pods" {
+        return Route::Collection(Collection::Pods, "v1");
+    }
+    let Some(rest) = path.strip_prefix("/apis/resource.k8s.io/") else {
+        return Route::NotFound;
+    };
+    let (version, plural) = rest.split_once('/').unwrap_or((rest, ""));
+    let Some(version) = shared
+        .lock()
+        .resource_versions
+        .iter()
+        .copied()
+        .find(|v| *v == version)
+    else {
+        return Route::NotFound;
+    };
+    match plural {
+        "" => Route::Discovery(version),
+        "resourceslices" => Route::Collection(Collection::Slices, version),
+        _ => Route::NotFound,
+    }
+}
+
+fn list(
+    shared: &Shared,
+    collection: Collection,
+    version: &str,
+    node: Option<&str>,
+) -> Response<Body> {
     let st = shared.lock();
     let (api_version, kind, items): (String, &str, Vec<Value>) = match collection {
         Collection::Pods => (
@@ -294,7 +321,7 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
             "PodList",
             st.pods
                 .values()
-                .filter(|p| on_node(p, node.as_deref()))
+                .filter(|p| on_node(p, node))
                 .map(to_value)
                 .collect(),
         ),
@@ -303,7 +330,7 @@ fn handle(shared: &Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response
             "ResourceSliceList",
             st.slices
                 .values()
-                .filter(|s| on_node_value(s, node.as_deref()))
+                .filter(|s| on_node_value(s, node))
                 .map(|s| slice_as(s, version))
                 .collect(),
         ),
