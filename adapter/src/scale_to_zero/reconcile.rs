@@ -32,6 +32,9 @@ pub struct Settings {
     pub check_interval: Duration,
     /// Longest wait after repeated failures (targets missing, API errors).
     pub max_backoff: Duration,
+    /// Whether policies may give a PromQL `query` (it cannot be confined to
+    /// the policy's namespace, so a cluster admin opts in).
+    pub allow_queries: bool,
 }
 
 /// What every reconcile shares.
@@ -91,6 +94,10 @@ pub enum ReconcileError {
     InvalidSpec(String),
     #[error("unknown metric {0:?}: not in the adapter's config or presets")]
     UnknownMetric(String),
+    #[error(
+        "{0}.query: PromQL queries are off in this adapter (--scale-to-zero-allow-queries); use a configured metric"
+    )]
+    QueryNotAllowed(&'static str),
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error("writing status: {0}")]
@@ -102,6 +109,7 @@ impl ReconcileError {
         match self {
             ReconcileError::InvalidSpec(_) => "InvalidSpec",
             ReconcileError::UnknownMetric(_) => "UnknownMetric",
+            ReconcileError::QueryNotAllowed(_) => "QueryNotAllowed",
             ReconcileError::Target(e) => e.reason(),
             ReconcileError::Status(_) => "KubernetesAPIError",
         }
@@ -142,20 +150,28 @@ fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, Reco
     })
 }
 
-/// A rule's read: the sum of the items (as the HPA and KEDA see it), or unknown. An unknown metric or a
-/// bad selector is the policy's error, not a read.
+/// A rule's read: the sum of the items (as the HPA and KEDA see it), or
+/// unknown. An unknown metric, a refused query or a bad selector or
+/// template is the policy's error, not a read.
 async fn read<P: Provider>(
     provider: &P,
-    key: &str,
+    key: &'static str,
     source: &MetricSource,
     namespace: &str,
+    allow_queries: bool,
 ) -> Result<Read, ReconcileError> {
-    let metric = source
-        .metric
-        .as_deref()
-        .ok_or_else(|| ReconcileError::InvalidSpec(format!("{key}.metric is required")))?;
     let selector = source.label_selector.as_deref().unwrap_or("");
-    match provider.get(metric, namespace, selector).await {
+    let got = match (source.metric.as_deref(), source.query.as_deref()) {
+        (Some(metric), None) => provider.get(metric, namespace, selector).await,
+        (None, Some(_)) if !allow_queries => return Err(ReconcileError::QueryNotAllowed(key)),
+        (None, Some(query)) => provider.get_query(query, namespace, selector).await,
+        _ => {
+            return Err(ReconcileError::InvalidSpec(format!(
+                "{key}: give exactly one of metric and query"
+            )));
+        }
+    };
+    match got {
         // One definition of unknown for every consumer: no items or a
         // non-finite sum is unknown, never idle.
         Ok(r) => Ok(match crate::activation::total(&r) {
@@ -163,10 +179,10 @@ async fn read<P: Provider>(
             Err(why) => Read::Unknown(why),
         }),
         Err(ProviderError::Unavailable(why)) => Ok(Read::Unknown(why)),
-        Err(ProviderError::UnknownMetric(_)) => Err(ReconcileError::UnknownMetric(metric.into())),
-        Err(ProviderError::BadRequest(why)) => Err(ReconcileError::InvalidSpec(format!(
-            "{key}.labelSelector: {why}"
-        ))),
+        Err(ProviderError::UnknownMetric(m)) => Err(ReconcileError::UnknownMetric(m)),
+        Err(ProviderError::BadRequest(why)) => {
+            Err(ReconcileError::InvalidSpec(format!("{key}: {why}")))
+        }
     }
 }
 
@@ -183,6 +199,7 @@ fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>)
         idle_since: status.and_then(|s| parse_time(s.idle_since.as_ref())),
         last_wake: status.and_then(|s| parse_time(s.last_wake_time.as_ref())),
         parked_from,
+        waking: status.and_then(|s| s.phase) == Some(Phase::Waking),
     }
 }
 
@@ -305,12 +322,14 @@ async fn gather<P: Provider>(
 ) -> Result<Round, ReconcileError> {
     let ns = policy.namespace().unwrap_or_default();
     let spec = &policy.spec;
-    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns).await?;
+    let allow = ctx.settings.allow_queries;
+    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns, allow).await?;
     let activation = read(
         ctx.provider.as_ref(),
         "activation",
         &spec.activation.source,
         &ns,
+        allow,
     )
     .await?;
     let ar = ctx.kinds.resolve(&ctx.client, &spec.target).await?;
@@ -388,6 +407,7 @@ pub async fn reconcile<P: Provider>(
                 idle: String::new(),
                 activation: String::new(),
                 idle_for_seconds: None,
+                waking_since: None,
                 reason: e.reason().into(),
                 message: e.to_string(),
                 time: now,
@@ -468,7 +488,7 @@ async fn record<P: Provider>(
     d: &Decision,
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
-    let metric = |s: &MetricSource| s.metric.clone().unwrap_or_default();
+    let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
     let idle = rule_status(
         &r.seen.idle,
         d.idle_state,
@@ -520,6 +540,7 @@ async fn record<P: Provider>(
         idle: idle.summary,
         activation: activation.summary,
         idle_for_seconds: d.memory.idle_since.map(|s| now - s),
+        waking_since: d.memory.last_wake.filter(|_| d.phase == Phase::Waking),
         reason: d.reason.as_str().into(),
         message: d.message.clone(),
         time: now,
