@@ -55,8 +55,17 @@ pub(crate) struct State {
     /// Every request: `METHOD path?query`.
     requests: Vec<String>,
     reviews: Vec<Value>,
-    /// Accepted `scale` patches: (namespace, name, replicas).
-    scale_patches: Vec<(String, String, i64)>,
+    /// Accepted `scale` patches.
+    scale_patches: Vec<ScalePatch>,
+}
+
+/// An accepted `scale` patch, and when the fake accepted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePatch {
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i64,
+    pub at: std::time::SystemTime,
 }
 
 /// A running fake.
@@ -141,8 +150,8 @@ impl KubeFake {
         lock(&self.state).list(gvr, Some(namespace), &all)
     }
 
-    /// Accepted `scale` patches so far: (namespace, name, replicas).
-    pub fn scale_patches(&self) -> Vec<(String, String, i64)> {
+    /// Accepted `scale` patches so far.
+    pub fn scale_patches(&self) -> Vec<ScalePatch> {
         lock(&self.state).scale_patches.clone()
     }
 
