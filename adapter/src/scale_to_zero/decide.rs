@@ -258,11 +258,13 @@ fn running(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
     }
     let held = Duration::from_secs(u64::try_from(seen.now - since).unwrap_or(0));
     if held < rules.idle_for {
+        // No running count here: the message goes into the status, and a
+        // status that changed every round would be written every round
+        // (/debug/scalers shows how long the window has held).
         return Decision {
             reason: Reason::IdleWindowOpen,
             message: format!(
-                "idle for {}s of {}s",
-                held.as_secs(),
+                "idle window open: parks after {}s idle",
                 rules.idle_for.as_secs()
             ),
             memory,
@@ -335,7 +337,7 @@ fn refusal(rules: &Rules, seen: &Observed, memory: Memory) -> Option<(Reason, St
             return Some((
                 Reason::MinUpDuration,
                 format!(
-                    "not parked: woken {up}s ago, minUpDuration {}s",
+                    "not parked: inside minUpDuration ({}s) after the wake",
                     rules.min_up.as_secs()
                 ),
             ));

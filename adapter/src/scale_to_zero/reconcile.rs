@@ -334,10 +334,26 @@ async fn gather<P: Provider>(
     .await?;
     let ar = ctx.kinds.resolve(&ctx.client, &spec.target).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-    let read = target::read(&api, &spec.target).await?;
-    let hpas = target::hpas(&ctx.client, &ns, &spec.target)
-        .await
-        .map_err(TargetError::Api)?;
+    let replicas = target::replicas(&api, &spec.target).await?;
+    // A parked target that activation does not wake needs nothing more: its
+    // readiness, annotation and HPAs matter only to a park or a wake, and
+    // parked policies are checked every wake interval.
+    let wakes = matches!(activation, Read::Value(v) if v > spec.activation.threshold);
+    let (read, hpas) = if replicas == 0 && !wakes {
+        (
+            target::TargetRead {
+                replicas,
+                ready: 0,
+                parked_from: None,
+            },
+            Vec::new(),
+        )
+    } else {
+        let hpas = target::hpas(&ctx.client, &ns, &spec.target)
+            .await
+            .map_err(TargetError::Api)?;
+        (target::read(&api, &spec.target, replicas).await?, hpas)
+    };
     let wake_default = hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
     let rules = rules_of(policy, wake_default)?;
     Ok(Round {
