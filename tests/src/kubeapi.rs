@@ -175,7 +175,16 @@ impl State {
             .unwrap_or("")
             .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let old = self.objects.insert((gvr.clone(), ns, name), obj.clone());
+        // A uid is given at creation and kept by every update, as the API
+        // server does.
+        let key = (gvr.clone(), ns, name);
+        if obj["metadata"]["uid"].is_null() {
+            obj["metadata"]["uid"] = self.objects.get(&key).map_or_else(
+                || json!(format!("00000000-0000-4000-8000-{:012}", self.revision)),
+                |o| o["metadata"]["uid"].clone(),
+            );
+        }
+        let old = self.objects.insert(key, obj.clone());
         self.notify(gvr, if old.is_some() { "MODIFIED" } else { "ADDED" }, &obj);
         obj
     }

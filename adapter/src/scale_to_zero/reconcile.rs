@@ -47,6 +47,12 @@ pub struct Context<P> {
     pub settings: Settings,
     pub kinds: Kinds,
     failures: Mutex<HashMap<(String, String), u32>>,
+    /// The last decision's memory per policy uid. The status holds it too,
+    /// but the watched copy of a policy can lag behind the status just
+    /// written: a window restarted by a busy read must not reopen at its
+    /// old start. Cleared when leadership is lost (a new term starts from
+    /// the status).
+    memory: Mutex<HashMap<String, Memory>>,
 }
 
 impl<P> Context<P> {
@@ -67,6 +73,7 @@ impl<P> Context<P> {
             settings,
             kinds: Kinds::default(),
             failures: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
         }
     }
 
@@ -79,12 +86,47 @@ impl<P> Context<P> {
         Duration::from_secs(secs).min(self.settings.max_backoff)
     }
 
+    /// This leader's last memory of `policy`, else its status's.
+    fn recall(&self, policy: &ScaleToZeroPolicy, parked_from: Option<i32>) -> Memory {
+        let uid = identity(policy);
+        let kept = self
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            .copied();
+        match kept {
+            Some(m) => Memory { parked_from, ..m },
+            None => memory_of(policy.status.as_ref(), parked_from),
+        }
+    }
+
+    fn remember(&self, policy: &ScaleToZeroPolicy, memory: Memory) {
+        let uid = identity(policy);
+        self.memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid, memory);
+    }
+
     fn succeeded(&self, key: &(String, String)) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
     }
+}
+
+/// A policy's uid: a policy deleted and created again under the same name
+/// starts afresh (namespace/name where a server gives no uid).
+fn identity(policy: &ScaleToZeroPolicy) -> String {
+    policy.uid().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            policy.namespace().unwrap_or_default(),
+            policy.name_any()
+        )
+    })
 }
 
 /// Errors that end a round early; each becomes a `Ready=False` condition.
@@ -369,7 +411,7 @@ async fn gather<P: Provider>(
             },
             hpa_owns_zero: hpas.into_iter().find(|(_, min)| *min == 0).map(|(n, _)| n),
         },
-        memory: memory_of(policy.status.as_ref(), read.parked_from),
+        memory: ctx.recall(policy, read.parked_from),
     })
 }
 
@@ -383,6 +425,7 @@ pub async fn reconcile<P: Provider>(
     ctx: Arc<Context<P>>,
 ) -> Result<Requeue, ReconcileError> {
     if !ctx.leadership.is_leader() {
+        ctx.memory.lock().unwrap_or_else(|e| e.into_inner()).clear();
         return Ok(Requeue::requeue(ctx.settings.wake_interval));
     }
     let key = (policy.namespace().unwrap_or_default(), policy.name_any());
@@ -441,6 +484,7 @@ async fn round<P: Provider>(
     let r = gather(policy, ctx, now).await?;
     let d = decide::decide(&r.rules, &r.seen, r.memory);
     apply(policy, ctx, &r, &d).await?;
+    ctx.remember(policy, d.memory);
     record(policy, ctx, &r, &d).await?;
     Ok(Requeue::requeue(if d.phase == Phase::Parked {
         ctx.settings.wake_interval
