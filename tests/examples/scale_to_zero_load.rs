@@ -7,10 +7,10 @@
 //!    threshold (its scrape timestamp) to the scale patch the API accepted;
 //! 2. CPU and RSS: the adapter with `--scale-to-zero` and no policy, then
 //!    with POLICIES (half running with an open idle window, half parked),
-//!    each measured over SECONDS at the adapter's default intervals.
+//!    each measured over DURATION seconds at the adapter's default intervals.
 //!
-//! Environment: WAKES (20), POLICIES (500), SECONDS (60), POLL (1s) and
-//! WAKE_INTERVAL (1s) for the wake phase.
+//! Environment: WAKES (20), POLICIES (500), DURATION (60, seconds), POLL
+//! (1s) and WAKE_INTERVAL (1s) for the wake phase.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -253,7 +253,7 @@ fn steady_state(policies: usize, secs: u64, dir: &std::path::Path) {
 fn main() {
     let wakes = env("WAKES", 20) as usize;
     let policies = env("POLICIES", 500) as usize;
-    let secs = env("SECONDS", 60);
+    let secs = env("DURATION", 60);
     let dir = tempfile::Builder::new()
         .prefix("gpuscale-stz-load-")
         .tempdir()
