@@ -539,10 +539,31 @@ def autoscaling():
     d.stat("Lease holder", "Scale-to-zero controller replicas holding the leader Lease (should be 1).",
            f'sum(gpuscale_scale_to_zero_leader{{{C}}})', w=6,
            thresholds={"mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}, {"color": "orange", "value": 2}]})
-    d.ts("Parks and wakes", "Workloads parked (scaled to 0) and woken (0 → 1) per hour.", [
+    d.stat("Targets parked", "Targets a scale-to-zero policy holds at 0 replicas now.",
+           f'sum(gpuscale_scale_to_zero_parked{{{C}, {NS}}})', w=6, decimals=0)
+    d.stat("Waking", "Policies whose target was woken and has no Ready pod yet (GPUScaleToZeroStuckWaking after 20 min).",
+           f'sum(gpuscale_scale_to_zero_policies{{{C}, phase="Waking"}})', w=6, decimals=0,
+           thresholds=ORANGE_AT(1))
+    d.stat("Policies in error", "Policies not acted on (Ready=False: target missing or not scalable, unknown metric, query not allowed, invalid spec).",
+           f'sum(gpuscale_scale_to_zero_policies{{{C}, phase="Error"}})', w=6, decimals=0,
+           thresholds=ORANGE_AT(1))
+    d.ts("Parks and wakes", "Workloads parked (scaled to 0) and woken (0 → N) per hour.", [
         {"expr": f'sum by (namespace, target) (increase(gpuscale_scale_to_zero_parks_total{{{C}, {NS}}}[1h]))', "legend": "{{namespace}}/{{target}} parks"},
         {"expr": f'sum by (namespace, target) (increase(gpuscale_scale_to_zero_wakes_total{{{C}, {NS}}}[1h]))', "legend": "{{namespace}}/{{target}} wakes"}],
-        unit="none", w=18)
+        unit="none", w=12)
+    d.ts("Refusals by reason", "Parks or wakes refused per hour, by reason (HPAOwnsZero, MinUpDuration, PodsNotReady, ReadUnknown, ActivationUnknown).", [
+        {"expr": f'sum by (reason) (increase(gpuscale_scale_to_zero_refusals_total{{{C}}}[1h]))', "legend": "{{reason}}"}],
+        unit="none", w=12)
+    d.ts("Policies by phase", "Policies the leader acts on, by phase (Active, Parked, Waking, Error).", [
+        {"expr": f'sum by (phase) (gpuscale_scale_to_zero_policies{{{C}}})', "legend": "{{phase}}"}],
+        unit="none", w=8, decimals=0)
+    d.ts("Wake latency", "Activation read → scale patch accepted, median and p99 over the last hour of wakes.", [
+        {"expr": f'histogram_quantile(0.5, sum by (le) (increase(gpuscale_scale_to_zero_wake_latency_seconds_bucket{{{C}}}[1h]))) >= 0', "legend": "p50"},
+        {"expr": f'histogram_quantile(0.99, sum by (le) (increase(gpuscale_scale_to_zero_wake_latency_seconds_bucket{{{C}}}[1h]))) >= 0', "legend": "p99"}],
+        unit="s", w=8)
+    d.ts("Waking for", "How long each woken target has had no Ready pod (GPUScaleToZeroStuckWaking above 20 min).", [
+        {"expr": f'time() - max by (namespace, target) (gpuscale_scale_to_zero_waking_since_seconds{{{C}, {NS}}})', "legend": "{{namespace}}/{{target}}"}],
+        unit="s", w=8)
     return d
 
 

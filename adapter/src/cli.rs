@@ -121,6 +121,9 @@ pub struct Args {
     /// How often running targets' idle windows are advanced.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub scale_to_zero_check_interval: Duration,
+    /// Let ScaleToZeroPolicies give a PromQL `query` instead of a configured metric (it can read any namespace).
+    #[arg(long)]
+    pub scale_to_zero_allow_queries: bool,
     /// Kubeconfig for the Kubernetes API (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

@@ -349,6 +349,14 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// Problems of a query template given outside the config file (a
+/// `ScaleToZeroPolicy`'s `query`), by the same rules as [`check_template`].
+pub fn template_problems(t: &str) -> Vec<String> {
+    let mut issues = Vec::new();
+    check_template(t, "query", &mut issues);
+    issues.into_iter().map(|i| i.message).collect()
+}
+
 /// A template must apply the whole selector, namespace first: `${matchers}`,
 /// or `${series_matchers}` together with `${pods}` or `${pod_matchers}` (so
 /// no requirement is silently dropped); and use no other placeholder than

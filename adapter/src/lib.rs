@@ -252,6 +252,7 @@ fn start_scale_to_zero(
         wake_interval: args.scale_to_zero_wake_interval,
         check_interval: args.scale_to_zero_check_interval,
         max_backoff: std::time::Duration::from_secs(300),
+        allow_queries: args.scale_to_zero_allow_queries,
     };
     tracing::info!(lease = %lease.name, identity = %lease.identity, "scale-to-zero controller starting");
     tokio::spawn(scale_to_zero::run(

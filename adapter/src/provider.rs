@@ -64,6 +64,9 @@ pub struct ObjectReading {
     pub selector: Option<Vec<Requirement>>,
 }
 
+/// The metric name under which ad-hoc queries are cached and counted.
+pub const QUERY_METRIC: &str = "scale_to_zero_query";
+
 /// Why a provider could not answer; each maps to one HTTP status.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
@@ -88,6 +91,15 @@ pub trait Provider: Send + Sync + 'static {
     fn get(
         &self,
         metric: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> impl Future<Output = Result<Reading, ProviderError>> + Send;
+    /// Values of a PromQL template (the config's placeholders, `${matchers}`
+    /// required) in `namespace` matching `selector`, through the same cache
+    /// and rules as a configured metric under the name [`QUERY_METRIC`].
+    fn get_query(
+        &self,
+        template: &str,
         namespace: &str,
         selector: &str,
     ) -> impl Future<Output = Result<Reading, ProviderError>> + Send;

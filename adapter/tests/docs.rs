@@ -152,6 +152,30 @@ fn self_metrics_match_the_families() {
 }
 
 #[test]
+fn scale_to_zero_families_match_the_guide() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scale-to-zero.md");
+    let guide = std::fs::read_to_string(path).expect("docs/scale-to-zero.md");
+    let documented: Vec<(String, String, String)> = rows(&guide)
+        .into_iter()
+        .filter(|r| r[0].starts_with("gpuscale_scale_to_zero_"))
+        .map(|r| (r[0].clone(), r[1].clone(), r[2].replace(['`', ' '], "")))
+        .collect();
+    let code: Vec<(String, String, String)> = gpuscale_adapter::scale_to_zero::report::FAMILIES
+        .iter()
+        .map(|(n, t, l)| (n.to_string(), t.to_string(), l.to_string()))
+        .collect();
+    assert_eq!(documented, code, "docs/scale-to-zero.md self-metrics table");
+    let text = gpuscale_adapter::scale_to_zero::report::Report::default().render();
+    let typed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let names: Vec<&str> = code.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(typed, names, "rendered families");
+}
+
+#[test]
 fn the_rendered_metrics_are_the_documented_families() {
     let m = gpuscale_adapter::selfmetrics::SelfMetrics::default();
     let text = m.render(&Default::default());

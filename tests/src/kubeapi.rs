@@ -55,8 +55,17 @@ pub(crate) struct State {
     /// Every request: `METHOD path?query`.
     requests: Vec<String>,
     reviews: Vec<Value>,
-    /// Accepted `scale` patches: (namespace, name, replicas).
-    scale_patches: Vec<(String, String, i64)>,
+    /// Accepted `scale` patches.
+    scale_patches: Vec<ScalePatch>,
+}
+
+/// An accepted `scale` patch, and when the fake accepted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePatch {
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i64,
+    pub at: std::time::SystemTime,
 }
 
 /// A running fake.
@@ -141,8 +150,8 @@ impl KubeFake {
         lock(&self.state).list(gvr, Some(namespace), &all)
     }
 
-    /// Accepted `scale` patches so far: (namespace, name, replicas).
-    pub fn scale_patches(&self) -> Vec<(String, String, i64)> {
+    /// Accepted `scale` patches so far.
+    pub fn scale_patches(&self) -> Vec<ScalePatch> {
         lock(&self.state).scale_patches.clone()
     }
 
@@ -166,7 +175,16 @@ impl State {
             .unwrap_or("")
             .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let old = self.objects.insert((gvr.clone(), ns, name), obj.clone());
+        // A uid is given at creation and kept by every update, as the API
+        // server does.
+        let key = (gvr.clone(), ns, name);
+        if obj["metadata"]["uid"].is_null() {
+            obj["metadata"]["uid"] = self.objects.get(&key).map_or_else(
+                || json!(format!("00000000-0000-4000-8000-{:012}", self.revision)),
+                |o| o["metadata"]["uid"].clone(),
+            );
+        }
+        let old = self.objects.insert(key, obj.clone());
         self.notify(gvr, if old.is_some() { "MODIFIED" } else { "ADDED" }, &obj);
         obj
     }

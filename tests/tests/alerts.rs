@@ -409,6 +409,18 @@ fn adapter_metric_names_match_the_adapter_docs() {
     }
 }
 
+#[test]
+fn scale_to_zero_names_match_the_guide() {
+    let text = std::fs::read_to_string(repo_root().join("docs/scale-to-zero.md"))
+        .expect("docs/scale-to-zero.md");
+    for name in stack::SCALE_TO_ZERO_METRICS {
+        assert!(
+            text.contains(&format!("| `{name}` |")),
+            "docs/scale-to-zero.md does not document {name}, used by alerts/dashboards"
+        );
+    }
+}
+
 // ------------------------------------------------------------------ end to end
 
 /// An alert the scenario must raise: name and labels it must carry, and

@@ -3,15 +3,14 @@
 //! in-memory Kubernetes API (discovery, `scale` and `status` subresources,
 //! Leases, Events), and a real Prometheus scraping series the test changes.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::adapter::client::Adapter;
 use gpuscale_e2e::adapter::procs::{eventually, get};
 use gpuscale_e2e::adapter::prom::Prometheus;
+use gpuscale_e2e::adapter::series::Series;
 use gpuscale_e2e::kubeapi::{Cluster, Gvr, KubeFake};
 use serde_json::{Value, json};
 
@@ -29,48 +28,36 @@ fn policies() -> Gvr {
     gvr("gpuscale.dev", "v1alpha1", "scaletozeropolicies")
 }
 
-/// Series the test sets; Prometheus scrapes them every second.
-#[derive(Clone)]
-struct Series(Arc<Mutex<String>>);
-
-impl Series {
-    fn serve(initial: &str) -> (Self, u16) {
-        let series = Series(Arc::new(Mutex::new(initial.to_string())));
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind series");
-        let port = listener.local_addr().expect("addr").port();
-        let body = series.clone();
-        std::thread::spawn(move || {
-            for mut conn in listener.incoming().flatten() {
-                let mut buf = [0u8; 2048];
-                let _ = conn.read(&mut buf);
-                let text = body.0.lock().map(|s| s.clone()).unwrap_or_default();
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                    text.len()
-                );
-            }
-        });
-        (series, port)
-    }
-
-    fn set(&self, text: &str) {
-        if let Ok(mut s) = self.0.lock() {
-            *s = text.to_string();
-        }
-    }
+/// What the scraped series say: queue depth of two model servers' pods,
+/// pending requests at three gateways.
+#[derive(Clone, Copy, Default)]
+struct Load {
+    chat_queue: u32,
+    bursty_queue: u32,
+    chat_pending: u32,
+    cold_pending: u32,
 }
 
-/// Queue depth of the `chat` pods and pending requests at two gateways, as
-/// a PodMonitor scrape gives them.
-fn exposition(queue: u32, chat_pending: u32) -> String {
-    format!(
-        "# TYPE vllm:num_requests_waiting gauge\n\
-         vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"chat-0\",container=\"server\",model_name=\"m\"}} {queue}\n\
-         # TYPE gateway_requests_pending gauge\n\
-         gateway_requests_pending{{namespace=\"{NS}\",service=\"chat-gw\"}} {chat_pending}\n\
-         gateway_requests_pending{{namespace=\"{NS}\",service=\"other-gw\"}} 0\n"
-    )
+/// `load` as a PodMonitor scrape of the servers and gateways gives it.
+fn exposition(load: Load) -> String {
+    let queue = |pod: &str, n: u32| {
+        format!(
+            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"{pod}\",container=\"server\",model_name=\"m\"}} {n}\n"
+        )
+    };
+    let pending = |service: &str, n: u32| {
+        format!("gateway_requests_pending{{namespace=\"{NS}\",service=\"{service}\"}} {n}\n")
+    };
+    [
+        "# TYPE vllm:num_requests_waiting gauge\n".to_string(),
+        queue("chat-0", load.chat_queue),
+        queue("bursty-0", load.bursty_queue),
+        "# TYPE gateway_requests_pending gauge\n".to_string(),
+        pending("chat-gw", load.chat_pending),
+        pending("cold-gw", load.cold_pending),
+        pending("other-gw", 0),
+    ]
+    .concat()
 }
 
 const CONFIG: &str = "metrics:\n  - name: queue_depth\n    query: sum(vllm:num_requests_waiting{${matchers}})\n  - name: gateway_pending\n    query: sum(gateway_requests_pending{${matchers}})\n";
@@ -86,7 +73,7 @@ fn policy(name: &str, kind: &str, target: &str, gateway: &str, extra: Value) -> 
     let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
     let mut spec = json!({
         "target": {"apiVersion": api, "kind": kind, "name": target},
-        "idle": {"metric": "queue_depth", "threshold": 0, "for": "3s"},
+        "idle": {"metric": "queue_depth", "labelSelector": "pod=chat-0", "threshold": 0, "for": "3s"},
         "activation": {"metric": "gateway_pending", "labelSelector": format!("service={gateway}"), "threshold": 0},
     });
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
@@ -112,27 +99,33 @@ fn dir() -> PathBuf {
         .keep()
 }
 
-fn controller(kube: &KubeFake, prom_url: &str, identity: &str, dir: &std::path::Path) -> Adapter {
+/// The adapter with `--scale-to-zero` and short intervals, plus `extra` flags.
+fn controller(
+    kube: &KubeFake,
+    prom_url: &str,
+    identity: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> Adapter {
     let kc = dir.join(format!("kubeconfig-{identity}"));
     std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
     let cfg = dir.join("metrics.yaml");
     std::fs::write(&cfg, CONFIG).expect("config");
-    Adapter::start(
-        &[
-            "--dev".into(),
-            format!("--kubeconfig={}", kc.display()),
-            format!("--config={}", cfg.display()),
-            format!("--prometheus-url={prom_url}"),
-            "--poll-interval=1s".into(),
-            "--scale-to-zero".into(),
-            "--scale-to-zero-lease-namespace=gpuscale".into(),
-            format!("--scale-to-zero-identity={identity}"),
-            "--scale-to-zero-lease-duration=3s".into(),
-            "--scale-to-zero-wake-interval=1s".into(),
-            "--scale-to-zero-check-interval=1s".into(),
-        ],
-        dir.join(format!("adapter-{identity}.log")),
-    )
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--dev".into(),
+        format!("--kubeconfig={}", kc.display()),
+        format!("--config={}", cfg.display()),
+        format!("--prometheus-url={prom_url}"),
+        "--poll-interval=1s".into(),
+        "--scale-to-zero".into(),
+        "--scale-to-zero-lease-namespace=gpuscale".into(),
+        format!("--scale-to-zero-identity={identity}"),
+        "--scale-to-zero-lease-duration=3s".into(),
+        "--scale-to-zero-wake-interval=1s".into(),
+        "--scale-to-zero-check-interval=1s".into(),
+    ]);
+    Adapter::start(&args, dir.join(format!("adapter-{identity}.log")))
 }
 
 fn replicas(kube: &KubeFake, name: &str) -> i64 {
@@ -174,21 +167,40 @@ fn events(kube: &KubeFake) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The self-metric sample of `family` for target `target`, if present.
+fn sample(adapter: &Adapter, family: &str, target: &str) -> Option<String> {
+    let prefix = format!("{family}{{namespace=\"{NS}\",target=\"{target}\"}} ");
+    adapter
+        .self_metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+}
+
 /// One cluster, one controller, every policy story that needs a healthy
-/// Prometheus: park after the window, wake on activation, and each refusal.
+/// Prometheus: park after the window, a busy read restarts it, wake on
+/// activation, waking until Ready, and each refusal while the others work.
 #[test]
 fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
-    let (series, port) = Series::serve(&exposition(0, 0));
+    let mut load = Load {
+        cold_pending: 1,
+        ..Load::default()
+    };
+    let (series, port) = Series::serve(&exposition(load));
     let prom = Prometheus::start(port);
     let kube = fake();
     for (name, replicas, ready) in [
         ("chat", 2, 2),
+        ("bursty", 1, 1),
         ("paused", 1, 1),
         ("warming", 2, 1),
         ("owned", 1, 1),
     ] {
         kube.put(&deployments(), deployment(name, replicas, ready));
     }
+    // Parked earlier (by this controller: the annotation records 1 replica).
+    let mut cold = deployment("cold", 0, 0);
+    cold["metadata"]["annotations"] = json!({"gpuscale.dev/parked-replicas": "1"});
+    kube.put(&deployments(), cold);
     kube.put(
         &gvr("batch", "v1", "jobs"),
         json!({"apiVersion": "batch/v1", "kind": "Job",
@@ -204,6 +216,20 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
     );
     for p in [
         policy("chat", "Deployment", "chat", "chat-gw", json!({})),
+        policy(
+            "bursty",
+            "Deployment",
+            "bursty",
+            "other-gw",
+            json!({"idle": {"metric": "queue_depth", "labelSelector": "pod=bursty-0", "for": "6s"}}),
+        ),
+        policy(
+            "cold",
+            "Deployment",
+            "cold",
+            "cold-gw",
+            json!({"minUpDuration": "1h"}),
+        ),
         policy(
             "paused",
             "Deployment",
@@ -222,11 +248,31 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
             "other-gw",
             json!({"idle": {"metric": "queue_dept", "for": "3s"}}),
         ),
+        policy(
+            "adhoc",
+            "Deployment",
+            "paused",
+            "other-gw",
+            json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})"}}),
+        ),
     ] {
         kube.put(&policies(), p);
     }
     let dir = dir();
-    let adapter = controller(&kube, &prom.url, "a", &dir);
+    let adapter = controller(&kube, &prom.url, "a", &dir, &[]);
+
+    // One busy read while bursty's window is open restarts the window.
+    eventually("bursty's idle window open", || {
+        status(&kube, "bursty")["idleSince"].as_str().map(|_| ())
+    });
+    load.bursty_queue = 2;
+    series.set(&exposition(load));
+    eventually("bursty read busy", || {
+        (reason(&kube, "bursty") == "Busy").then_some(())
+    });
+    load.bursty_queue = 0;
+    series.set(&exposition(load));
+    let quiet = Instant::now();
 
     // Idle for the whole window on good reads → parked, recorded, explained.
     eventually("chat parked", || {
@@ -249,7 +295,8 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
     );
 
     // Activation → woken to the recorded count within an interval or two.
-    series.set(&exposition(0, 3));
+    load.chat_pending = 3;
+    series.set(&exposition(load));
     let asked = Instant::now();
     eventually("chat woken", || {
         (replicas(&kube, "chat") == 2).then_some(())
@@ -265,12 +312,51 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
             .then_some(())
     });
 
+    // cold was woken at once; it is Waking, with its wake time exported,
+    // until a pod is Ready.
+    assert_eq!(replicas(&kube, "cold"), 1);
+    eventually("cold Waking with its wake time", || {
+        let waking = status(&kube, "cold")["phase"] == "Waking";
+        let since = sample(
+            &adapter,
+            "gpuscale_scale_to_zero_waking_since_seconds",
+            "cold",
+        );
+        (waking && since.is_some()).then_some(())
+    });
+    kube.put(&deployments(), deployment("cold", 1, 1));
+    eventually("cold Active once Ready", || {
+        let active = status(&kube, "cold")["phase"] == "Active";
+        let since = sample(
+            &adapter,
+            "gpuscale_scale_to_zero_waking_since_seconds",
+            "cold",
+        );
+        (active && since.is_none()).then_some(())
+    });
+
+    // Idle again inside minUpDuration → not parked.
+    load.cold_pending = 0;
+    series.set(&exposition(load));
+
+    // bursty parks a whole window after its last busy read, not before.
+    eventually("bursty parked", || {
+        (replicas(&kube, "bursty") == 0).then_some(())
+    });
+    let held = quiet.elapsed();
+    assert!(
+        held >= Duration::from_secs(5),
+        "bursty parked {held:?} after its busy read; its window is 6 s"
+    );
+
     // Refusals, each with its reason; the others stay up.
     eventually("refusal reasons", || {
-        let got: Vec<String> = ["paused", "warming", "owned", "job", "ghost", "typo"]
-            .iter()
-            .map(|p| reason(&kube, p))
-            .collect();
+        let got: Vec<String> = [
+            "paused", "warming", "owned", "job", "ghost", "typo", "adhoc", "cold",
+        ]
+        .iter()
+        .map(|p| reason(&kube, p))
+        .collect();
         (got == [
             "Paused",
             "PodsNotReady",
@@ -278,13 +364,16 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
             "TargetNotScalable",
             "TargetNotFound",
             "UnknownMetric",
+            "QueryNotAllowed",
+            "MinUpDuration",
         ])
         .then_some(())
     });
-    for name in ["paused", "warming", "owned"] {
+    for name in ["paused", "warming", "owned", "cold"] {
         assert_ne!(replicas(&kube, name), 0, "{name} must not be parked");
     }
     assert_eq!(status(&kube, "ghost")["conditions"][0]["status"], "False");
+    assert_eq!(status(&kube, "adhoc")["conditions"][0]["status"], "False");
     let debug = get(&format!(
         "http://127.0.0.1:{}/debug/scalers",
         adapter.metrics_port
@@ -304,21 +393,29 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
         "gpuscale_scale_to_zero_wakes_total{{namespace=\"{NS}\",target=\"chat\"}} 1"
     )));
     assert!(metrics.contains("gpuscale_scale_to_zero_refusals_total{reason=\"HPAOwnsZero\"}"));
+    assert!(metrics.contains("gpuscale_scale_to_zero_policies{phase=\"Error\"} 4"));
 }
 
 /// Prometheus unreachable for longer than the idle window: nothing is
-/// parked, and the status says why.
+/// parked, and the status says why; a rule given as a PromQL query is as
+/// unknown as a configured metric.
 #[test]
 fn prometheus_down_never_parks() {
     let kube = fake();
     kube.put(&deployments(), deployment("chat", 2, 2));
     kube.put(
         &policies(),
-        policy("chat", "Deployment", "chat", "chat-gw", json!({})),
+        policy(
+            "chat",
+            "Deployment",
+            "chat",
+            "chat-gw",
+            json!({"idle": {"query": "sum(vllm:num_requests_waiting{${matchers}})", "for": "3s"}}),
+        ),
     );
     let dead = format!("http://127.0.0.1:{}", gpuscale_e2e::free_port());
     let dir = dir();
-    let _adapter = controller(&kube, &dead, "a", &dir);
+    let _adapter = controller(&kube, &dead, "a", &dir, &["--scale-to-zero-allow-queries"]);
     eventually("ReadUnknown in the status", || {
         (reason(&kube, "chat") == "ReadUnknown").then_some(())
     });
@@ -330,20 +427,31 @@ fn prometheus_down_never_parks() {
 }
 
 /// Two replicas, one Lease: one acts; when it dies the other takes over
-/// within the lease duration, and nothing is parked twice.
+/// within the lease duration, and nothing is parked or woken twice. The
+/// activation rule is a PromQL query (allowed by the flag), read through
+/// the same poll cache.
 #[test]
 fn one_leader_acts_and_the_other_takes_over() {
-    let (series, port) = Series::serve(&exposition(0, 0));
+    let mut load = Load::default();
+    let (series, port) = Series::serve(&exposition(load));
     let prom = Prometheus::start(port);
     let kube = fake();
     kube.put(&deployments(), deployment("chat", 2, 2));
     kube.put(
         &policies(),
-        policy("chat", "Deployment", "chat", "chat-gw", json!({})),
+        policy(
+            "chat",
+            "Deployment",
+            "chat",
+            "chat-gw",
+            json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})",
+                                  "labelSelector": "service=chat-gw"}}),
+        ),
     );
     let dir = dir();
-    let a = controller(&kube, &prom.url, "a", &dir);
-    let b = controller(&kube, &prom.url, "b", &dir);
+    let allow = ["--scale-to-zero-allow-queries"];
+    let a = controller(&kube, &prom.url, "a", &dir, &allow);
+    let b = controller(&kube, &prom.url, "b", &dir, &allow);
     eventually("parked once", || {
         (replicas(&kube, "chat") == 0).then_some(())
     });
@@ -352,13 +460,19 @@ fn one_leader_acts_and_the_other_takes_over() {
     let leaders: Vec<bool> = [&a, &b].iter().map(|x| leads(x)).collect();
     assert_eq!(leaders.iter().filter(|l| **l).count(), 1, "{leaders:?}");
     let (leader, follower) = if leaders[0] { (a, b) } else { (b, a) };
+    let standby = follower.self_metrics();
+    assert!(
+        standby.contains("gpuscale_scale_to_zero_policies{phase=\"Parked\"} 0"),
+        "a standby reports no policy:\n{standby}"
+    );
     drop(leader);
     let lost = Instant::now();
     eventually("the follower takes the Lease", || {
         leads(&follower).then_some(())
     });
     eprintln!("takeover after {:?} (lease duration 3 s)", lost.elapsed());
-    series.set(&exposition(0, 1));
+    load.chat_pending = 1;
+    series.set(&exposition(load));
     eventually("woken by the new leader", || {
         (replicas(&kube, "chat") == 2).then_some(())
     });

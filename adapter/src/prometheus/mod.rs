@@ -8,11 +8,13 @@ mod objects;
 use std::sync::Arc;
 
 use crate::config::MetricsConfig;
-use crate::metric_def::MetricDef;
+use crate::metric_def::{
+    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_WINDOW, EmptyPolicy, MetricDef,
+};
 use crate::objects::ObjectKind;
 use crate::pods::PodCache;
 use crate::provider::{
-    MetricValue, ObjectReading, ObjectRequest, Provider, ProviderError, Reading,
+    MetricValue, ObjectReading, ObjectRequest, Provider, ProviderError, QUERY_METRIC, Reading,
 };
 use crate::selector;
 
@@ -108,6 +110,23 @@ fn identity(namespace: &str, selector: &str) -> Identity {
     }
 }
 
+/// An ad-hoc query as a metric with the config's defaults (`empty: error`,
+/// so no series is unknown, never zero). Its cache key is the rendered
+/// query, so equal queries share one poll however many policies ask.
+fn query_def(template: &str) -> MetricDef {
+    MetricDef {
+        name: QUERY_METRIC.into(),
+        query: template.into(),
+        empty: EmptyPolicy::Error,
+        freshness: DEFAULT_FRESHNESS,
+        window: DEFAULT_WINDOW,
+        description: "a ScaleToZeroPolicy's query".into(),
+        activation: DEFAULT_ACTIVATION,
+        objects: Default::default(),
+        pod_metadata: Default::default(),
+    }
+}
+
 /// A read and the signal of the next re-read.
 pub struct Watched {
     pub reading: Result<Reading, ProviderError>,
@@ -141,6 +160,25 @@ impl Provider for PromProvider {
 
     async fn get_objects(&self, req: &ObjectRequest<'_>) -> Result<ObjectReading, ProviderError> {
         objects::read(&self.config, &self.cache, self.pods.as_deref(), req).await
+    }
+
+    async fn get_query(
+        &self,
+        template: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<Reading, ProviderError> {
+        let problems = crate::config::template_problems(template);
+        if !problems.is_empty() {
+            return Err(ProviderError::BadRequest(problems.join("; ")));
+        }
+        let def = Arc::new(query_def(template));
+        let query = selector::parse(selector_text)
+            .and_then(|reqs| def.render(namespace, &reqs))
+            .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
+        let id = identity(namespace, selector_text);
+        let items = self.cache.get(def.clone(), query, id).await?;
+        Ok(Self::reading(&def, items))
     }
 
     async fn get(

@@ -69,15 +69,22 @@ pub struct TargetRef {
     pub name: String,
 }
 
-/// Where a rule's value comes from: a configured adapter metric (with an
-/// optional label selector, as an HPA would send it), read through the same
-/// poll cache as the external metrics API and the KEDA scaler.
+/// Where a rule's value comes from: a configured adapter metric, or a PromQL
+/// template when the adapter allows them (`--scale-to-zero-allow-queries`),
+/// with an optional label selector as an HPA would send it. Either is read
+/// through the same poll cache as the external metrics API and KEDA.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricSource {
     /// A metric of the adapter's config or presets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
-    /// Label selector applied to `metric`, e.g. `workload=chat`.
+    /// A PromQL template instead of `metric`, with the config's
+    /// placeholders (`${matchers}` is required: the policy's namespace and
+    /// `labelSelector`). Refused unless the adapter allows queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Label selector applied to `metric` or `${matchers}`, e.g. `workload=chat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
 }

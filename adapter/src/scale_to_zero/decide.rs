@@ -64,6 +64,9 @@ pub struct Memory {
     pub last_wake: Option<i64>,
     /// Replicas recorded when the target was parked.
     pub parked_from: Option<i32>,
+    /// Woken and no pod has been Ready since (the last phase was Waking):
+    /// a later loss of every Ready pod is not a wake that hangs.
+    pub waking: bool,
 }
 
 /// The scale change to make, if any.
@@ -149,6 +152,12 @@ fn activation_state(read: &Read, threshold: f64) -> ReadState {
 
 /// What to do now.
 pub fn decide(rules: &Rules, seen: &Observed, memory: Memory) -> Decision {
+    let mut d = decide_action(rules, seen, memory);
+    d.memory.waking = d.phase == Phase::Waking;
+    d
+}
+
+fn decide_action(rules: &Rules, seen: &Observed, memory: Memory) -> Decision {
     let idle = idle_state(&seen.idle, rules.idle_threshold);
     let activation = activation_state(&seen.activation, rules.activation_threshold);
     let base = Decision {
@@ -176,7 +185,7 @@ pub fn decide(rules: &Rules, seen: &Observed, memory: Memory) -> Decision {
 fn phase_of(target: Target, memory: Memory) -> Phase {
     if target.replicas == 0 {
         Phase::Parked
-    } else if target.ready == 0 && memory.last_wake.is_some() {
+    } else if target.ready == 0 && memory.waking {
         Phase::Waking
     } else {
         Phase::Active
@@ -208,6 +217,7 @@ fn parked(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
                     idle_since: None,
                     last_wake: Some(seen.now),
                     parked_from: None,
+                    waking: true,
                 },
                 ..base
             }
@@ -248,11 +258,13 @@ fn running(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
     }
     let held = Duration::from_secs(u64::try_from(seen.now - since).unwrap_or(0));
     if held < rules.idle_for {
+        // No running count here: the message goes into the status, and a
+        // status that changed every round would be written every round
+        // (/debug/scalers shows how long the window has held).
         return Decision {
             reason: Reason::IdleWindowOpen,
             message: format!(
-                "idle for {}s of {}s",
-                held.as_secs(),
+                "idle window open: parks after {}s idle",
                 rules.idle_for.as_secs()
             ),
             memory,
@@ -273,6 +285,7 @@ fn running(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
             idle_since: None,
             last_wake: base.memory.last_wake,
             parked_from: Some(from),
+            waking: false,
         },
         ..base
     }
@@ -324,7 +337,7 @@ fn refusal(rules: &Rules, seen: &Observed, memory: Memory) -> Option<(Reason, St
             return Some((
                 Reason::MinUpDuration,
                 format!(
-                    "not parked: woken {up}s ago, minUpDuration {}s",
+                    "not parked: inside minUpDuration ({}s) after the wake",
                     rules.min_up.as_secs()
                 ),
             ));

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client};
 
@@ -58,10 +59,24 @@ pub async fn run<P: Provider>(
         settings,
     ));
     let policies: Api<ScaleToZeroPolicy> = Api::all(client);
-    Controller::new(policies, watcher::Config::default())
+    let controller = Controller::new(policies, watcher::Config::default());
+    tokio::spawn(forget_deleted(controller.store(), ctx.report.clone()));
+    controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
         .await;
+}
+
+/// Drops deleted policies from the report: the controller does not
+/// reconcile what is gone, and a deleted policy must not stay "Waking".
+async fn forget_deleted(store: Store<ScaleToZeroPolicy>, report: Arc<Report>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+        report.retain(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+    }
 }
 
 /// Keeps the leader gauge in step with the Lease.

@@ -32,6 +32,9 @@ pub struct Settings {
     pub check_interval: Duration,
     /// Longest wait after repeated failures (targets missing, API errors).
     pub max_backoff: Duration,
+    /// Whether policies may give a PromQL `query` (it cannot be confined to
+    /// the policy's namespace, so a cluster admin opts in).
+    pub allow_queries: bool,
 }
 
 /// What every reconcile shares.
@@ -44,6 +47,12 @@ pub struct Context<P> {
     pub settings: Settings,
     pub kinds: Kinds,
     failures: Mutex<HashMap<(String, String), u32>>,
+    /// The last decision's memory per policy uid. The status holds it too,
+    /// but the watched copy of a policy can lag behind the status just
+    /// written: a window restarted by a busy read must not reopen at its
+    /// old start. Cleared when leadership is lost (a new term starts from
+    /// the status).
+    memory: Mutex<HashMap<String, Memory>>,
 }
 
 impl<P> Context<P> {
@@ -64,6 +73,7 @@ impl<P> Context<P> {
             settings,
             kinds: Kinds::default(),
             failures: Mutex::new(HashMap::new()),
+            memory: Mutex::new(HashMap::new()),
         }
     }
 
@@ -76,12 +86,47 @@ impl<P> Context<P> {
         Duration::from_secs(secs).min(self.settings.max_backoff)
     }
 
+    /// This leader's last memory of `policy`, else its status's.
+    fn recall(&self, policy: &ScaleToZeroPolicy, parked_from: Option<i32>) -> Memory {
+        let uid = identity(policy);
+        let kept = self
+            .memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            .copied();
+        match kept {
+            Some(m) => Memory { parked_from, ..m },
+            None => memory_of(policy.status.as_ref(), parked_from),
+        }
+    }
+
+    fn remember(&self, policy: &ScaleToZeroPolicy, memory: Memory) {
+        let uid = identity(policy);
+        self.memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid, memory);
+    }
+
     fn succeeded(&self, key: &(String, String)) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
     }
+}
+
+/// A policy's uid: a policy deleted and created again under the same name
+/// starts afresh (namespace/name where a server gives no uid).
+fn identity(policy: &ScaleToZeroPolicy) -> String {
+    policy.uid().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            policy.namespace().unwrap_or_default(),
+            policy.name_any()
+        )
+    })
 }
 
 /// Errors that end a round early; each becomes a `Ready=False` condition.
@@ -91,6 +136,10 @@ pub enum ReconcileError {
     InvalidSpec(String),
     #[error("unknown metric {0:?}: not in the adapter's config or presets")]
     UnknownMetric(String),
+    #[error(
+        "{0}.query: PromQL queries are off in this adapter (--scale-to-zero-allow-queries); use a configured metric"
+    )]
+    QueryNotAllowed(&'static str),
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error("writing status: {0}")]
@@ -102,6 +151,7 @@ impl ReconcileError {
         match self {
             ReconcileError::InvalidSpec(_) => "InvalidSpec",
             ReconcileError::UnknownMetric(_) => "UnknownMetric",
+            ReconcileError::QueryNotAllowed(_) => "QueryNotAllowed",
             ReconcileError::Target(e) => e.reason(),
             ReconcileError::Status(_) => "KubernetesAPIError",
         }
@@ -142,20 +192,28 @@ fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, Reco
     })
 }
 
-/// A rule's read: the sum of the items (as the HPA and KEDA see it), or unknown. An unknown metric or a
-/// bad selector is the policy's error, not a read.
+/// A rule's read: the sum of the items (as the HPA and KEDA see it), or
+/// unknown. An unknown metric, a refused query or a bad selector or
+/// template is the policy's error, not a read.
 async fn read<P: Provider>(
     provider: &P,
-    key: &str,
+    key: &'static str,
     source: &MetricSource,
     namespace: &str,
+    allow_queries: bool,
 ) -> Result<Read, ReconcileError> {
-    let metric = source
-        .metric
-        .as_deref()
-        .ok_or_else(|| ReconcileError::InvalidSpec(format!("{key}.metric is required")))?;
     let selector = source.label_selector.as_deref().unwrap_or("");
-    match provider.get(metric, namespace, selector).await {
+    let got = match (source.metric.as_deref(), source.query.as_deref()) {
+        (Some(metric), None) => provider.get(metric, namespace, selector).await,
+        (None, Some(_)) if !allow_queries => return Err(ReconcileError::QueryNotAllowed(key)),
+        (None, Some(query)) => provider.get_query(query, namespace, selector).await,
+        _ => {
+            return Err(ReconcileError::InvalidSpec(format!(
+                "{key}: give exactly one of metric and query"
+            )));
+        }
+    };
+    match got {
         // One definition of unknown for every consumer: no items or a
         // non-finite sum is unknown, never idle.
         Ok(r) => Ok(match crate::activation::total(&r) {
@@ -163,10 +221,10 @@ async fn read<P: Provider>(
             Err(why) => Read::Unknown(why),
         }),
         Err(ProviderError::Unavailable(why)) => Ok(Read::Unknown(why)),
-        Err(ProviderError::UnknownMetric(_)) => Err(ReconcileError::UnknownMetric(metric.into())),
-        Err(ProviderError::BadRequest(why)) => Err(ReconcileError::InvalidSpec(format!(
-            "{key}.labelSelector: {why}"
-        ))),
+        Err(ProviderError::UnknownMetric(m)) => Err(ReconcileError::UnknownMetric(m)),
+        Err(ProviderError::BadRequest(why)) => {
+            Err(ReconcileError::InvalidSpec(format!("{key}: {why}")))
+        }
     }
 }
 
@@ -183,6 +241,7 @@ fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>)
         idle_since: status.and_then(|s| parse_time(s.idle_since.as_ref())),
         last_wake: status.and_then(|s| parse_time(s.last_wake_time.as_ref())),
         parked_from,
+        waking: status.and_then(|s| s.phase) == Some(Phase::Waking),
     }
 }
 
@@ -305,20 +364,38 @@ async fn gather<P: Provider>(
 ) -> Result<Round, ReconcileError> {
     let ns = policy.namespace().unwrap_or_default();
     let spec = &policy.spec;
-    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns).await?;
+    let allow = ctx.settings.allow_queries;
+    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns, allow).await?;
     let activation = read(
         ctx.provider.as_ref(),
         "activation",
         &spec.activation.source,
         &ns,
+        allow,
     )
     .await?;
     let ar = ctx.kinds.resolve(&ctx.client, &spec.target).await?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-    let read = target::read(&api, &spec.target).await?;
-    let hpas = target::hpas(&ctx.client, &ns, &spec.target)
-        .await
-        .map_err(TargetError::Api)?;
+    let replicas = target::replicas(&api, &spec.target).await?;
+    // A parked target that activation does not wake needs nothing more: its
+    // readiness, annotation and HPAs matter only to a park or a wake, and
+    // parked policies are checked every wake interval.
+    let wakes = matches!(activation, Read::Value(v) if v > spec.activation.threshold);
+    let (read, hpas) = if replicas == 0 && !wakes {
+        (
+            target::TargetRead {
+                replicas,
+                ready: 0,
+                parked_from: None,
+            },
+            Vec::new(),
+        )
+    } else {
+        let hpas = target::hpas(&ctx.client, &ns, &spec.target)
+            .await
+            .map_err(TargetError::Api)?;
+        (target::read(&api, &spec.target, replicas).await?, hpas)
+    };
     let wake_default = hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
     let rules = rules_of(policy, wake_default)?;
     Ok(Round {
@@ -334,7 +411,7 @@ async fn gather<P: Provider>(
             },
             hpa_owns_zero: hpas.into_iter().find(|(_, min)| *min == 0).map(|(n, _)| n),
         },
-        memory: memory_of(policy.status.as_ref(), read.parked_from),
+        memory: ctx.recall(policy, read.parked_from),
     })
 }
 
@@ -348,6 +425,7 @@ pub async fn reconcile<P: Provider>(
     ctx: Arc<Context<P>>,
 ) -> Result<Requeue, ReconcileError> {
     if !ctx.leadership.is_leader() {
+        ctx.memory.lock().unwrap_or_else(|e| e.into_inner()).clear();
         return Ok(Requeue::requeue(ctx.settings.wake_interval));
     }
     let key = (policy.namespace().unwrap_or_default(), policy.name_any());
@@ -388,6 +466,7 @@ pub async fn reconcile<P: Provider>(
                 idle: String::new(),
                 activation: String::new(),
                 idle_for_seconds: None,
+                waking_since: None,
                 reason: e.reason().into(),
                 message: e.to_string(),
                 time: now,
@@ -405,6 +484,7 @@ async fn round<P: Provider>(
     let r = gather(policy, ctx, now).await?;
     let d = decide::decide(&r.rules, &r.seen, r.memory);
     apply(policy, ctx, &r, &d).await?;
+    ctx.remember(policy, d.memory);
     record(policy, ctx, &r, &d).await?;
     Ok(Requeue::requeue(if d.phase == Phase::Parked {
         ctx.settings.wake_interval
@@ -468,7 +548,7 @@ async fn record<P: Provider>(
     d: &Decision,
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
-    let metric = |s: &MetricSource| s.metric.clone().unwrap_or_default();
+    let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
     let idle = rule_status(
         &r.seen.idle,
         d.idle_state,
@@ -520,6 +600,7 @@ async fn record<P: Provider>(
         idle: idle.summary,
         activation: activation.summary,
         idle_for_seconds: d.memory.idle_since.map(|s| now - s),
+        waking_since: d.memory.last_wake.filter(|_| d.phase == Phase::Waking),
         reason: d.reason.as_str().into(),
         message: d.message.clone(),
         time: now,

@@ -28,7 +28,16 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "histogram",
         "",
     ),
+    ("gpuscale_scale_to_zero_policies", "gauge", "phase"),
+    (
+        "gpuscale_scale_to_zero_waking_since_seconds",
+        "gauge",
+        "namespace,target",
+    ),
 ];
+
+/// Phases counted by `gpuscale_scale_to_zero_policies`, always all shown.
+const PHASES: &[&str] = &["Active", "Parked", "Waking", "Error"];
 
 const WAKE_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
 
@@ -44,6 +53,8 @@ pub struct PolicyReport {
     pub activation: String,
     /// Seconds the idle window has held, while one is open.
     pub idle_for_seconds: Option<i64>,
+    /// Unix seconds of the wake, while the target has no Ready pod since.
+    pub waking_since: Option<i64>,
     pub reason: String,
     pub message: String,
     /// Unix seconds of the decision.
@@ -78,8 +89,16 @@ impl Report {
         f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// A replica that stands by acts on nothing, so it reports no policy:
+    /// a stale `Waking` there would raise an alert for the leader's work.
     pub fn set_leader(&self, leader: bool) {
-        self.with(|i| i.leader = leader);
+        self.with(|i| {
+            i.leader = leader;
+            if !leader {
+                i.policies.clear();
+                i.parked.clear();
+            }
+        });
     }
 
     pub fn parked(&self, namespace: &str, target: &str) {
@@ -121,11 +140,20 @@ impl Report {
         });
     }
 
-    /// A policy was deleted.
-    pub fn forget(&self, namespace: &str, name: &str) {
+    /// Drops the policies `keep` rejects (deleted ones): the controller
+    /// never reconciles a deleted object, so its last report would stay.
+    pub fn retain(&self, keep: impl Fn(&str, &str) -> bool) {
         self.with(|i| {
-            if let Some(r) = i.policies.remove(&key(namespace, name)) {
-                i.parked.remove(&key(namespace, &r.target));
+            let gone: Vec<(String, String)> = i
+                .policies
+                .keys()
+                .filter(|(ns, name)| !keep(ns, name))
+                .cloned()
+                .collect();
+            for k in gone {
+                if let Some(r) = i.policies.remove(&k) {
+                    i.parked.remove(&key(&k.0, &r.target));
+                }
             }
         });
     }
@@ -211,8 +239,39 @@ impl Report {
                 "{family}_sum {}\n{family}_count {}",
                 i.wake_sum, i.wake_count
             );
+            render_phases(&mut out, i);
             out
         })
+    }
+}
+
+/// Policies by phase, and the wake time of each target still waking (the
+/// `GPUScaleToZeroStuckWaking` alert compares it with `time()`, so a new
+/// leader, which reads the wake time from the status, keeps the clock).
+fn render_phases(out: &mut String, i: &Inner) {
+    let family = FAMILIES[6].0;
+    let _ = writeln!(
+        out,
+        "# HELP {family} Policies this replica acts on, by phase (Error: not acted on, see the policy's status).\n# TYPE {family} gauge"
+    );
+    for phase in PHASES {
+        let n = i.policies.values().filter(|p| p.phase == *phase).count();
+        let _ = writeln!(out, "{family}{{phase=\"{phase}\"}} {n}");
+    }
+    let family = FAMILIES[7].0;
+    let _ = writeln!(
+        out,
+        "# HELP {family} Unix time of the wake of a target that has had no Ready pod since.\n# TYPE {family} gauge"
+    );
+    for p in i.policies.values() {
+        if let Some(t) = p.waking_since {
+            let _ = writeln!(
+                out,
+                "{family}{{namespace=\"{}\",target=\"{}\"}} {t}",
+                esc(&p.namespace),
+                esc(&p.target)
+            );
+        }
     }
 }
 
@@ -233,6 +292,19 @@ mod tests {
         r.parked("inference", "chat");
         r.woken("inference", "chat", 0.7);
         r.refused("MinUpDuration");
+        r.policy(PolicyReport {
+            namespace: "inference".into(),
+            name: "chat".into(),
+            target: "chat".into(),
+            phase: "Waking".into(),
+            idle: String::new(),
+            activation: String::new(),
+            idle_for_seconds: None,
+            waking_since: Some(1_790_000_000),
+            reason: "Woken".into(),
+            message: String::new(),
+            time: 1_790_000_001,
+        });
         let text = r.render();
         for (name, kind, _) in FAMILIES {
             assert!(
@@ -246,5 +318,15 @@ mod tests {
         ));
         assert!(text.contains("gpuscale_scale_to_zero_wake_latency_seconds_bucket{le=\"1\"} 1"));
         assert!(text.contains("gpuscale_scale_to_zero_wake_latency_seconds_bucket{le=\"0.5\"} 0"));
+        assert!(text.contains("gpuscale_scale_to_zero_policies{phase=\"Waking\"} 1"));
+        assert!(text.contains("gpuscale_scale_to_zero_policies{phase=\"Parked\"} 0"));
+        assert!(text.contains(
+            "gpuscale_scale_to_zero_waking_since_seconds{namespace=\"inference\",target=\"chat\"} 1790000000"
+        ));
+        r.set_leader(false);
+        assert!(
+            !r.render().contains("waking_since_seconds{"),
+            "a standby reports no policy"
+        );
     }
 }

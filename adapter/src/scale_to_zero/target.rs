@@ -121,12 +121,22 @@ fn not_found(e: kube::Error, target: &TargetRef) -> TargetError {
     }
 }
 
-/// Replicas, readiness and the parked-from annotation of the target.
-pub async fn read(api: &Api<DynamicObject>, target: &TargetRef) -> Result<TargetRead, TargetError> {
+/// `spec.replicas` of the target's scale subresource.
+pub async fn replicas(api: &Api<DynamicObject>, target: &TargetRef) -> Result<i32, TargetError> {
     let scale = api
         .get_scale(&target.name)
         .await
         .map_err(|e| not_found(e, target))?;
+    Ok(scale.spec.and_then(|s| s.replicas).unwrap_or(0))
+}
+
+/// Readiness and the parked-from annotation of the target, with `replicas`
+/// as read from its scale subresource.
+pub async fn read(
+    api: &Api<DynamicObject>,
+    target: &TargetRef,
+    replicas: i32,
+) -> Result<TargetRead, TargetError> {
     let object = api
         .get(&target.name)
         .await
@@ -144,7 +154,7 @@ pub async fn read(api: &Api<DynamicObject>, target: &TargetRef) -> Result<Target
         .and_then(|a| a.get(PARKED_FROM))
         .and_then(|v| v.parse().ok());
     Ok(TargetRead {
-        replicas: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+        replicas,
         ready,
         parked_from,
     })

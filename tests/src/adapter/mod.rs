@@ -8,6 +8,7 @@ pub mod keda;
 pub mod pki;
 pub mod procs;
 pub mod prom;
+pub mod series;
 
 /// The adapter's Kubernetes API is the shared in-memory fake.
 pub use crate::kubeapi as kubefake;

@@ -296,12 +296,17 @@ pub const ADAPTER_METRICS: &[&str] = &[
     "gpuscale_adapter_prometheus_query_duration_seconds",
 ];
 
-/// Metric families the scale-to-zero controller is to export. It does not
-/// exist yet; the alert and the panels activate when it ships.
+/// Metric families of the scale-to-zero controller (checked against
+/// docs/scale-to-zero.md by `scale_to_zero_names_match_the_guide`).
 pub const SCALE_TO_ZERO_METRICS: &[&str] = &[
     "gpuscale_scale_to_zero_leader",
     "gpuscale_scale_to_zero_parks_total",
     "gpuscale_scale_to_zero_wakes_total",
+    "gpuscale_scale_to_zero_refusals_total",
+    "gpuscale_scale_to_zero_parked",
+    "gpuscale_scale_to_zero_wake_latency_seconds",
+    "gpuscale_scale_to_zero_policies",
+    "gpuscale_scale_to_zero_waking_since_seconds",
 ];
 
 /// kube-state-metrics families the Autoscaling dashboard uses for HPA targets and replicas.
@@ -312,6 +317,36 @@ pub const KUBE_STATE_METRICS: &[&str] = &[
     "kube_horizontalpodautoscaler_spec_max_replicas",
 ];
 
+/// The controller's refusals, parked gauge, wake latency, policies by
+/// phase, and one target waking for a minute (well inside its bound).
+fn scale_to_zero_more(n: u64) -> String {
+    let wakes = n / 5;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let t = "namespace=\"ml-serve\",target=\"vllm\"";
+    let h = "gpuscale_scale_to_zero_wake_latency_seconds";
+    format!(
+        "# TYPE gpuscale_scale_to_zero_refusals_total counter\n\
+         gpuscale_scale_to_zero_refusals_total{{reason=\"MinUpDuration\"}} {wakes}\n\
+         # TYPE gpuscale_scale_to_zero_parked gauge\n\
+         gpuscale_scale_to_zero_parked{{{t}}} {parked}\n\
+         # TYPE {h} histogram\n\
+         {h}_bucket{{le=\"1\"}} {wakes}\n{h}_bucket{{le=\"2\"}} {wakes}\n\
+         {h}_bucket{{le=\"+Inf\"}} {wakes}\n{h}_sum {sum}\n{h}_count {wakes}\n\
+         # TYPE gpuscale_scale_to_zero_policies gauge\n\
+         gpuscale_scale_to_zero_policies{{phase=\"Active\"}} 1\n\
+         gpuscale_scale_to_zero_policies{{phase=\"Parked\"}} 1\n\
+         gpuscale_scale_to_zero_policies{{phase=\"Waking\"}} 1\n\
+         gpuscale_scale_to_zero_policies{{phase=\"Error\"}} 0\n\
+         # TYPE gpuscale_scale_to_zero_waking_since_seconds gauge\n\
+         gpuscale_scale_to_zero_waking_since_seconds{{namespace=\"ml-serve\",target=\"chat\"}} {since}\n",
+        parked = n % 2,
+        sum = wakes as f64 * 0.8,
+        since = now.saturating_sub(60),
+    )
+}
+
 /// Series Prometheus makes itself.
 pub const PROMETHEUS_BUILTINS: &[&str] = &["up", "ALERTS"];
 
@@ -320,8 +355,10 @@ pub const PROMETHEUS_BUILTINS: &[&str] = &["up", "ALERTS"];
 pub const ADAPTER_METRIC: &str = "gpu_pressure";
 
 /// What the fake targets serve at scrape `n`: `/scale-to-zero` (the
-/// controller does not exist yet) and `/kube-state-metrics` (HPA target and
-/// replicas). Healthy values: no alert may fire on them.
+/// controller's families, as a leader with one policy per phase would
+/// export them; the controller itself needs a Kubernetes API) and
+/// `/kube-state-metrics` (HPA target and replicas). Healthy values: no
+/// alert may fire on them.
 pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
     let m = ADAPTER_METRIC;
     let mut s = String::new();
@@ -340,6 +377,7 @@ pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
                 "gpuscale_scale_to_zero_wakes_total{{namespace=\"ml-serve\",target=\"vllm\"}} {}\n",
                 n / 5
             ));
+            s.push_str(&scale_to_zero_more(n));
         }
         "/kube-state-metrics" => {
             let hpa = "namespace=\"ml-serve\",horizontalpodautoscaler=\"vllm\"";

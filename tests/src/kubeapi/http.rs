@@ -380,8 +380,12 @@ fn subresource(req: &Request, t: Target, st: &mut State) -> (u16, Value) {
             merge_patch(&mut scale, &req.body);
             obj["spec"]["replicas"] = scale["spec"]["replicas"].clone();
             let stored = st.store(&t.gvr, obj);
-            st.scale_patches
-                .push((ns, name, scale["spec"]["replicas"].as_i64().unwrap_or(-1)));
+            st.scale_patches.push(super::ScalePatch {
+                namespace: ns,
+                name,
+                replicas: scale["spec"]["replicas"].as_i64().unwrap_or(-1),
+                at: std::time::SystemTime::now(),
+            });
             (200, scale_of(&stored))
         }
         ("GET", "status") => (200, obj),

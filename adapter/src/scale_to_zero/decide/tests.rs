@@ -168,7 +168,7 @@ fn never_parks_inside_min_up_duration_after_a_wake() {
     let memory = Memory {
         idle_since: Some(0),
         last_wake: Some(0),
-        parked_from: None,
+        ..Memory::default()
     };
     let d = decide(
         &rules(),
@@ -246,7 +246,31 @@ fn a_woken_target_without_ready_pods_is_waking() {
     seen.target.ready = 0;
     let memory = Memory {
         last_wake: Some(0),
+        waking: true,
         ..Memory::default()
     };
-    assert_eq!(decide(&rules(), &seen, memory).phase, Phase::Waking);
+    let d = decide(&rules(), &seen, memory);
+    assert_eq!(d.phase, Phase::Waking);
+    assert!(d.memory.waking, "still waking next round");
+    seen.target.ready = 1;
+    let d = decide(&rules(), &seen, d.memory);
+    assert_eq!(d.phase, Phase::Active);
+    seen.target.ready = 0;
+    let d = decide(&rules(), &seen, d.memory);
+    assert_eq!(
+        d.phase,
+        Phase::Active,
+        "a target that was Ready once is not waking when it loses its pods"
+    );
+}
+
+#[test]
+fn the_wake_itself_starts_waking() {
+    let memory = Memory {
+        parked_from: Some(1),
+        ..Memory::default()
+    };
+    let d = decide(&rules(), &parked(5 * MIN, Read::Value(1.0)), memory);
+    assert_eq!((d.phase, d.memory.waking), (Phase::Waking, true));
+    assert_eq!(d.memory.last_wake, Some(5 * MIN));
 }
