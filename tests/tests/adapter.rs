@@ -1016,7 +1016,7 @@ fn check_prometheus_finds_series_the_join_would_miss() {
     assert!(!ok, "{stdout}");
     assert!(
         stdout.contains(
-            "gpu_busy\tgpu_utilization_ratio\tPROBLEM: 1 of 3 series lack a namespace or pod label"
+            "gpu_busy\tgpu_utilization_ratio\tPROBLEM: 1 of 4 series lack a namespace or pod label"
         ),
         "{stdout}"
     );
