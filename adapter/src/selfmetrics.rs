@@ -350,10 +350,7 @@ fn render_cache(
         // told apart by its query's hash rather than dropped.
         let mut sel = k.selector.clone();
         if !seen.insert((&k.metric, &k.namespace, k.selector.clone())) {
-            sel = format!(
-                "#{:016x}",
-                crate::prometheus::cache::fnv1a(k.query.as_bytes())
-            );
+            sel = format!("#{:016x}", crate::hash::fnv1a(k.query.as_bytes()));
         }
         writeln!(
             o,
