@@ -90,6 +90,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     tracing::info!(metrics = ?names, source = %args.config.as_ref().map_or("built-in presets".into(), |p| p.display().to_string()), "serving metrics");
 
     let metrics = Arc::new(SelfMetrics::default());
+    metrics.serving(&names);
     let client = Arc::new(PromClient::new(&ClientSettings {
         url: args.prometheus_url.clone(),
         bearer_token_file: args.prometheus_bearer_token_file.clone(),

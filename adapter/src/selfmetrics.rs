@@ -181,6 +181,16 @@ impl SelfMetrics {
         });
     }
 
+    /// Starts the refusal counter of each served metric at 0, so a rate
+    /// over it (dashboard, alert) has a series before the first refusal.
+    pub fn serving(&self, metrics: &[&str]) {
+        self.with(|i| {
+            for m in metrics {
+                i.refusals.entry((*m).to_string()).or_default();
+            }
+        });
+    }
+
     /// A new poll-cache key refused because the cache is full.
     pub fn cache_refusal(&self, metric: &str) {
         self.with(|i| *i.refusals.entry(metric.to_string()).or_default() += 1);
