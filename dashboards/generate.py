@@ -394,6 +394,19 @@ def node_gpu():
         {"expr": f'max by (collector) (gpuscale_exporter_collector_duration_seconds{{{C}, {N}}})', "legend": "{{collector}}"}], unit="s")
     d.ts("NVML errors", "Failing NVML calls per second by function and error.", [
         {"expr": f'sum by (function, error) (rate(gpuscale_exporter_nvml_errors_total{{{C}, {N}}}[$__rate_interval]))', "legend": "{{function}} {{error}}"}], unit="ops")
+    # process_* is every exporter's name: the exporter pod's identity label keeps other jobs out.
+    X = f'{C}, {N}, exporter_pod!=""'
+    d.ts("Exporter memory", "Resident and virtual memory of each exporter process.", [
+        {"expr": f'process_resident_memory_bytes{{{X}}}', "legend": "{{node}} resident"},
+        {"expr": f'process_virtual_memory_bytes{{{X}}}', "legend": "{{node}} virtual"}], unit="bytes")
+    d.ts("Exporter CPU and threads", "CPU seconds per second of each exporter process, and its threads.", [
+        {"expr": f'rate(process_cpu_seconds_total{{{X}}}[$__rate_interval])', "legend": "{{node}} CPU"},
+        {"expr": f'process_threads{{{X}}}', "legend": "{{node}} threads"}], unit="none")
+    d.ts("Exporter file descriptors", "Open file descriptors of each exporter process and its limit.", [
+        {"expr": f'process_open_fds{{{X}}}', "legend": "{{node}} open"},
+        {"expr": f'process_max_fds{{{X}}}', "legend": "{{node}} limit"}], unit="none")
+    d.stat("Exporter uptime", "Time since the most recently started exporter process started.",
+           f'min(time() - process_start_time_seconds{{{X}}})', unit="s", w=12, h=8)
     d.table("Exporter versions", "gpuscale_exporter_build_info per exporter.", [
         {"expr": f'gpuscale_exporter_build_info{{{C}, {N}}}'}])
     d.row("Pod mapping")

@@ -23,7 +23,7 @@ use crate::metrics::{Collected, DeviceRef, Family, MigRef, NoPods, PodLookup, Su
 use crate::nvml::Reader;
 use crate::nvml::library::LibSource;
 use crate::nvml::raw;
-use crate::selfmetrics::{self, CollectorRun, GpuHealth, GpuState, LoopStats};
+use crate::selfmetrics::{self, CollectorRun, GpuHealth, GpuState, LoopStats, SelfMetrics};
 use crate::snapshot::{Snapshot, Store};
 
 /// The pod join: given a cycle's GPU data, who holds what, plus the
@@ -58,6 +58,7 @@ struct Loop {
     stop: Arc<AtomicBool>,
     reader: Reader,
     stats: LoopStats,
+    selfm: SelfMetrics,
     setup: Setup,
     /// Whether GPM samples GPUs that support it (and so reports their PCIe rates).
     gpm_on: bool,
@@ -88,6 +89,7 @@ impl Loop {
             xids: XidLog::default(),
         };
         Self {
+            selfm: SelfMetrics::new(&cfg.node),
             gpm_on: collectors::is_enabled(&cfg.collectors, &collectors::gpm::SPEC),
             xid_on: collectors::is_enabled(&cfg.collectors, &xid::SPEC),
             cfg,
@@ -344,16 +346,12 @@ impl Loop {
         };
         let mut families = merge(std::mem::take(&mut out.families));
         families.extend(pod_families);
-        families.extend(selfmetrics::families(
-            &self.stats,
-            &self.reader,
-            states,
-            &self.cfg.node,
-        ));
         let mut families = merge(families);
         selfmetrics::label_node(&mut families, &self.cfg.node);
-        let text = self.render(&families, &out, lookup.as_ref(), Format::Text);
-        let om = self.render(&families, &out, lookup.as_ref(), Format::OpenMetrics);
+        self.selfm.record(&self.stats, self.reader.errors(), states);
+        let own = self.selfm.gather();
+        let text = self.render(&families, &own, &out, lookup.as_ref(), Format::Text);
+        let om = self.render(&families, &own, &out, lookup.as_ref(), Format::OpenMetrics);
         let ready = self.stats.nvml_up && self.stats.collections_total > 0;
         self.store.publish(Snapshot::new(text, om, ready));
     }
@@ -361,10 +359,12 @@ impl Loop {
 
 impl Loop {
     /// One exposition: the native families (or only the exporter's own under
-    /// `--compat dcgm-only`), then the dcgm-exporter families if asked for.
+    /// `--compat dcgm-only`), the registry's self-metrics (`own`), then the
+    /// dcgm-exporter families if asked for.
     fn render(
         &self,
         families: &[Family],
+        own: &[prometheus::proto::MetricFamily],
         out: &Collected,
         pods: &dyn PodLookup,
         format: Format,
@@ -376,6 +376,7 @@ impl Loop {
             .iter()
             .filter(|f| native || f.name.starts_with("gpuscale_"));
         encode::write_families(&mut text, served, &self.cfg.node, pods, format);
+        selfmetrics::write(&mut text, own, format);
         if let Some(opts) = &exposition.dcgm {
             let input = dcgm::Input {
                 families,

@@ -1,10 +1,20 @@
-//! The exporter's own health: build, NVML state, collector timings, errors.
+//! The exporter's own health: build, NVML state, collector timings, errors,
+//! and the process's footprint, kept in a `prometheus` registry.
+//!
+//! The GPU families do not go through the registry: they are rebuilt whole
+//! each cycle and pre-encoded in both formats (docs/architecture.md). The
+//! registry's families are gathered once per cycle and appended to those
+//! bytes by [`write`], in the same format.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::metrics::{Desc, Family, Subject, flag};
-use crate::nvml::Reader;
+use prometheus::proto::{MetricFamily, MetricType};
+use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use tracing::error;
+
+use crate::metrics::encode::{Format, escape_help, escape_value, write_value};
+use crate::metrics::{Desc, Family, Kind, Subject};
 
 #[derive(Debug, Default)]
 pub struct LoopStats {
@@ -136,85 +146,236 @@ pub const FAMILIES: &[&Desc] = &[
     &NVML_ERRORS,
 ];
 
-pub fn families(
-    stats: &LoopStats,
-    reader: &Reader,
-    gpus: &BTreeMap<u32, GpuState>,
-    node: &str,
-) -> Vec<Family> {
-    let g = Subject::Global;
-    let build = Family::of(&BUILD_INFO).with(
-        g.clone(),
-        vec![
-            ("version", env!("CARGO_PKG_VERSION").to_string()),
-            (
-                "revision",
-                option_env!("GPUSCALE_REVISION")
-                    .unwrap_or("unknown")
-                    .to_string(),
-            ),
-            (
-                "rustc_version",
-                option_env!("GPUSCALE_RUSTC_VERSION")
-                    .unwrap_or("unknown")
-                    .to_string(),
-            ),
-        ],
-        1.0,
-    );
-    let up = Family::of(&NVML_UP).with(g.clone(), vec![], flag(stats.nvml_up));
-    let mut out = vec![build, up];
-    if !stats.nvml_up && stats.collections_total == 0 {
-        return out;
+/// NVML call failures, by (function, error kind): cumulative counts.
+pub type ErrorCounts = BTreeMap<(&'static str, &'static str), u64>;
+
+/// The self-metric families, registered from their descriptors in a
+/// registry of their own whose `node` label goes on every series (process
+/// metrics included).
+pub struct SelfMetrics {
+    registry: Registry,
+    nvml_up: IntGaugeVec,
+    gpus: IntGaugeVec,
+    gpu_state: IntGaugeVec,
+    collector_duration: GaugeVec,
+    collector_success: IntGaugeVec,
+    collection_duration: GaugeVec,
+    collections: IntCounterVec,
+    last_collection: GaugeVec,
+    nvml_errors: IntCounterVec,
+}
+
+/// Registration fails only on a duplicate or malformed name, fixed in code:
+/// a test builds the registry.
+fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        error!(error = %e, "self-metric not registered");
     }
-    out.push(Family::of(&GPUS).with(
-        g.clone(),
-        vec![("node", node.to_string())],
-        gpus.len() as f64,
-    ));
-    let mut state = Family::of(&GPU_STATE);
-    for (index, s) in gpus {
-        for health in GpuHealth::ALL {
-            state.push(
-                g.clone(),
-                vec![
-                    ("node", node.to_string()),
-                    ("gpu", index.to_string()),
-                    ("uuid", s.uuid.as_deref().unwrap_or("").to_string()),
-                    ("state", health.as_str().to_string()),
-                ],
-                flag(s.state == health),
-            );
+    c
+}
+
+/// The descriptor's options and label keys; `node` is the registry's own.
+fn opts(d: &Desc) -> (Opts, Vec<&'static str>) {
+    let labels = d.labels.iter().copied().filter(|l| *l != "node");
+    (Opts::new(d.name, d.help), labels.collect())
+}
+
+fn gauge(r: &Registry, d: &Desc) -> GaugeVec {
+    let (o, labels) = opts(d);
+    register(r, GaugeVec::new(o, &labels).expect("valid self-metric"))
+}
+
+fn int_gauge(r: &Registry, d: &Desc) -> IntGaugeVec {
+    let (o, labels) = opts(d);
+    register(r, IntGaugeVec::new(o, &labels).expect("valid self-metric"))
+}
+
+fn counter(r: &Registry, d: &Desc) -> IntCounterVec {
+    let (o, labels) = opts(d);
+    register(
+        r,
+        IntCounterVec::new(o, &labels).expect("valid self-metric"),
+    )
+}
+
+const NONE: &[&str] = &[];
+
+impl SelfMetrics {
+    pub fn new(node: &str) -> Self {
+        let labels = HashMap::from([("node".to_string(), node.to_string())]);
+        let r = Registry::new_custom(None, Some(labels)).unwrap_or_default();
+        int_gauge(&r, &BUILD_INFO)
+            .with_label_values(&[
+                env!("CARGO_PKG_VERSION"),
+                option_env!("GPUSCALE_REVISION").unwrap_or("unknown"),
+                option_env!("GPUSCALE_RUSTC_VERSION").unwrap_or("unknown"),
+            ])
+            .set(1);
+        #[cfg(target_os = "linux")]
+        if let Err(e) = r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        )) {
+            error!(error = %e, "process metrics not registered");
+        }
+        Self {
+            nvml_up: int_gauge(&r, &NVML_UP),
+            gpus: int_gauge(&r, &GPUS),
+            gpu_state: int_gauge(&r, &GPU_STATE),
+            collector_duration: gauge(&r, &COLLECTOR_DURATION),
+            collector_success: int_gauge(&r, &COLLECTOR_SUCCESS),
+            collection_duration: gauge(&r, &COLLECTION_DURATION),
+            collections: counter(&r, &COLLECTIONS),
+            last_collection: gauge(&r, &LAST_COLLECTION),
+            nvml_errors: counter(&r, &NVML_ERRORS),
+            registry: r,
         }
     }
-    out.push(state);
-    let mut dur = Family::of(&COLLECTOR_DURATION);
-    let mut ok = Family::of(&COLLECTOR_SUCCESS);
-    for (name, run) in &stats.collectors {
-        let labels = vec![("collector", name.to_string())];
-        dur.push(g.clone(), labels.clone(), run.duration_seconds);
-        ok.push(g.clone(), labels, flag(run.success));
+
+    /// Brings the registry up to the loop's state. Before the first
+    /// collection with NVML down only build and `nvml_up` are served.
+    pub fn record(&self, stats: &LoopStats, errors: &ErrorCounts, gpus: &BTreeMap<u32, GpuState>) {
+        self.nvml_up
+            .with_label_values(NONE)
+            .set(stats.nvml_up.into());
+        if !stats.nvml_up && stats.collections_total == 0 {
+            return;
+        }
+        self.gpus.with_label_values(NONE).set(gpus.len() as i64);
+        // A GPU that left the node leaves no stale series.
+        self.gpu_state.reset();
+        for (index, s) in gpus {
+            let (gpu, uuid) = (index.to_string(), s.uuid.as_deref().unwrap_or(""));
+            for health in GpuHealth::ALL {
+                let labels = [gpu.as_str(), uuid, health.as_str()];
+                let g = self.gpu_state.with_label_values(&labels);
+                g.set((s.state == health).into());
+            }
+        }
+        for (name, run) in &stats.collectors {
+            let d = self.collector_duration.with_label_values(&[name]);
+            d.set(run.duration_seconds);
+            let ok = self.collector_success.with_label_values(&[name]);
+            ok.set(run.success.into());
+        }
+        self.collection_duration
+            .with_label_values(NONE)
+            .set(stats.last_duration);
+        catch_up(&self.collections, NONE, stats.collections_total);
+        if stats.last_success_unix > 0.0 {
+            let last = self.last_collection.with_label_values(NONE);
+            last.set(stats.last_success_unix);
+        }
+        for ((function, kind), n) in errors {
+            catch_up(&self.nvml_errors, &[function, kind], *n);
+        }
     }
-    out.extend([dur, ok]);
-    out.push(Family::of(&COLLECTION_DURATION).with(g.clone(), vec![], stats.last_duration));
-    out.push(Family::of(&COLLECTIONS).with(g.clone(), vec![], stats.collections_total as f64));
-    if stats.last_success_unix > 0.0 {
-        let last = Family::of(&LAST_COLLECTION).with(g.clone(), vec![], stats.last_success_unix);
-        out.push(last);
+
+    pub fn gather(&self) -> Vec<MetricFamily> {
+        self.registry.gather()
     }
-    let mut errors = Family::of(&NVML_ERRORS);
-    for ((function, kind), n) in reader.errors() {
-        errors.push(
-            g.clone(),
-            vec![
-                ("function", function.to_string()),
-                ("error", kind.to_string()),
-            ],
-            *n as f64,
-        );
+}
+
+/// Moves a counter up to a cumulative total kept by the loop.
+fn catch_up(c: &IntCounterVec, labels: &[&str], total: u64) {
+    let c = c.with_label_values(labels);
+    c.inc_by(total.saturating_sub(c.get()));
+}
+
+/// A self-metric family as the registry serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyDoc {
+    pub name: String,
+    pub help: String,
+    pub kind: Kind,
+    pub labels: Vec<String>,
+}
+
+/// Every self-metric family (`process_*` included), read from a fresh
+/// registry where each one has a series: what the docs and dashboard tests
+/// compare docs/metrics.md and the panels with.
+pub fn describe() -> Vec<FamilyDoc> {
+    let m = SelfMetrics::new("node");
+    let run = CollectorRun {
+        duration_seconds: 0.1,
+        success: true,
+    };
+    let stats = LoopStats {
+        nvml_up: true,
+        collections_total: 1,
+        last_duration: 0.1,
+        last_success_unix: 1.0,
+        collectors: BTreeMap::from([("power", run)]),
+    };
+    let errors = ErrorCounts::from([(("nvmlDeviceGetPowerUsage", "unknown"), 1)]);
+    let state = GpuState {
+        uuid: None,
+        state: GpuHealth::Ok,
+    };
+    m.record(&stats, &errors, &BTreeMap::from([(0, state)]));
+    m.gather().iter().map(family_doc).collect()
+}
+
+fn family_doc(f: &MetricFamily) -> FamilyDoc {
+    let labels = f.get_metric().first().map(|m| m.get_label());
+    FamilyDoc {
+        name: f.name().to_string(),
+        help: f.help().to_string(),
+        kind: match f.get_field_type() {
+            MetricType::COUNTER => Kind::Counter,
+            _ => Kind::Gauge,
+        },
+        labels: labels
+            .unwrap_or_default()
+            .iter()
+            .map(|l| l.name().to_string())
+            .collect(),
     }
-    out.push(errors);
-    out
+}
+
+/// Appends gathered families to an exposition in `format`. The registry
+/// holds gauges and counters only.
+pub fn write(out: &mut String, families: &[MetricFamily], format: Format) {
+    for f in families {
+        let kind = match f.get_field_type() {
+            MetricType::COUNTER => "counter",
+            MetricType::GAUGE => "gauge",
+            other => {
+                error!(family = f.name(), kind = ?other, "self-metric type not encoded");
+                continue;
+            }
+        };
+        let name = f.name();
+        // OpenMetrics names a counter family without its `_total` suffix.
+        let family = match (format, kind) {
+            (Format::OpenMetrics, "counter") => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        out.push_str("# HELP ");
+        out.push_str(family);
+        out.push(' ');
+        escape_help(out, f.help());
+        out.push_str(&format!("\n# TYPE {family} {kind}\n"));
+        for m in f.get_metric() {
+            out.push_str(name);
+            for (i, l) in m.get_label().iter().enumerate() {
+                out.push(if i == 0 { '{' } else { ',' });
+                out.push_str(l.name());
+                out.push_str("=\"");
+                escape_value(out, l.value());
+                out.push('"');
+            }
+            if !m.get_label().is_empty() {
+                out.push('}');
+            }
+            out.push(' ');
+            let v = match kind {
+                "counter" => m.get_counter().get_value(),
+                _ => m.get_gauge().get_value(),
+            };
+            write_value(out, v);
+            out.push('\n');
+        }
+    }
 }
 
 /// Adds `node` to the exporter's own series (health, pod mapping) that lack
@@ -230,5 +391,51 @@ pub fn label_node(families: &mut [Family], node: &str) {
                 s.labels.push(("node", node.to_string()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_has_node_and_process_metrics_are_there() {
+        let docs = describe();
+        assert!(docs.iter().all(|d| d.labels.iter().any(|l| l == "node")));
+        for name in [
+            "process_resident_memory_bytes",
+            "process_cpu_seconds_total",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(docs.iter().any(|d| d.name == name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_registry_serves_exactly_the_descriptors() {
+        let served: Vec<(String, Kind)> = describe()
+            .into_iter()
+            .filter(|d| d.name.starts_with("gpuscale_exporter_"))
+            .map(|d| (d.name, d.kind))
+            .collect();
+        let mut described: Vec<(String, Kind)> = FAMILIES
+            .iter()
+            .map(|d| (d.name.to_string(), d.kind))
+            .collect();
+        described.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(served, described);
+    }
+
+    #[test]
+    fn openmetrics_counters_drop_total_from_the_family_name() {
+        let m = SelfMetrics::new("n\"1");
+        m.record(&LoopStats::default(), &ErrorCounts::new(), &BTreeMap::new());
+        m.collections.with_label_values(NONE).inc();
+        let mut out = String::new();
+        write(&mut out, &m.gather(), Format::OpenMetrics);
+        assert!(out.contains("# TYPE gpuscale_exporter_collections counter\n"));
+        assert!(out.contains("gpuscale_exporter_collections_total{node=\"n\\\"1\"} 1\n"));
+        assert!(out.contains("gpuscale_exporter_nvml_up{node=\"n\\\"1\"} 0\n"));
     }
 }

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gpuscale_exporter::catalog;
 use gpuscale_exporter::metrics::Kind;
+use gpuscale_exporter::{catalog, selfmetrics};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,11 +17,17 @@ fn repo() -> PathBuf {
 }
 
 /// Every family the exporter can serve, from the descriptors the code
-/// builds them with: native and `--compat dcgm`.
+/// builds them with (native and `--compat dcgm`) and from its self-metrics
+/// registry (`process_*` included).
 fn code_families() -> BTreeSet<String> {
     let native = catalog::native().into_iter().map(|d| d.name);
     let compat = catalog::compat().map(|(name, _)| name);
-    native.chain(compat).map(str::to_string).collect()
+    let own = selfmetrics::describe().into_iter().map(|f| f.name);
+    native
+        .chain(compat)
+        .map(str::to_string)
+        .chain(own)
+        .collect()
 }
 
 fn kind_name(kind: Kind) -> &'static str {
@@ -193,4 +199,22 @@ fn every_flag_in_help_is_documented_and_every_documented_flag_exists() {
         stale.is_empty(),
         "documented flags that --help does not know: {stale:?}"
     );
+}
+
+/// The self-metric rows (`process_*` included) give the registry's type and
+/// exactly the labels it serves.
+#[test]
+fn docs_self_metric_rows_match_the_registry() {
+    let rows = documented_rows();
+    let families = selfmetrics::describe();
+    assert!(families.len() > 15, "only {} self-metrics", families.len());
+    for f in families {
+        let row = rows
+            .get(&f.name)
+            .unwrap_or_else(|| panic!("{} missing from docs/metrics.md", f.name));
+        assert_eq!(row[2], kind_name(f.kind), "type of {}", f.name);
+        let documented: BTreeSet<&str> = row[4].split(',').map(str::trim).collect();
+        let labels: BTreeSet<&str> = f.labels.iter().map(String::as_str).collect();
+        assert_eq!(documented, labels, "labels of {}", f.name);
+    }
 }

@@ -961,7 +961,10 @@ fn end_to_end_alerts_and_dashboards() {
     for (name, by) in &used {
         let ok = if name.contains(':') {
             recorded.contains(name)
-        } else if name.starts_with("gpu_") || name.starts_with("gpuscale_exporter_") {
+        } else if name.starts_with("gpu_")
+            || name.starts_with("gpuscale_exporter_")
+            || name.starts_with("process_")
+        {
             described.contains(name.as_str())
         } else {
             let base = ["_bucket", "_sum", "_count"]
@@ -1055,12 +1058,16 @@ fn dashboards_are_what_the_generator_writes() {
 }
 
 /// The exporter's native families, from the descriptors its code builds
-/// them with (docs/metrics.md is checked against the same list).
-fn exporter_families() -> BTreeSet<&'static str> {
-    gpuscale_exporter::catalog::native()
+/// them with, and its self-metrics registry's (`process_*` included):
+/// docs/metrics.md is checked against the same lists.
+fn exporter_families() -> BTreeSet<String> {
+    let native = gpuscale_exporter::catalog::native()
         .into_iter()
-        .map(|d| d.name)
-        .collect()
+        .map(|d| d.name.to_string());
+    let own = gpuscale_exporter::selfmetrics::describe()
+        .into_iter()
+        .map(|f| f.name);
+    native.chain(own).collect()
 }
 
 #[test]
@@ -1074,7 +1081,7 @@ fn every_exporter_family_is_charted() {
         .collect();
     let missing: Vec<_> = exporter_families()
         .into_iter()
-        .filter(|name| !charted.contains(*name))
+        .filter(|name| !charted.contains(name))
         .collect();
     assert!(
         missing.is_empty(),
