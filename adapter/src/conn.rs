@@ -94,25 +94,6 @@ pub fn builder(http1_only: bool) -> auto::Builder<TokioExecutor> {
 /// Serves one connection until it ends or stays idle for `idle`; then it
 /// gets a graceful close (GOAWAY for HTTP/2) and a short drain.
 pub async fn serve<I, S, B>(
-    io: I,
-    svc: S,
-    activity: Arc<Activity>,
-    idle: Duration,
-    http1_only: bool,
-) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    serve_with(&builder(http1_only), io, svc, activity, idle).await;
-}
-
-/// `serve` with the caller's connection builder.
-pub async fn serve_with<I, S, B>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     svc: S,

@@ -91,7 +91,14 @@ pub async fn serve_api<P: Provider>(
                     Ok::<_, Infallible>(resp)
                 }
             });
-            conn::serve(stream, svc, activity, limits.idle_timeout, false).await;
+            conn::serve(
+                &conn::builder(false),
+                stream,
+                svc,
+                activity,
+                limits.idle_timeout,
+            )
+            .await;
             drop(slot);
         });
     }
@@ -152,7 +159,14 @@ pub async fn serve_metrics(
                     Ok::<_, Infallible>(resp)
                 }
             });
-            conn::serve(tcp, svc, activity, limits.idle_timeout, true).await;
+            conn::serve(
+                &conn::builder(true),
+                tcp,
+                svc,
+                activity,
+                limits.idle_timeout,
+            )
+            .await;
             drop(slot);
         });
     }

@@ -134,7 +134,7 @@ async fn serve_connection<I>(
             }))
         }
     });
-    conn::serve_with(builder, io, svc, activity, limits.idle_timeout).await;
+    conn::serve(builder, io, svc, activity, limits.idle_timeout).await;
 }
 
 /// A response body that keeps its request in flight until it ends, so an
