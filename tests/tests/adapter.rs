@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use gpuscale_e2e::adapter::client::{self, Adapter, Identity, kubectl_raw};
+use gpuscale_e2e::adapter::client::{self, Adapter, Identity, assert_status, kubectl_raw};
 use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
@@ -207,13 +207,6 @@ fn curl_as(who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
         headers,
     );
     (code, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn assert_status(code: u16, body: &Value, want: u16, reason: &str) {
-    assert_eq!(code, want, "{body}");
-    assert_eq!(body["kind"], "Status", "{body}");
-    assert_eq!(body["code"], want, "{body}");
-    assert_eq!(body["reason"], reason, "{body}");
 }
 
 /// The inference servers' series carry only their own labels and what

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use gpuscale_e2e::adapter::client::{self, Adapter, Identity, kubectl_raw};
+use gpuscale_e2e::adapter::client::{self, Adapter, Identity, assert_status, kubectl_raw};
 use gpuscale_e2e::adapter::fleet::{CHAT_0, CHAT_1};
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
@@ -226,15 +226,6 @@ fn curl_as(who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
         headers,
     );
     (code, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn assert_status(code: u16, body: &Value, want: u16, reason: &str) {
-    assert_eq!(code, want, "{body}");
-    assert_eq!(
-        (body["kind"].as_str(), body["reason"].as_str()),
-        (Some("Status"), Some(reason)),
-        "{body}"
-    );
 }
 
 #[test]

@@ -128,6 +128,15 @@ pub fn kubectl_raw(kubeconfig: &Path, path: &str) -> KubectlOutput {
     }
 }
 
+/// Asserts a Kubernetes `Status` answer: the HTTP code, `kind`, `code` and
+/// `reason`.
+pub fn assert_status(code: u16, body: &serde_json::Value, want: u16, reason: &str) {
+    assert_eq!(code, want, "{body}");
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["code"], want, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+}
+
 /// `curl` a URL over TLS: (status code, body). `ca` None means `-k`.
 pub fn curl(url: &str, ca: Option<&Path>, who: &Identity, headers: &[&str]) -> (u16, String) {
     curl_method("GET", url, ca, who, headers)
