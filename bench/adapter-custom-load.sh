@@ -26,24 +26,10 @@ PROFILE=${PROFILE:-release}
 POLL=${POLL:-5s}
 DELAY_MS=${DELAY_MS:-0}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-adapter-custom-bench-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-if [ "$PROFILE" = release ]; then
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
-else
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
-fi
-bin="$root/target/$([ "$PROFILE" = release ] && echo release || echo debug)/gpuscale-adapter"
+build -p gpuscale-adapter --bin gpuscale-adapter
+bin="$out/gpuscale-adapter"
 
 prom_port=$(free_port)
 target_port=$(free_port)

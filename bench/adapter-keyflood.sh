@@ -28,26 +28,10 @@ BUDGET=${BUDGET:-500}
 STEADY=${STEADY:-10}
 PROFILE=${PROFILE:-release}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-keyflood-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-if [ "${BUILD:-1}" != 0 ]; then
-  if [ "$PROFILE" = release ]; then
-    (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
-  else
-    (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
-  fi
-fi
-bin="$root/target/$PROFILE/gpuscale-adapter"
+build -p gpuscale-adapter --bin gpuscale-adapter
+bin="$out/gpuscale-adapter"
 
 cat >"$work/prometheus.yml" <<YAML
 global:

@@ -23,25 +23,10 @@ PROFILE=${PROFILE:-release}
 DELAY_MS=${DELAY_MS:-0}
 POLL=${POLL:-5s}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-adapter-bench-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-if [ "$PROFILE" = release ]; then
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter)
-  bin="$root/target/release/gpuscale-adapter"
-else
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter)
-  bin="$root/target/debug/gpuscale-adapter"
-fi
+build -p gpuscale-adapter --bin gpuscale-adapter
+bin="$out/gpuscale-adapter"
 
 prom_port=$(free_port)
 api_port=$(free_port)

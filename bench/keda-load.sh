@@ -25,25 +25,9 @@ DELAY_MS=${DELAY_MS:-0}
 POLL=${POLL:-5s}
 PROFILE=${PROFILE:-release}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-keda-bench-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-if [ "$PROFILE" = release ]; then
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
-  out="$root/target/release"
-else
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load)
-  out="$root/target/debug"
-fi
+build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load
 bin="$out/gpuscale-adapter"
 load="$out/examples/keda_load"
 
