@@ -90,6 +90,9 @@ pub struct Args {
     /// Re-reads per second sent to Prometheus at most; with more keys the poll interval stretches (0: no budget).
     #[arg(long, default_value_t = 500.0, value_parser = budget)]
     pub prometheus_query_budget: f64,
+    /// Keys the poll cache re-reads in one Prometheus request at most (1: each alone).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub prometheus_batch_size: u32,
     /// Connections served at once on each listener; more wait in the backlog.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
@@ -121,6 +124,9 @@ pub struct Args {
     /// How often running targets' idle windows are advanced.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub scale_to_zero_check_interval: Duration,
+    /// How long a round that changes nothing trusts the target as last read (parks, wakes and Waking targets read it afresh).
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    pub scale_to_zero_resync_interval: Duration,
     /// Let ScaleToZeroPolicies give a PromQL `query` instead of a configured metric (it can read any namespace).
     #[arg(long)]
     pub scale_to_zero_allow_queries: bool,

@@ -111,6 +111,7 @@ pub async fn run(args: Args) -> Result<(), AppError> {
             refresh_concurrency: args.prometheus_max_concurrency,
             max_keys: args.max_cached_queries as usize,
             query_budget: args.prometheus_query_budget,
+            batch_size: args.prometheus_batch_size as usize,
         },
     ));
     tokio::spawn(cache.clone().run_poller());
@@ -253,6 +254,7 @@ fn start_scale_to_zero(
     let settings = scale_to_zero::reconcile::Settings {
         wake_interval: args.scale_to_zero_wake_interval,
         check_interval: args.scale_to_zero_check_interval,
+        resync_interval: args.scale_to_zero_resync_interval,
         max_backoff: std::time::Duration::from_secs(300),
         allow_queries: args.scale_to_zero_allow_queries,
     };

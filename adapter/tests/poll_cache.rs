@@ -124,6 +124,9 @@ fn cache_with(
             refresh_concurrency: 4,
             max_keys,
             query_budget,
+            // Per-key semantics; batches are read against a real
+            // Prometheus in the end-to-end tests.
+            batch_size: 1,
         },
     ))
 }

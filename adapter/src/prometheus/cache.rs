@@ -10,17 +10,22 @@
 //! - at most `max_keys` keys are held: a new key beyond is refused (503),
 //!   keys already held keep being served;
 //! - re-reads stay within `query_budget` per second: with more keys the
-//!   poll interval stretches instead of the load on Prometheus growing.
+//!   poll interval stretches instead of the load on Prometheus growing;
+//! - the poller re-reads keys in batches of up to `batch_size` (one HTTP
+//!   exchange per batch, see [`super::batch`]); a key whose query returns a
+//!   scalar or fails alone is re-read alone, and a batch that fails is
+//!   re-read key by key, so an error is always the key's own.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::client::{PromClient, QueryError};
+use super::batch;
+use super::client::{PromClient, QueryError, Series};
 use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
 use crate::selfmetrics::{CacheReport, KeyValue, QueryResult, SelfMetrics};
@@ -41,6 +46,8 @@ pub struct CacheSettings {
     pub max_keys: usize,
     /// Re-reads per second at most, over all keys (0: no budget).
     pub query_budget: f64,
+    /// Keys re-read in one Prometheus request at most (1: one by one).
+    pub batch_size: usize,
 }
 
 /// Whom a key serves, for its self-metric series: the request's namespace
@@ -70,6 +77,11 @@ struct Entry {
     state: Mutex<State>,
     last_requested: Mutex<Instant>,
     refreshing: AtomicBool,
+    /// The query returned a scalar, which cannot join a batch.
+    scalar: AtomicBool,
+    /// The last read alone failed: kept out of batches until it succeeds,
+    /// so one failing key does not fail the others' batch every round.
+    failing: AtomicBool,
     /// Bumped after every read, so push streams wake when the value may have changed.
     version: watch::Sender<u64>,
 }
@@ -88,6 +100,9 @@ pub struct PollCache {
     entries: Mutex<HashMap<Key, Arc<Entry>>>,
     /// The poll interval in use (stretched by the budget), f64 bits of seconds.
     interval: AtomicU64,
+    /// Keys per batch now: `batch_size`, halved after a batch failed whose
+    /// keys all read well alone (a batch too heavy for the backend).
+    batch_limit: AtomicUsize,
 }
 
 impl PollCache {
@@ -100,6 +115,7 @@ impl PollCache {
             client,
             metrics,
             interval: AtomicU64::new(settings.poll_interval.as_secs_f64().to_bits()),
+            batch_limit: AtomicUsize::new(settings.batch_size.max(1)),
             settings,
             entries: Mutex::new(HashMap::new()),
         }
@@ -114,7 +130,12 @@ impl PollCache {
         id: Identity,
     ) -> Result<Vec<MetricValue>, ProviderError> {
         let entry = self.entry(def, query, id)?;
-        entry.first.get_or_init(|| self.refresh(&entry)).await;
+        entry
+            .first
+            .get_or_init(|| async {
+                self.refresh(&entry).await;
+            })
+            .await;
         answer(&entry)
     }
 
@@ -134,7 +155,12 @@ impl PollCache {
     > {
         let entry = self.entry(def, query, id)?;
         let rx = entry.version.subscribe();
-        entry.first.get_or_init(|| self.refresh(&entry)).await;
+        entry
+            .first
+            .get_or_init(|| async {
+                self.refresh(&entry).await;
+            })
+            .await;
         Ok((answer(&entry), rx))
     }
 
@@ -164,6 +190,8 @@ impl PollCache {
                         state: Mutex::new(State::default()),
                         last_requested: Mutex::new(Instant::now()),
                         refreshing: AtomicBool::new(false),
+                        scalar: AtomicBool::new(false),
+                        failing: AtomicBool::new(false),
                         version: watch::Sender::new(0),
                     });
                     map.insert(key, e.clone());
@@ -193,13 +221,75 @@ impl PollCache {
         ))
     }
 
-    async fn refresh(&self, e: &Entry) {
+    /// Re-read one key alone.
+    async fn refresh(&self, e: &Entry) -> bool {
         if e.refreshing.swap(true, Ordering::AcqRel) {
-            return;
+            return true;
         }
         let start = Instant::now();
-        let res = self.client.query(&e.query).await;
+        let res = self.client.answer(&e.query).await;
+        if let Ok(a) = &res {
+            e.scalar.store(a.scalar, Ordering::Relaxed);
+        }
+        let ok = res.is_ok();
+        e.failing.store(!ok, Ordering::Relaxed);
+        self.settle(e, res.map(|a| a.series), start.elapsed());
+        ok
+    }
+
+    /// Re-read `entries` in one request; if it fails, each alone.
+    async fn refresh_batch(&self, entries: &[Arc<Entry>]) {
+        let mine: Vec<&Arc<Entry>> = entries
+            .iter()
+            .filter(|e| !e.refreshing.swap(true, Ordering::AcqRel))
+            .collect();
+        if let [one] = mine.as_slice() {
+            one.refreshing.store(false, Ordering::Release);
+            self.refresh(one).await;
+            return;
+        }
+        if mine.is_empty() {
+            return;
+        }
+        let queries: Vec<&str> = mine.iter().map(|e| e.query.as_str()).collect();
+        let start = Instant::now();
+        let res = self.client.answer_post(&batch::union(&queries)).await;
         let took = start.elapsed();
+        match res.and_then(|a| batch::split(a.series, mine.len())) {
+            Ok(parts) => {
+                for (e, series) in mine.into_iter().zip(parts) {
+                    self.settle(e, Ok(series), took);
+                }
+            }
+            Err(err) => {
+                for e in &mine {
+                    e.refreshing.store(false, Ordering::Release);
+                }
+                self.retry_alone(&mine, &err).await;
+            }
+        }
+    }
+
+    /// A failed batch, read key by key so each error is its key's own. If
+    /// every key reads well alone, the batch itself was the problem (too
+    /// heavy for the backend's limits): later batches are half as large.
+    async fn retry_alone(&self, entries: &[&Arc<Entry>], err: &QueryError) {
+        let mut all_ok = true;
+        for e in entries {
+            all_ok &= self.refresh(e).await;
+        }
+        if all_ok {
+            let limit = self.batch_limit.load(Ordering::Relaxed);
+            let half = (entries.len() / 2).min(limit).max(1);
+            self.batch_limit.store(half, Ordering::Relaxed);
+            tracing::info!(error = %err, keys = entries.len(), batch_size = half, "batched read failed where each key reads well alone; smaller batches");
+        } else {
+            tracing::debug!(error = %err, "batched read failed; keys read alone");
+        }
+    }
+
+    /// Store a read's outcome in the key's state.
+    fn settle(&self, e: &Entry, res: Result<Vec<Series>, QueryError>, took: Duration) {
         let name = &e.def.name;
         let now = unix_now();
         let mut st = lock(&e.state);
@@ -269,10 +359,12 @@ impl PollCache {
         loop {
             let start = tokio::time::Instant::now();
             let due = self.sweep();
-            let (period, spacing) = self.pace(due.len());
+            let units = self.units(due);
+            let keys = units.iter().map(Vec::len).sum();
+            let (period, spacing) = self.pace(keys, units.len());
             self.interval
                 .store(period.as_secs_f64().to_bits(), Ordering::Relaxed);
-            self.clone().refresh_round(due, spacing).await;
+            self.clone().refresh_round(units, spacing).await;
             tokio::time::sleep_until(start + period).await;
         }
     }
@@ -288,31 +380,53 @@ impl PollCache {
             .collect()
     }
 
-    /// The round's period and the spacing of its starts: the starts spread
-    /// over most of a poll interval so the work (here and in Prometheus) does
-    /// not arrive as one burst, and never closer than the budget allows, in
-    /// which case the period stretches to `keys / budget`.
-    fn pace(&self, keys: usize) -> (Duration, Duration) {
+    /// The round's requests: batches of keys that can share one, and the
+    /// keys read alone (scalars, keys failing alone).
+    fn units(&self, due: Vec<Arc<Entry>>) -> Vec<Vec<Arc<Entry>>> {
+        let limit = self.batch_limit.load(Ordering::Relaxed);
+        let (alone, mut shared): (Vec<_>, Vec<_>) = due.into_iter().partition(|e| {
+            limit <= 1 || e.scalar.load(Ordering::Relaxed) || e.failing.load(Ordering::Relaxed)
+        });
+        // Keys of one metric side by side: their batches look alike to
+        // Prometheus's query log and to whoever reads it.
+        shared.sort_by(|a, b| (&a.def.name, &a.query).cmp(&(&b.def.name, &b.query)));
+        let lens: Vec<usize> = shared.iter().map(|e| e.query.len()).collect();
+        let mut units: Vec<Vec<Arc<Entry>>> = alone.into_iter().map(|e| vec![e]).collect();
+        for r in batch::plan(&lens, limit) {
+            units.push(shared[r].to_vec());
+        }
+        units
+    }
+
+    /// The round's period and the spacing of its requests: the requests
+    /// spread over most of a poll interval so the work (here and in
+    /// Prometheus) does not arrive as one burst; with more keys than the
+    /// budget allows in one interval the period stretches to
+    /// `keys / budget` (the budget counts keys, batched or not: Prometheus
+    /// evaluates each one).
+    fn pace(&self, keys: usize, requests: usize) -> (Duration, Duration) {
         let poll = self.settings.poll_interval;
-        let n = keys.max(1) as f64;
-        let spread = poll.mul_f64(0.8).div_f64(n);
+        let spread = |period: Duration| {
+            period
+                .mul_f64(0.8)
+                .div_f64(requests.max(1) as f64)
+                .max(Duration::from_micros(50))
+        };
         let budget = self.settings.query_budget;
         if budget <= 0.0 || !budget.is_finite() {
-            return (poll, spread.max(Duration::from_micros(50)));
+            return (poll, spread(poll));
         }
         // The CLI asks for at least MIN_BUDGET; clamped here too so the
         // period cannot overflow.
         let floor = Duration::from_secs_f64(1.0 / budget.max(MIN_BUDGET));
-        (
-            poll.max(floor.mul_f64(n)),
-            spread.max(floor).max(Duration::from_micros(50)),
-        )
+        let period = poll.max(floor.mul_f64(keys.max(1) as f64));
+        (period, spread(period))
     }
 
-    /// Re-read `due`, one start every `spacing`, at most
+    /// Send the round's requests, one start every `spacing`, at most
     /// `refresh_concurrency` in flight.
-    async fn refresh_round(self: Arc<Self>, due: Vec<Arc<Entry>>, spacing: Duration) {
-        if due.is_empty() {
+    async fn refresh_round(self: Arc<Self>, units: Vec<Vec<Arc<Entry>>>, spacing: Duration) {
+        if units.is_empty() {
             return;
         }
         let mut pace = tokio::time::interval(spacing);
@@ -325,14 +439,19 @@ impl PollCache {
         });
         let permits = Arc::new(Semaphore::new(self.settings.refresh_concurrency.max(1)));
         let mut running = JoinSet::new();
-        for e in due {
+        for unit in units {
             pace.tick().await;
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
             let this = self.clone();
             running.spawn(async move {
-                this.refresh(&e).await;
+                match unit.as_slice() {
+                    [one] => {
+                        this.refresh(one).await;
+                    }
+                    many => this.refresh_batch(many).await,
+                }
                 drop(permit);
             });
         }

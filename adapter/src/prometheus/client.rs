@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Request};
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -61,9 +61,17 @@ pub struct Series {
     pub value: f64,
 }
 
+/// An instant query's answer: its series, and whether it was a scalar
+/// (one series without labels; a scalar cannot join a batch).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub series: Vec<Series>,
+    pub scalar: bool,
+}
+
 /// The Prometheus HTTP API client.
 pub struct PromClient {
-    http: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     base: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     token_file: Option<PathBuf>,
@@ -136,25 +144,53 @@ impl PromClient {
 
     /// Run an instant query now; a scalar result is one series without labels.
     pub async fn query(&self, promql: &str) -> Result<Vec<Series>, QueryError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| QueryError::Transport(e.to_string()))?;
-        match tokio::time::timeout(self.timeout, self.query_inner(promql)).await {
-            Ok(r) => r,
-            Err(_) => Err(QueryError::Timeout(self.timeout)),
-        }
+        self.answer(promql).await.map(|a| a.series)
     }
 
-    async fn query_inner(&self, promql: &str) -> Result<Vec<Series>, QueryError> {
+    /// Run an instant query now (GET, as a browser or proxy log shows it).
+    pub async fn answer(&self, promql: &str) -> Result<Answer, QueryError> {
         let uri = format!(
             "{}/api/v1/query?query={}&timeout={}ms",
             self.base,
             percent_encode(promql),
             self.timeout.as_millis()
         );
-        let mut req = Request::get(uri);
+        self.send(Request::get(uri), Bytes::new()).await
+    }
+
+    /// Run a long instant query (a batch) as a form POST: URLs of tens of
+    /// kilobytes are refused by many proxies in front of Prometheus.
+    pub async fn answer_post(&self, promql: &str) -> Result<Answer, QueryError> {
+        let uri = format!("{}/api/v1/query", self.base);
+        let form = format!(
+            "query={}&timeout={}ms",
+            percent_encode(promql),
+            self.timeout.as_millis()
+        );
+        let req = Request::post(uri).header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        );
+        self.send(req, Bytes::from(form)).await
+    }
+
+    async fn send(&self, req: http::request::Builder, body: Bytes) -> Result<Answer, QueryError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| QueryError::Transport(e.to_string()))?;
+        match tokio::time::timeout(self.timeout, self.send_inner(req, body)).await {
+            Ok(r) => r,
+            Err(_) => Err(QueryError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn send_inner(
+        &self,
+        mut req: http::request::Builder,
+        body: Bytes,
+    ) -> Result<Answer, QueryError> {
         for (n, v) in &self.headers {
             req = req.header(n, v);
         }
@@ -168,7 +204,7 @@ impl PromClient {
             );
         }
         let req = req
-            .body(Empty::new())
+            .body(Full::new(body))
             .map_err(|e| QueryError::Transport(e.to_string()))?;
         let resp = self
             .http
@@ -188,7 +224,7 @@ impl PromClient {
                 body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
             });
         }
-        decode(&body)
+        decode_answer(&body)
     }
 }
 
@@ -241,6 +277,10 @@ pub fn parse_value(s: &str) -> Result<f64, QueryError> {
 
 /// Decode the JSON body of `/api/v1/query`.
 pub fn decode(body: &[u8]) -> Result<Vec<Series>, QueryError> {
+    decode_answer(body).map(|a| a.series)
+}
+
+fn decode_answer(body: &[u8]) -> Result<Answer, QueryError> {
     let r: ApiResponse =
         serde_json::from_slice(body).map_err(|e| QueryError::Decode(e.to_string()))?;
     if r.status != "success" {
@@ -250,19 +290,25 @@ pub fn decode(body: &[u8]) -> Result<Vec<Series>, QueryError> {
         )));
     }
     match r.data {
-        Some(ApiData::Vector(v)) => v
-            .into_iter()
-            .map(|s| {
-                Ok(Series {
-                    labels: s.metric,
-                    value: parse_value(&s.value.1)?,
+        Some(ApiData::Vector(v)) => Ok(Answer {
+            series: v
+                .into_iter()
+                .map(|s| {
+                    Ok(Series {
+                        labels: s.metric,
+                        value: parse_value(&s.value.1)?,
+                    })
                 })
-            })
-            .collect(),
-        Some(ApiData::Scalar((_, v))) => Ok(vec![Series {
-            labels: BTreeMap::new(),
-            value: parse_value(&v)?,
-        }]),
+                .collect::<Result<_, QueryError>>()?,
+            scalar: false,
+        }),
+        Some(ApiData::Scalar((_, v))) => Ok(Answer {
+            series: vec![Series {
+                labels: BTreeMap::new(),
+                value: parse_value(&v)?,
+            }],
+            scalar: true,
+        }),
         Some(_) => Err(QueryError::Decode(
             "the query must return an instant vector or a scalar".into(),
         )),
@@ -272,12 +318,15 @@ pub fn decode(body: &[u8]) -> Result<Vec<Series>, QueryError> {
 
 /// Percent-encode a query parameter value (RFC 3986 unreserved kept).
 pub fn percent_encode(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(s.len() * 2);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
         }
     }
     out

@@ -1,6 +1,7 @@
 //! Prometheus as the provider: an HTTP client for instant queries and a
 //! poll cache that answers HPA requests from memory.
 
+pub mod batch;
 pub mod cache;
 pub mod client;
 mod objects;

@@ -59,23 +59,28 @@ pub async fn run<P: Provider>(
         settings,
     ));
     let policies: Api<ScaleToZeroPolicy> = Api::all(client);
-    let controller = Controller::new(policies, watcher::Config::default());
-    tokio::spawn(forget_deleted(controller.store(), ctx.report.clone()));
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    tokio::spawn(reconcile::watch_parked(ctx.clone(), wake));
+    let controller = Controller::new(policies, watcher::Config::default()).reconcile_on(woken);
+    tokio::spawn(forget_deleted(controller.store(), ctx.clone()));
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
         .await;
 }
 
-/// Drops deleted policies from the report: the controller does not
-/// reconcile what is gone, and a deleted policy must not stay "Waking".
-async fn forget_deleted(store: Store<ScaleToZeroPolicy>, report: Arc<Report>) {
+/// Drops deleted policies from the report and the activation watch: the
+/// controller does not reconcile what is gone, and a deleted policy must
+/// not stay "Waking".
+async fn forget_deleted<P>(store: Store<ScaleToZeroPolicy>, ctx: Arc<Context<P>>) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
         if store.wait_until_ready().await.is_err() {
             return;
         }
-        report.retain(|ns, name| store.get(&ObjectRef::new(name).within(ns)).is_some());
+        let exists = |ns: &str, name: &str| store.get(&ObjectRef::new(name).within(ns)).is_some();
+        ctx.report.retain(exists);
+        reconcile::retain_parked(&ctx, |p| store.get(&ObjectRef::from_obj(p)).is_some());
     }
 }
 

@@ -4,17 +4,18 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 
 use super::crd::{
     Condition, MetricSource, Phase, ReadState, RuleStatus, ScaleToZeroPolicy,
-    ScaleToZeroPolicyStatus,
+    ScaleToZeroPolicyStatus, TargetRef,
 };
 use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rules, Target};
 use super::lease::Leadership;
@@ -30,6 +31,10 @@ pub struct Settings {
     pub wake_interval: Duration,
     /// How often a running target's idle window is advanced.
     pub check_interval: Duration,
+    /// How long a round that changes nothing may trust the target as last
+    /// read from the Kubernetes API (a park, a wake or a Waking target
+    /// always reads it afresh).
+    pub resync_interval: Duration,
     /// Longest wait after repeated failures (targets missing, API errors).
     pub max_backoff: Duration,
     /// Whether policies may give a PromQL `query` (it cannot be confined to
@@ -53,6 +58,22 @@ pub struct Context<P> {
     /// old start. Cleared when leadership is lost (a new term starts from
     /// the status).
     memory: Mutex<HashMap<String, Memory>>,
+    /// The target as last read per policy uid: a round whose decision
+    /// changes nothing needs only the poll cache, so 500 policies cost the
+    /// API a few reads a second instead of hundreds.
+    sightings: Mutex<HashMap<String, Sighting>>,
+    /// Parked policies by uid, for the activation watch ([`watch_parked`]).
+    parked: Mutex<HashMap<String, Arc<ScaleToZeroPolicy>>>,
+}
+
+/// What the Kubernetes API said of a policy's target.
+#[derive(Debug, Clone)]
+struct Sighting {
+    target: TargetRef,
+    read: target::TargetRead,
+    /// HPAs on the target: (name, minReplicas).
+    hpas: Vec<(String, i32)>,
+    at: Instant,
 }
 
 impl<P> Context<P> {
@@ -74,7 +95,55 @@ impl<P> Context<P> {
             kinds: Kinds::default(),
             failures: Mutex::new(HashMap::new()),
             memory: Mutex::new(HashMap::new()),
+            sightings: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Keep `policy` in the activation watch while it is parked.
+    fn watch_if_parked(&self, policy: &Arc<ScaleToZeroPolicy>, parked: bool) {
+        let uid = identity(policy);
+        let mut map = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        if parked {
+            map.insert(uid, policy.clone());
+        } else {
+            map.remove(&uid);
+        }
+    }
+
+    /// A new term (or none): forget what this replica saw and did.
+    fn forget_term(&self) {
+        self.memory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.sightings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The last sighting of `policy`'s target, if recent enough to trust.
+    fn sighting(&self, policy: &ScaleToZeroPolicy) -> Option<Sighting> {
+        let uid = identity(policy);
+        let map = self.sightings.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&uid)
+            .filter(|s| s.target == policy.spec.target)
+            .filter(|s| s.at.elapsed() < self.settings.resync_interval)
+            .cloned()
+    }
+
+    fn sighted(&self, policy: &ScaleToZeroPolicy, s: Option<Sighting>) {
+        let uid = identity(policy);
+        let mut map = self.sightings.lock().unwrap_or_else(|e| e.into_inner());
+        match s {
+            Some(s) => map.insert(uid, s),
+            None => map.remove(&uid),
+        };
     }
 
     /// Exponential backoff per policy: 2 s doubling to `max_backoff`.
@@ -349,69 +418,96 @@ async fn event<P>(
     }
 }
 
-/// The round's inputs that need the Kubernetes API and Prometheus.
+/// The round's inputs: the rules, what was seen, what is remembered.
 struct Round {
-    api: Api<DynamicObject>,
     rules: Rules,
     seen: Observed,
     memory: Memory,
 }
 
-async fn gather<P: Provider>(
+/// This round's reads of the idle and activation rules, from the poll cache.
+async fn reads<P: Provider>(
     policy: &ScaleToZeroPolicy,
     ctx: &Context<P>,
-    now: i64,
-) -> Result<Round, ReconcileError> {
+) -> Result<(Read, Read), ReconcileError> {
     let ns = policy.namespace().unwrap_or_default();
     let spec = &policy.spec;
     let allow = ctx.settings.allow_queries;
-    let idle = read(ctx.provider.as_ref(), "idle", &spec.idle.source, &ns, allow).await?;
-    let activation = read(
-        ctx.provider.as_ref(),
-        "activation",
-        &spec.activation.source,
-        &ns,
-        allow,
-    )
-    .await?;
-    let ar = ctx.kinds.resolve(&ctx.client, &spec.target).await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+    let p = ctx.provider.as_ref();
+    let idle = read(p, "idle", &spec.idle.source, &ns, allow).await?;
+    let activation = read(p, "activation", &spec.activation.source, &ns, allow).await?;
+    Ok((idle, activation))
+}
+
+/// The target's API object through the resolved kind.
+async fn target_api<P>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+) -> Result<Api<DynamicObject>, ReconcileError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let ar = ctx.kinds.resolve(&ctx.client, &policy.spec.target).await?;
+    Ok(Api::namespaced_with(ctx.client.clone(), &ns, &ar))
+}
+
+/// Read the target from the Kubernetes API.
+async fn sight<P>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    activation: &Read,
+) -> Result<Sighting, ReconcileError> {
+    let ns = policy.namespace().unwrap_or_default();
+    let spec = &policy.spec;
+    let api = target_api(policy, ctx).await?;
     let replicas = target::replicas(&api, &spec.target).await?;
     // A parked target that activation does not wake needs nothing more: its
-    // readiness, annotation and HPAs matter only to a park or a wake, and
-    // parked policies are checked every wake interval.
-    let wakes = matches!(activation, Read::Value(v) if v > spec.activation.threshold);
+    // readiness, annotation and HPAs matter only to a park or a wake.
+    let wakes = matches!(activation, Read::Value(v) if *v > spec.activation.threshold);
     let (read, hpas) = if replicas == 0 && !wakes {
-        (
-            target::TargetRead {
-                replicas,
-                ready: 0,
-                parked_from: None,
-            },
-            Vec::new(),
-        )
+        let read = target::TargetRead {
+            replicas,
+            ready: 0,
+            parked_from: None,
+        };
+        (read, Vec::new())
     } else {
         let hpas = target::hpas(&ctx.client, &ns, &spec.target)
             .await
             .map_err(TargetError::Api)?;
         (target::read(&api, &spec.target, replicas).await?, hpas)
     };
-    let wake_default = hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
-    let rules = rules_of(policy, wake_default)?;
+    Ok(Sighting {
+        target: spec.target.clone(),
+        read,
+        hpas,
+        at: Instant::now(),
+    })
+}
+
+fn round_of<P>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    (idle, activation): (Read, Read),
+    s: &Sighting,
+    now: i64,
+) -> Result<Round, ReconcileError> {
+    let wake_default = s.hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
     Ok(Round {
-        api,
-        rules,
+        rules: rules_of(policy, wake_default)?,
         seen: Observed {
             now,
             idle,
             activation,
             target: Target {
-                replicas: read.replicas,
-                ready: read.ready,
+                replicas: s.read.replicas,
+                ready: s.read.ready,
             },
-            hpa_owns_zero: hpas.into_iter().find(|(_, min)| *min == 0).map(|(n, _)| n),
+            hpa_owns_zero: s
+                .hpas
+                .iter()
+                .find(|(_, min)| *min == 0)
+                .map(|(n, _)| n.clone()),
         },
-        memory: ctx.recall(policy, read.parked_from),
+        memory: ctx.recall(policy, s.read.parked_from),
     })
 }
 
@@ -425,7 +521,8 @@ pub async fn reconcile<P: Provider>(
     ctx: Arc<Context<P>>,
 ) -> Result<Requeue, ReconcileError> {
     if !ctx.leadership.is_leader() {
-        ctx.memory.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // Another replica may act meanwhile: a new term reads targets afresh.
+        ctx.forget_term();
         return Ok(Requeue::requeue(ctx.settings.wake_interval));
     }
     let key = (policy.namespace().unwrap_or_default(), policy.name_any());
@@ -477,20 +574,96 @@ pub async fn reconcile<P: Provider>(
 }
 
 async fn round<P: Provider>(
-    policy: &ScaleToZeroPolicy,
+    policy: &Arc<ScaleToZeroPolicy>,
     ctx: &Context<P>,
     now: i64,
 ) -> Result<Requeue, ReconcileError> {
-    let r = gather(policy, ctx, now).await?;
+    let reads = reads(policy, ctx).await?;
+    // Most rounds change nothing (a parked target stays parked, an idle
+    // window stays open): decided on the target as last read, they touch
+    // only the poll cache. A park, a wake or a Waking target is decided
+    // again on a fresh read before anything is done.
+    if let Some(s) = ctx.sighting(policy) {
+        let r = round_of(policy, ctx, reads.clone(), &s, now)?;
+        let d = decide::decide(&r.rules, &r.seen, r.memory);
+        if d.action == Action::Nothing && d.phase != Phase::Waking && !r.memory.waking {
+            apply(policy, ctx, &r, &d).await?;
+            return conclude(policy, ctx, &r, &d).await;
+        }
+    }
+    let s = sight(policy, ctx, &reads.1).await?;
+    let r = round_of(policy, ctx, reads, &s, now)?;
     let d = decide::decide(&r.rules, &r.seen, r.memory);
     apply(policy, ctx, &r, &d).await?;
+    // After a park or a wake the target is what the patch made it; the
+    // next round reads it again.
+    ctx.sighted(policy, (d.action == Action::Nothing).then_some(s));
+    conclude(policy, ctx, &r, &d).await
+}
+
+/// Remember the decision, say it, and requeue. A parked policy is woken by
+/// the activation watch between its rounds.
+async fn conclude<P: Provider>(
+    policy: &Arc<ScaleToZeroPolicy>,
+    ctx: &Context<P>,
+    r: &Round,
+    d: &Decision,
+) -> Result<Requeue, ReconcileError> {
     ctx.remember(policy, d.memory);
-    record(policy, ctx, &r, &d).await?;
-    Ok(Requeue::requeue(if d.phase == Phase::Parked {
-        ctx.settings.wake_interval
-    } else {
-        ctx.settings.check_interval
-    }))
+    ctx.watch_if_parked(policy, d.phase == Phase::Parked);
+    record(policy, ctx, r, d).await?;
+    Ok(Requeue::requeue(ctx.settings.check_interval))
+}
+
+/// The activation watch: every wake interval, each parked policy's
+/// activation rule is read from the poll cache, and an active one is
+/// reconciled at once (which wakes it). One pass over the cache instead of
+/// a reconcile round per parked policy per wake interval.
+pub async fn watch_parked<P: Provider>(
+    ctx: Arc<Context<P>>,
+    wake: futures::channel::mpsc::UnboundedSender<ObjectRef<ScaleToZeroPolicy>>,
+) {
+    let mut tick = tokio::time::interval(ctx.settings.wake_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !ctx.leadership.is_leader() {
+            continue;
+        }
+        let parked: Vec<Arc<ScaleToZeroPolicy>> = ctx
+            .parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for policy in parked {
+            if activation_is_active(&policy, &ctx).await
+                && wake.unbounded_send(ObjectRef::from_obj(&*policy)).is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether `policy`'s activation rule reads above its threshold now.
+async fn activation_is_active<P: Provider>(policy: &ScaleToZeroPolicy, ctx: &Context<P>) -> bool {
+    let ns = policy.namespace().unwrap_or_default();
+    let source = &policy.spec.activation.source;
+    let allow = ctx.settings.allow_queries;
+    matches!(
+        read(ctx.provider.as_ref(), "activation", source, &ns, allow).await,
+        Ok(Read::Value(v)) if v > policy.spec.activation.threshold
+    )
+}
+
+/// Drop parked policies that no longer exist from the activation watch.
+pub fn retain_parked<P>(ctx: &Context<P>, exists: impl Fn(&ScaleToZeroPolicy) -> bool) {
+    ctx.parked
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|_, p| exists(p));
 }
 
 async fn apply<P: Provider>(
@@ -509,13 +682,13 @@ async fn apply<P: Provider>(
             }
         }
         Action::Park { from } => {
-            target::scale(&r.api, target, 0, Some(from)).await?;
+            target::scale(&target_api(policy, ctx).await?, target, 0, Some(from)).await?;
             ctx.report.parked(&ns, &target.name);
             event(ctx, policy, false, "Parked", d.message.clone()).await;
             tracing::info!(namespace = %ns, target = %target.name, from, "parked");
         }
         Action::Wake { to } => {
-            target::scale(&r.api, target, to, None).await?;
+            target::scale(&target_api(policy, ctx).await?, target, to, None).await?;
             let latency = (Timestamp::now().as_millisecond() as f64 / 1000.0) - r.seen.now as f64;
             ctx.report.woken(&ns, &target.name, latency.max(0.0));
             event(ctx, policy, false, "Woken", d.message.clone()).await;
