@@ -6,7 +6,8 @@ pub mod cache;
 pub mod client;
 mod objects;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::config::MetricsConfig;
 use crate::metric_def::{
@@ -27,7 +28,16 @@ pub struct PromProvider {
     config: Arc<MetricsConfig>,
     cache: Arc<PollCache>,
     pods: Option<Arc<PodCache>>,
+    /// Resolved (metric, namespace, selector) → definition and query: the
+    /// same few thousand keys are asked for again and again (the HPA every
+    /// 15 s, the scale-to-zero controller every few seconds), and parsing
+    /// and rendering each time was most of a cached read's cost.
+    resolved: Mutex<HashMap<String, (Arc<MetricDef>, String)>>,
 }
+
+/// Resolutions kept at most; past it the memo starts afresh (a flood of
+/// distinct selectors costs a parse each, as without the memo).
+const RESOLVED_MAX: usize = 10_000;
 
 impl PromProvider {
     pub fn new(config: Arc<MetricsConfig>, cache: Arc<PollCache>) -> Self {
@@ -35,6 +45,7 @@ impl PromProvider {
             config,
             cache,
             pods: None,
+            resolved: Mutex::new(HashMap::new()),
         }
     }
 
@@ -44,8 +55,28 @@ impl PromProvider {
         self
     }
 
-    /// The definition and query of (metric, namespace, selector).
+    /// The definition and query of (metric, namespace, selector), memoized.
     fn resolve(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<(Arc<MetricDef>, String), ProviderError> {
+        let key = format!("{metric}\0{namespace}\0{selector_text}");
+        let lock = || self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = lock().get(&key) {
+            return Ok(hit.clone());
+        }
+        let got = self.resolve_uncached(metric, namespace, selector_text)?;
+        let mut memo = lock();
+        if memo.len() >= RESOLVED_MAX {
+            memo.clear();
+        }
+        memo.insert(key, got.clone());
+        Ok(got)
+    }
+
+    fn resolve_uncached(
         &self,
         metric: &str,
         namespace: &str,
