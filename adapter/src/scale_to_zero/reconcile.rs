@@ -436,20 +436,36 @@ struct Round {
     rules: Rules,
     seen: Observed,
     memory: Memory,
+    /// Whether the idle rule was read (not while parked).
+    idle_read: bool,
 }
 
-/// This round's reads of the idle and activation rules, from the poll cache.
-async fn reads<P: Provider>(
+/// This round's read of a rule, from the poll cache.
+async fn read_rule<P: Provider>(
     policy: &ScaleToZeroPolicy,
     ctx: &Context<P>,
-) -> Result<(Read, Read), ReconcileError> {
+    key: &'static str,
+    source: &MetricSource,
+) -> Result<Read, ReconcileError> {
     let ns = policy.namespace().unwrap_or_default();
-    let spec = &policy.spec;
     let allow = ctx.settings.allow_queries;
-    let p = ctx.provider.as_ref();
-    let idle = read(p, "idle", &spec.idle.source, &ns, allow).await?;
-    let activation = read(p, "activation", &spec.activation.source, &ns, allow).await?;
-    Ok((idle, activation))
+    read(ctx.provider.as_ref(), key, source, &ns, allow).await
+}
+
+/// The idle rule's read, or `None` while the target is parked: a parked
+/// target has no load to measure, and not asking keeps its key out of the
+/// poll cache (it expires after `--idle-expiry`).
+async fn read_idle<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    s: &Sighting,
+) -> Result<Option<Read>, ReconcileError> {
+    if s.read.replicas == 0 {
+        return Ok(None);
+    }
+    read_rule(policy, ctx, "idle", &policy.spec.idle.source)
+        .await
+        .map(Some)
 }
 
 /// The target's API object through the resolved kind.
@@ -499,10 +515,12 @@ async fn sight<P>(
 fn round_of<P>(
     policy: &ScaleToZeroPolicy,
     ctx: &Context<P>,
-    (idle, activation): (Read, Read),
+    (idle, activation): (Option<Read>, Read),
     s: &Sighting,
     now: i64,
 ) -> Result<Round, ReconcileError> {
+    let idle_read = idle.is_some();
+    let idle = idle.unwrap_or_else(|| Read::Unknown("not read while the target is parked".into()));
     let wake_default = s.hpas.iter().map(|(_, min)| *min).max().unwrap_or(1).max(1);
     Ok(Round {
         rules: rules_of(policy, wake_default)?,
@@ -521,6 +539,7 @@ fn round_of<P>(
                 .map(|(n, _)| n.clone()),
         },
         memory: ctx.recall(policy, s.read.parked_from),
+        idle_read,
     })
 }
 
@@ -591,21 +610,23 @@ async fn round<P: Provider>(
     ctx: &Context<P>,
     now: i64,
 ) -> Result<Requeue, ReconcileError> {
-    let reads = reads(policy, ctx).await?;
+    let activation = read_rule(policy, ctx, "activation", &policy.spec.activation.source).await?;
     // Most rounds change nothing (a parked target stays parked, an idle
     // window stays open): decided on the target as last read, they touch
     // only the poll cache. A park, a wake or a Waking target is decided
     // again on a fresh read before anything is done.
     if let Some(s) = ctx.sighting(policy) {
-        let r = round_of(policy, ctx, reads.clone(), &s, now)?;
+        let idle = read_idle(policy, ctx, &s).await?;
+        let r = round_of(policy, ctx, (idle, activation.clone()), &s, now)?;
         let d = decide::decide(&r.rules, &r.seen, r.memory);
         if d.action == Action::Nothing && d.phase != Phase::Waking && !r.memory.waking {
             apply(policy, ctx, &r, &d).await?;
             return conclude(policy, ctx, &r, &d).await;
         }
     }
-    let s = sight(policy, ctx, &reads.1).await?;
-    let r = round_of(policy, ctx, reads, &s, now)?;
+    let s = sight(policy, ctx, &activation).await?;
+    let idle = read_idle(policy, ctx, &s).await?;
+    let r = round_of(policy, ctx, (idle, activation), &s, now)?;
     let d = decide::decide(&r.rules, &r.seen, r.memory);
     apply(policy, ctx, &r, &d).await?;
     // After a park or a wake the target is what the patch made it; the
@@ -614,8 +635,9 @@ async fn round<P: Provider>(
     conclude(policy, ctx, &r, &d).await
 }
 
-/// Remember the decision, say it, and requeue. A parked policy is woken by
-/// the activation watch between its rounds.
+/// Remember the decision, say it, and requeue. A parked policy waits for
+/// the activation watch, which reconciles it when its activation turns
+/// active or changes state; else it is looked at every resync interval.
 async fn conclude<P: Provider>(
     policy: &Arc<ScaleToZeroPolicy>,
     ctx: &Context<P>,
@@ -623,35 +645,48 @@ async fn conclude<P: Provider>(
     d: &Decision,
 ) -> Result<Requeue, ReconcileError> {
     ctx.remember(policy, d.memory);
-    ctx.watch_if_parked(policy, d.phase == Phase::Parked);
+    let parked = d.phase == Phase::Parked;
+    ctx.watch_if_parked(policy, parked);
     record(policy, ctx, r, d).await?;
-    Ok(Requeue::requeue(ctx.settings.check_interval))
+    Ok(Requeue::requeue(if parked {
+        ctx.settings.resync_interval
+    } else {
+        ctx.settings.check_interval
+    }))
 }
 
 /// The activation watch: every wake interval, each parked policy's
-/// activation rule is read from the poll cache, and an active one is
-/// reconciled at once (which wakes it). One pass over the cache instead of
-/// a reconcile round per parked policy per wake interval.
+/// activation rule is read from the poll cache, and the policy is
+/// reconciled at once when it reads active (which wakes it) or its read
+/// changes state (so the status says "unknown" as soon as it is). One pass
+/// over the cache instead of a reconcile round per parked policy per wake
+/// interval.
 pub async fn watch_parked<P: Provider>(
     ctx: Arc<Context<P>>,
     wake: futures::channel::mpsc::UnboundedSender<ObjectRef<ScaleToZeroPolicy>>,
 ) {
     let mut tick = tokio::time::interval(ctx.settings.wake_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: HashMap<String, ReadState> = HashMap::new();
     loop {
         tick.tick().await;
         if !ctx.leadership.is_leader() {
+            last.clear();
             continue;
         }
-        let parked: Vec<Arc<ScaleToZeroPolicy>> = ctx
+        let parked: Vec<(String, Arc<ScaleToZeroPolicy>)> = ctx
             .parked
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
+            .iter()
+            .map(|(uid, p)| (uid.clone(), p.clone()))
             .collect();
-        for policy in parked {
-            if activation_is_active(&policy, &ctx).await
+        last.retain(|uid, _| parked.iter().any(|(u, _)| u == uid));
+        for (uid, policy) in parked {
+            let state = activation_state(&policy, &ctx).await;
+            let before = last.insert(uid, state);
+            let changed = before.is_some_and(|b| b != state);
+            if (state == ReadState::Active || changed)
                 && wake.unbounded_send(ObjectRef::from_obj(&*policy)).is_err()
             {
                 return;
@@ -660,15 +695,14 @@ pub async fn watch_parked<P: Provider>(
     }
 }
 
-/// Whether `policy`'s activation rule reads above its threshold now.
-async fn activation_is_active<P: Provider>(policy: &ScaleToZeroPolicy, ctx: &Context<P>) -> bool {
-    let ns = policy.namespace().unwrap_or_default();
+/// `policy`'s activation rule as read from the poll cache now.
+async fn activation_state<P: Provider>(policy: &ScaleToZeroPolicy, ctx: &Context<P>) -> ReadState {
     let source = &policy.spec.activation.source;
-    let allow = ctx.settings.allow_queries;
-    matches!(
-        read(ctx.provider.as_ref(), "activation", source, &ns, allow).await,
-        Ok(Read::Value(v)) if v > policy.spec.activation.threshold
-    )
+    match read_rule(policy, ctx, "activation", source).await {
+        Ok(Read::Value(v)) if v > policy.spec.activation.threshold => ReadState::Active,
+        Ok(Read::Value(_)) => ReadState::Inactive,
+        _ => ReadState::Unknown,
+    }
 }
 
 /// Drop parked policies that no longer exist from the activation watch.
@@ -735,12 +769,19 @@ async fn record<P: Provider>(
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
     let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
-    let idle = rule_status(
-        &r.seen.idle,
-        d.idle_state,
-        &metric(&policy.spec.idle.source),
-        now,
-    );
+    let idle_now = || {
+        rule_status(
+            &r.seen.idle,
+            d.idle_state,
+            &metric(&policy.spec.idle.source),
+            now,
+        )
+    };
+    // Not read while parked: the status keeps the last read.
+    let idle = match policy.status.as_ref().and_then(|s| s.idle.clone()) {
+        Some(last) if !r.idle_read => last,
+        _ => idle_now(),
+    };
     let activation = rule_status(
         &r.seen.activation,
         d.activation_state,
