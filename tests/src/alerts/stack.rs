@@ -34,6 +34,18 @@ fn http_ok(url: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Spawns `cmd` (its output to `log`) and waits until `ready` answers 200.
+fn spawn_ready(name: &str, cmd: Command, log: &Path, ready: &str) -> Proc {
+    let proc = Proc::spawn(name, cmd, log);
+    eventually(
+        &format!("{name} to be ready at {ready}"),
+        Duration::from_secs(60),
+        || http_ok(ready).then_some(()),
+        || proc.log_tail(30),
+    );
+    proc
+}
+
 /// A real Prometheus (Debian package `prometheus`).
 pub struct Prometheus {
     pub proc: Proc,
@@ -49,18 +61,10 @@ impl Prometheus {
 
         let mut cmd = crate::procs::prometheus(&cfg, dir, port);
         cmd.arg("--log.level=warn");
-        let proc = Proc::spawn("prometheus", cmd, &dir.join("prometheus.log"));
-        let me = Self {
-            proc,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        eventually(
-            "Prometheus to be ready",
-            Duration::from_secs(60),
-            || http_ok(&format!("{}/-/ready", me.url)).then_some(()),
-            || me.proc.log_tail(30),
-        );
-        me
+        let url = format!("http://127.0.0.1:{port}");
+        let log = dir.join("prometheus.log");
+        let proc = spawn_ready("prometheus", cmd, &log, &format!("{url}/-/ready"));
+        Self { proc, url }
     }
 
     /// GET an API path; the `data` of a `success` answer, else the error.
@@ -144,19 +148,10 @@ impl Alertmanager {
             .arg(format!("--web.listen-address={addr}"))
             .arg("--cluster.listen-address=")
             .arg("--log.level=warn");
-        let proc = Proc::spawn("alertmanager", cmd, &dir.join("alertmanager.log"));
-        let me = Self {
-            proc,
-            url: format!("http://{addr}"),
-            addr,
-        };
-        eventually(
-            "Alertmanager to be ready",
-            Duration::from_secs(60),
-            || http_ok(&format!("{}/-/ready", me.url)).then_some(()),
-            || me.proc.log_tail(30),
-        );
-        me
+        let url = format!("http://{addr}");
+        let log = dir.join("alertmanager.log");
+        let proc = spawn_ready("alertmanager", cmd, &log, &format!("{url}/-/ready"));
+        Self { proc, url, addr }
     }
 }
 
@@ -191,18 +186,13 @@ impl Adapter {
             .arg(format!("--metrics-listen={metrics_addr}"))
             .arg(format!("--prometheus-url={prometheus_url}"))
             .arg("--poll-interval=1s");
-        let proc = Proc::spawn("gpuscale-adapter", cmd, &dir.join("adapter.log"));
-        let me = Self {
+        let ready = format!("http://{metrics_addr}/metrics");
+        let log = dir.join("adapter.log");
+        let proc = spawn_ready("gpuscale-adapter", cmd, &log, &ready);
+        Self {
             proc,
             api: format!("https://{api}"),
-        };
-        eventually(
-            "the adapter's self-metrics",
-            Duration::from_secs(60),
-            || http_ok(&format!("http://{metrics_addr}/metrics")).then_some(()),
-            || me.proc.log_tail(30),
-        );
-        me
+        }
     }
 
     /// GET an external metric as the HPA would (through `curl -k`: the dev
