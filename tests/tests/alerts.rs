@@ -18,9 +18,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use tempfile::TempDir;
+
 use gpuscale_e2e::alerts::dashboards::{
     self, parse_label_values, substitute, without_zero_fallback,
 };
+use gpuscale_e2e::alerts::http::Server;
 use gpuscale_e2e::alerts::procs::{eventually, on_path};
 use gpuscale_e2e::alerts::promql::metric_names;
 use gpuscale_e2e::alerts::repo_root;
@@ -266,13 +269,19 @@ fn test_copy_of_the_rules_changes_only_durations() {
     }
 }
 
-#[test]
-fn dashboards_follow_the_conventions() {
-    let recorded: BTreeSet<String> = rules::all_rules()
+/// The recording rules' names (`level:metric:operation`).
+fn recorded_names() -> BTreeSet<String> {
+    rules::all_rules()
         .into_iter()
         .filter(|r| !r.is_alert)
         .map(|r| r.name)
-        .collect();
+        .collect()
+}
+
+/// Every dashboard: schema 39 or later, its own uid, described in
+/// docs/dashboards.md.
+#[test]
+fn dashboards_are_current_unique_and_documented() {
     let docs = std::fs::read_to_string(repo_root().join("docs/dashboards.md"))
         .expect("docs/dashboards.md");
     let mut uids = BTreeSet::new();
@@ -292,6 +301,15 @@ fn dashboards_follow_the_conventions() {
             "docs/dashboards.md does not describe {}",
             d.file
         );
+    }
+}
+
+/// Every dashboard filters by datasource, cluster, node, namespace and
+/// workload, with `label_values` query variables whose All value is `.*`.
+#[test]
+fn dashboard_variables_follow_the_conventions() {
+    for d in dashboards::load_all() {
+        let title = d.title();
         let vars = d.variables();
         let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
         for required in ["datasource", "cluster", "node", "namespace", "workload"] {
@@ -300,10 +318,7 @@ fn dashboards_follow_the_conventions() {
                 "{title}: no ${required} variable"
             );
         }
-        for v in &vars {
-            if v.kind == "datasource" {
-                continue;
-            }
+        for v in vars.iter().filter(|v| v.kind != "datasource") {
             assert_eq!(
                 v.kind, "query",
                 "{title}: ${} is not a query variable",
@@ -322,6 +337,15 @@ fn dashboards_follow_the_conventions() {
                 v.name
             );
         }
+    }
+}
+
+/// Panels: unique ids, known types, on the grid; each (but rows) described,
+/// with queries on the `$datasource`.
+#[test]
+fn dashboard_panels_follow_the_conventions() {
+    for d in dashboards::load_all() {
+        let title = d.title();
         let mut ids = BTreeSet::new();
         for p in d.panels() {
             let ptitle = p["title"].as_str().unwrap_or("?");
@@ -339,28 +363,40 @@ fn dashboards_follow_the_conventions() {
                 g["x"].as_u64().unwrap_or(99) + g["w"].as_u64().unwrap_or(99) <= 24,
                 "{title} / {ptitle}: off the grid"
             );
-            if kind == "row" {
-                continue;
-            }
-            assert_eq!(
-                p["datasource"]["uid"], "${datasource}",
-                "{title} / {ptitle}: datasource"
-            );
-            assert!(
-                p["description"].as_str().is_some_and(|s| !s.is_empty()),
-                "{title} / {ptitle}: no description"
-            );
-            let targets = p["targets"].as_array().expect("targets");
-            assert!(!targets.is_empty(), "{title} / {ptitle}: no query");
-            for t in targets {
-                assert_eq!(
-                    t["datasource"]["uid"], "${datasource}",
-                    "{title} / {ptitle}: target datasource"
-                );
+            if kind != "row" {
+                panel_queries_the_datasource(p, &format!("{title} / {ptitle}"));
             }
         }
+    }
+}
+
+fn panel_queries_the_datasource(p: &serde_json::Value, what: &str) {
+    assert_eq!(
+        p["datasource"]["uid"], "${datasource}",
+        "{what}: datasource"
+    );
+    assert!(
+        p["description"].as_str().is_some_and(|s| !s.is_empty()),
+        "{what}: no description"
+    );
+    let targets = p["targets"].as_array().expect("targets");
+    assert!(!targets.is_empty(), "{what}: no query");
+    for t in targets {
+        assert_eq!(
+            t["datasource"]["uid"], "${datasource}",
+            "{what}: target datasource"
+        );
+    }
+}
+
+/// Queries: every variable is defined, selectors use `=~` for variables,
+/// and every recorded name is a recording rule.
+#[test]
+fn dashboard_queries_follow_the_conventions() {
+    let recorded = recorded_names();
+    for d in dashboards::load_all() {
+        let vars = d.variables();
         for q in d.queries() {
-            // Every variable is defined, selectors use =~ for variables.
             let _ = substitute(&q.expr, &vars);
             for var in [
                 "$cluster",
@@ -505,19 +541,26 @@ fn describe(alerts: &[Notified]) -> String {
         .join("\n")
 }
 
-#[test]
-fn end_to_end_alerts_and_dashboards() {
-    require("prometheus");
-    require("prometheus-alertmanager");
-    require("curl");
-    let tb = Instant::now();
-    gpuscale_e2e::bins::ensure_built();
-    gpuscale_e2e::bins::adapter();
-    eprintln!("binaries built or fresh after {:?}", tb.elapsed());
+/// The monitoring stack of the end-to-end story, up and scraping. Fields
+/// drop in order: Prometheus stops before what it scrapes.
+struct Stack {
+    prom: Prometheus,
+    adapter: Adapter,
+    exporter: Exporter,
+    am: Alertmanager,
+    _fakes: Server,
+    webhook: Webhook,
+    _dir: TempDir,
+    t0: Instant,
+}
+
+/// Alertmanager posting to the webhook, the exporter on the scenario with
+/// GPU prices, the adapter reading Prometheus, and Prometheus scraping them
+/// (and the fake targets) with the time-scaled rules.
+fn start_stack() -> Stack {
     let t0 = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let rule_copies = rules::write_time_scaled(&dir.path().join("rules"));
-
     let webhook = Webhook::start();
     let fakes = stack::start_fake_targets();
     let am = Alertmanager::start(dir.path(), &webhook.url());
@@ -539,28 +582,40 @@ fn end_to_end_alerts_and_dashboards() {
         &format!("http://127.0.0.1:{prom_port}"),
         &adapter_metrics,
     );
-    let mut prom = Prometheus::start(
-        dir.path(),
-        &stack::prometheus_config(
-            &rule_copies,
-            &am.addr,
-            &exporter_addr,
-            &adapter_metrics,
-            &fakes.addr(),
-        ),
-        prom_port,
+    let config = stack::prometheus_config(
+        &rule_copies,
+        &am.addr,
+        &exporter_addr,
+        &adapter_metrics,
+        &fakes.addr(),
     );
+    let prom = Prometheus::start(dir.path(), &config, prom_port);
     eprintln!("stack up after {:?}", t0.elapsed());
+    Stack {
+        prom,
+        adapter,
+        exporter,
+        am,
+        _fakes: fakes,
+        webhook,
+        _dir: dir,
+        t0,
+    }
+}
 
-    // 1. The expected alerts reach the webhook through Alertmanager.
-    let context = || {
+impl Stack {
+    /// What the webhook, Prometheus, Alertmanager and the exporter say, for
+    /// a failure message.
+    fn context(&self) -> String {
         format!(
             "webhook received:\n{}\nPrometheus alerts: {:?}\n{}\n{}\nexporter log:\n{}",
-            describe(&webhook.alerts()),
-            prom.api("/api/v1/alerts", &[]).map(|d| d["alerts"].clone()),
-            prom.proc.log_tail(20),
-            am.proc.log_tail(20),
-            exporter
+            describe(&self.webhook.alerts()),
+            self.prom
+                .api("/api/v1/alerts", &[])
+                .map(|d| d["alerts"].clone()),
+            self.prom.proc.log_tail(20),
+            self.am.proc.log_tail(20),
+            self.exporter
                 .log()
                 .lines()
                 .rev()
@@ -568,36 +623,104 @@ fn end_to_end_alerts_and_dashboards() {
                 .collect::<Vec<_>>()
                 .join("\n")
         )
-    };
+    }
+
+    /// Whether `e` fires in Prometheus and, unless inhibited, reached the
+    /// webhook (among `got`).
+    fn arrived(&self, e: &Expected, firing: &[serde_json::Value], got: &[Notified]) -> bool {
+        let in_prometheus = firing.iter().any(|a| {
+            let label = |k: &str| a["labels"][k].as_str().unwrap_or("").to_string();
+            a["state"] == "firing" && e.matches(&label("alertname"), label)
+        });
+        let at_webhook = got.iter().any(|a| {
+            a.status == "firing" && e.matches(a.label("alertname"), |k| a.label(k).to_string())
+        });
+        in_prometheus && (!e.notified || at_webhook)
+    }
+
+    /// One instant-query series' value (the query must return exactly one).
+    fn value(&self, q: &str) -> f64 {
+        let r = self.prom.query(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert_eq!(r.len(), 1, "{q}: expected one series, got {r:?}");
+        r[0]["value"][1]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    fn close(&self, q: &str, want: f64) {
+        let got = self.value(q);
+        assert!(
+            (got - want).abs() < 1e-6 * want.abs().max(1.0),
+            "{q} = {got}, want {want}"
+        );
+    }
+}
+
+/// One stack, one story in order: alerts fire and are notified, nothing
+/// else does, the rules compute, the adapter serves, the dashboards show
+/// data, and the scrape keeps the right labels.
+#[test]
+fn end_to_end_alerts_and_dashboards() {
+    require("prometheus");
+    require("prometheus-alertmanager");
+    require("curl");
+    let tb = Instant::now();
+    gpuscale_e2e::bins::ensure_built();
+    gpuscale_e2e::bins::adapter();
+    eprintln!("binaries built or fresh after {:?}", tb.elapsed());
+    let mut s = start_stack();
+    let received = expected_alerts_reach_the_webhook(&s);
+    s.prom.proc.assert_running();
+    notifications_carry_node_severity_and_runbook(&received);
+    only_expected_notified(&received, "once the expected alerts arrived");
+    only_expected_alerts(&s.prom, "once the expected alerts arrived");
+    the_silence_is_not_vacuous(&s.prom);
+    let evaluated = every_rule_evaluates(&s.prom);
+    recording_rules_share_and_price_allocations(&s);
+    waste_classes_name_idle_and_oversized_pods(&s.prom);
+    adapter_serves_its_preset_from_prometheus(&s);
+    let queries = every_dashboard_query_returns_data(&s);
+    only_expected_alerts(&s.prom, "after the dashboards and the adapter reads");
+    only_expected_notified(
+        &s.webhook.alerts(),
+        "after the dashboards and the adapter reads",
+    );
+    a_lost_gpus_xid_keeps_firing(&s);
+    operator_style_scrape_keeps_the_gpus_pod_labels(&s.prom);
+    every_served_family_is_charted(&s.exporter);
+    eprintln!(
+        "end to end: {} alerts notified, {evaluated} rules healthy, {queries} panel queries with data, in {:?}",
+        received.len(),
+        s.t0.elapsed()
+    );
+}
+
+/// The expected alerts fire in Prometheus and reach the webhook through
+/// Alertmanager (inhibited ones excepted); returns what the webhook got.
+fn expected_alerts_reach_the_webhook(s: &Stack) -> Vec<Notified> {
     let received = eventually(
         "the expected alerts at the Alertmanager webhook",
         Duration::from_secs(150),
         || {
-            let got = webhook.alerts();
-            let firing = prom.api("/api/v1/alerts", &[]).ok()?;
+            let got = s.webhook.alerts();
+            let firing = s.prom.api("/api/v1/alerts", &[]).ok()?;
             let firing = firing["alerts"].as_array()?;
-            let in_prometheus = |e: &Expected| {
-                firing.iter().any(|a| {
-                    let label = |k: &str| a["labels"][k].as_str().unwrap_or("").to_string();
-                    a["state"] == "firing" && e.matches(&label("alertname"), label)
-                })
-            };
-            let at_webhook = |e: &Expected| {
-                got.iter().any(|a| {
-                    a.status == "firing"
-                        && e.matches(a.label("alertname"), |k| a.label(k).to_string())
-                })
-            };
             EXPECTED
                 .iter()
-                .all(|e| in_prometheus(e) && (!e.notified || at_webhook(e)))
+                .all(|e| s.arrived(e, firing, &got))
                 .then_some(got)
         },
-        context,
+        || s.context(),
     );
-    eprintln!("all expected alerts notified after {:?}", t0.elapsed());
-    prom.proc.assert_running();
+    eprintln!("all expected alerts notified after {:?}", s.t0.elapsed());
+    received
+}
 
+/// Each notification names the node, never the exporter's namespace or (for
+/// hardware alerts) a scrape target, and has a severity, filled-in
+/// annotations and its runbook.
+fn notifications_carry_node_severity_and_runbook(received: &[Notified]) {
     for e in EXPECTED.iter().filter(|e| e.notified) {
         let a = received
             .iter()
@@ -605,18 +728,7 @@ fn end_to_end_alerts_and_dashboards() {
             .expect("matched above");
         assert_eq!(a.label("node"), "e2e-node", "{}: node label", e.alert);
         if is_hardware(e.alert) {
-            for k in [
-                "job",
-                "instance",
-                "container",
-                "exporter_pod",
-                "exporter_namespace",
-            ] {
-                assert_eq!(a.label(k), "", "{}: hardware alert with {k}", e.alert);
-            }
-            if e.labels.iter().all(|(k, _)| *k != "pod") {
-                assert_eq!(a.label("pod"), "", "{}: hardware alert with a pod", e.alert);
-            }
+            hardware_alert_names_no_target_or_pod(e, a);
         } else {
             assert_eq!(
                 a.label("job"),
@@ -652,56 +764,75 @@ fn end_to_end_alerts_and_dashboards() {
             format!("{RUNBOOK_BASE}{}.md", e.alert)
         );
     }
+}
 
-    // 2. Nothing else fires or is pending, and no alert names a healthy GPU.
-    // Inhibited alerts fire in Prometheus but never reach the receiver: a
-    // lost GPU pages once, not once per symptom.
-    let only_expected_notified = |received: &[Notified], when: &str| {
-        let unexpected: Vec<Notified> = received
-            .iter()
-            .filter(|a| {
-                !EXPECTED.iter().any(|e| {
-                    e.notified && e.matches(a.label("alertname"), |k| a.label(k).to_string())
-                })
-            })
-            .cloned()
-            .collect();
+/// A hardware alert is one per GPU: no scrape target's labels, no pod
+/// unless the alert is about one.
+fn hardware_alert_names_no_target_or_pod(e: &Expected, a: &Notified) {
+    for k in [
+        "job",
+        "instance",
+        "container",
+        "exporter_pod",
+        "exporter_namespace",
+    ] {
+        assert_eq!(a.label(k), "", "{}: hardware alert with {k}", e.alert);
+    }
+    if e.labels.iter().all(|(k, _)| *k != "pod") {
+        assert_eq!(a.label("pod"), "", "{}: hardware alert with a pod", e.alert);
+    }
+}
+
+/// Nothing else is notified. Inhibited alerts fire in Prometheus but never
+/// reach the receiver: a lost GPU pages once, not once per symptom.
+fn only_expected_notified(received: &[Notified], when: &str) {
+    let unexpected: Vec<Notified> = received
+        .iter()
+        .filter(|a| {
+            !EXPECTED
+                .iter()
+                .any(|e| e.notified && e.matches(a.label("alertname"), |k| a.label(k).to_string()))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "unexpected notifications ({when}):\n{}",
+        describe(&unexpected)
+    );
+    let lost = received.iter().filter(|a| a.label("uuid") == LOST).count();
+    assert_eq!(
+        lost,
+        1,
+        "pages for the lost GPU ({when}):\n{}",
+        describe(received)
+    );
+}
+
+/// Nothing else fires or is pending in Prometheus, and no alert names a
+/// healthy GPU.
+fn only_expected_alerts(prom: &Prometheus, when: &str) {
+    let active = prom.api("/api/v1/alerts", &[]).expect("alerts API");
+    for a in active["alerts"].as_array().expect("alerts") {
+        let l = &a["labels"];
+        let label = |k: &str| l[k].as_str().unwrap_or("").to_string();
         assert!(
-            unexpected.is_empty(),
-            "unexpected notifications ({when}):\n{}",
-            describe(&unexpected)
+            EXPECTED
+                .iter()
+                .any(|e| e.matches(&label("alertname"), label)),
+            "unexpected {} alert in Prometheus ({when}): {l}",
+            a["state"]
         );
-        let lost = received.iter().filter(|a| a.label("uuid") == LOST).count();
-        assert_eq!(
-            lost,
-            1,
-            "pages for the lost GPU ({when}):\n{}",
-            describe(received)
+        assert!(
+            !HEALTHY.contains(&label("uuid").as_str()),
+            "an alert names healthy GPU: {l}"
         );
-    };
-    only_expected_notified(&received, "once the expected alerts arrived");
-    let only_expected_alerts = |when: &str| {
-        let active = prom.api("/api/v1/alerts", &[]).expect("alerts API");
-        for a in active["alerts"].as_array().expect("alerts") {
-            let l = &a["labels"];
-            let label = |k: &str| l[k].as_str().unwrap_or("").to_string();
-            assert!(
-                EXPECTED
-                    .iter()
-                    .any(|e| e.matches(&label("alertname"), label)),
-                "unexpected {} alert in Prometheus ({when}): {l}",
-                a["state"]
-            );
-            assert!(
-                !HEALTHY.contains(&label("uuid").as_str()),
-                "an alert names healthy GPU: {l}"
-            );
-        }
-    };
-    only_expected_alerts("once the expected alerts arrived");
+    }
+}
 
-    // The silence is not vacuous: the healthy GPUs are there, and the
-    // application XID 13 was reported (it is excluded by the allowlist).
+/// The silence is not vacuous: the healthy GPUs are there, and the
+/// application XID 13 was reported (it is excluded by the allowlist).
+fn the_silence_is_not_vacuous(prom: &Prometheus) {
     for uuid in HEALTHY {
         let q = format!(r#"gpu_info{{uuid="{uuid}"}}"#);
         assert!(
@@ -714,8 +845,10 @@ fn end_to_end_alerts_and_dashboards() {
         !prom.query(&q).expect("query").is_empty(),
         "XID 13 was not reported"
     );
+}
 
-    // 3. Every rule evaluates without error.
+/// Every rule evaluates without error in Prometheus; returns how many.
+fn every_rule_evaluates(prom: &Prometheus) -> usize {
     let groups = prom.api("/api/v1/rules", &[]).expect("rules API");
     let mut bad = Vec::new();
     let mut evaluated = 0;
@@ -736,53 +869,50 @@ fn end_to_end_alerts_and_dashboards() {
         bad.join("\n")
     );
     assert_eq!(evaluated, rules::all_rules().len());
+    evaluated
+}
 
-    // 3b. The recording rules on the real exporter output: GPU shares (whole,
-    // MIG by compute slices, time-sliced split), cost from the price flag, waste classes.
-    let value = |q: &str| -> f64 {
-        let r = prom.query(q).unwrap_or_else(|e| panic!("{q}: {e}"));
-        assert_eq!(r.len(), 1, "{q}: expected one series, got {r:?}");
-        r[0]["value"][1]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
-    let close = |q: &str, want: f64| {
-        let got = value(q);
-        assert!(
-            (got - want).abs() < 1e-6 * want.abs().max(1.0),
-            "{q} = {got}, want {want}"
-        );
-    };
+/// The recording rules on the real exporter output: GPU shares (whole, MIG
+/// by compute slices, time-sliced split), cost from the price flag, and
+/// the utilization of each allocation.
+fn recording_rules_share_and_price_allocations(s: &Stack) {
     // A 3g.40gb instance holds 3 of an H100's 7 compute slices.
     let mig_share = 3.0 / 7.0;
-    close(r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0);
-    close(r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share);
-    close(r#"gpuscale:gpu_allocation:share{pod="alice-0"}"#, 0.5);
-    close(
-        r#"namespace:gpu_allocated:sum{namespace="ml-serve"}"#,
-        1.0 + 2.0 * mig_share,
-    );
-    close(
-        r#"namespace:gpu_cost_usd_per_hour:sum{namespace="ml-serve"}"#,
-        4.0 * (1.0 + 2.0 * mig_share),
-    );
-    close(
-        r#"namespace:gpu_cost_usd_per_hour:sum{namespace="notebooks"}"#,
-        4.0,
-    );
-    close(
-        r#"namespace_workload:gpu_cost_usd_per_hour:sum{workload="llama-train"}"#,
-        4.0,
-    );
-    close(
-        r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-2"}"#,
-        0.0,
-    );
-    close(
-        r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-0"}"#,
-        0.6,
-    );
+    for (q, want) in [
+        (r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0),
+        (r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share),
+        (r#"gpuscale:gpu_allocation:share{pod="alice-0"}"#, 0.5),
+        (
+            r#"namespace:gpu_allocated:sum{namespace="ml-serve"}"#,
+            1.0 + 2.0 * mig_share,
+        ),
+        (
+            r#"namespace:gpu_cost_usd_per_hour:sum{namespace="ml-serve"}"#,
+            4.0 * (1.0 + 2.0 * mig_share),
+        ),
+        (
+            r#"namespace:gpu_cost_usd_per_hour:sum{namespace="notebooks"}"#,
+            4.0,
+        ),
+        (
+            r#"namespace_workload:gpu_cost_usd_per_hour:sum{workload="llama-train"}"#,
+            4.0,
+        ),
+        (
+            r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-2"}"#,
+            0.0,
+        ),
+        (
+            r#"gpuscale:gpu_allocation_utilization:ratio{pod="vllm-0"}"#,
+            0.6,
+        ),
+    ] {
+        s.close(q, want);
+    }
+}
+
+/// The waste classes: the idle replica, and the oversized notebooks.
+fn waste_classes_name_idle_and_oversized_pods(prom: &Prometheus) {
     let classes: BTreeMap<String, String> = prom
         .query("gpuscale:gpu_allocation_waste:share")
         .expect("waste")
@@ -806,32 +936,41 @@ fn end_to_end_alerts_and_dashboards() {
     .map(|(p, c)| (p.to_string(), c.to_string()))
     .collect();
     assert_eq!(classes, want, "waste classes");
+}
 
-    // 3c. The real adapter serves its GPU preset for ml-serve/vllm from this
-    // Prometheus, as an HPA would read it; its self-metrics feed the
-    // Autoscaling dashboard.
+/// The real adapter serves its GPU preset for ml-serve/vllm from this
+/// Prometheus, as an HPA would read it; its self-metrics feed the
+/// Autoscaling dashboard.
+fn adapter_serves_its_preset_from_prometheus(s: &Stack) {
+    let read = || {
+        s.adapter
+            .external_metric("ml-serve", stack::ADAPTER_METRIC, "workload%3Dvllm")
+    };
     let (code, body) = eventually(
         "the adapter to serve gpu_pressure for ml-serve/vllm",
         Duration::from_secs(60),
         || {
-            let r = adapter.external_metric("ml-serve", stack::ADAPTER_METRIC, "workload%3Dvllm");
+            let r = read();
             (r.0 == 200).then_some(r)
         },
-        || adapter.proc.log_tail(30),
+        || s.adapter.proc.log_tail(30),
     );
     assert!(body.contains("ExternalMetricValueList"), "{code}: {body}");
     eventually(
         "Prometheus to hold two scrapes of the adapter's counters",
         Duration::from_secs(60),
         || {
-            adapter.external_metric("ml-serve", stack::ADAPTER_METRIC, "workload%3Dvllm");
+            read();
             let q = r#"count_over_time(gpuscale_adapter_requests_total{code="200"}[1m]) >= 2"#;
-            (!prom.query(q).ok()?.is_empty()).then_some(())
+            (!s.prom.query(q).ok()?.is_empty()).then_some(())
         },
-        || adapter.proc.log_tail(30),
+        || s.adapter.proc.log_tail(30),
     );
+}
 
-    // 4. Every dashboard query and variable returns data.
+/// Every dashboard query and variable returns data; returns how many
+/// queries ran.
+fn every_dashboard_query_returns_data(s: &Stack) -> usize {
     let mut empty = Vec::new();
     let mut queries = 0;
     for d in dashboards::load_all() {
@@ -839,23 +978,14 @@ fn end_to_end_alerts_and_dashboards() {
         for q in d.queries() {
             queries += 1;
             let expr = substitute(without_zero_fallback(&q.expr), &vars);
-            match prom.query(&expr) {
+            match s.prom.query(&expr) {
                 Ok(r) if !r.is_empty() => {}
                 Ok(_) if MAY_BE_EMPTY.iter().any(|(k, _)| *k == q.key()) => {}
                 Ok(_) => empty.push(format!("{}: no data: {expr}", q.key())),
                 Err(e) => empty.push(format!("{}: {e}: {expr}", q.key())),
             }
         }
-        for v in vars.iter().filter(|v| v.kind == "query") {
-            let (sel, label) =
-                parse_label_values(v.query.as_deref().unwrap_or("")).expect("label_values");
-            let values = prom
-                .label_values(&substitute(&sel, &vars), &label)
-                .unwrap_or_default();
-            if values.is_empty() && !VARIABLES_MAY_BE_EMPTY.iter().any(|(n, _)| *n == v.name) {
-                empty.push(format!("{} / variable ${}: no values", v.dashboard, v.name));
-            }
-        }
+        empty.extend(empty_variables(&s.prom, &vars));
     }
     assert!(
         empty.is_empty(),
@@ -865,33 +995,49 @@ fn end_to_end_alerts_and_dashboards() {
     );
     eprintln!(
         "{queries} dashboard queries return data after {:?}",
-        t0.elapsed()
+        s.t0.elapsed()
     );
+    queries
+}
 
-    only_expected_alerts("after the dashboards and the adapter reads");
-    only_expected_notified(
-        &webhook.alerts(),
-        "after the dashboards and the adapter reads",
-    );
+/// The query variables of one dashboard that have no values (and may not
+/// be empty).
+fn empty_variables(prom: &Prometheus, vars: &[dashboards::Variable]) -> Vec<String> {
+    let mut empty = Vec::new();
+    for v in vars.iter().filter(|v| v.kind == "query") {
+        let (sel, label) =
+            parse_label_values(v.query.as_deref().unwrap_or("")).expect("label_values");
+        let values = prom
+            .label_values(&substitute(&sel, vars), &label)
+            .unwrap_or_default();
+        if values.is_empty() && !VARIABLES_MAY_BE_EMPTY.iter().any(|(n, _)| *n == v.name) {
+            empty.push(format!("{} / variable ${}: no values", v.dashboard, v.name));
+        }
+    }
+    empty
+}
 
-    // XID 79 of the lost GPU still fires, well past the (scaled) hold window
-    // of its range selector: the exporter keeps the lost GPU's XID series.
+/// XID 79 of the lost GPU still fires, well past the (scaled) hold window
+/// of its range selector: the exporter keeps the lost GPU's XID series.
+fn a_lost_gpus_xid_keeps_firing(s: &Stack) {
     let xid79 = format!(
         r#"ALERTS{{alertname="GPUCriticalXid", uuid="{LOST}", xid="79", alertstate="firing"}}"#
     );
     assert_eq!(
-        prom.query(&xid79).expect("query").len(),
+        s.prom.query(&xid79).expect("query").len(),
         1,
         "XID 79 of the lost GPU resolved"
     );
     eprintln!(
         "XID 79 of the lost GPU still firing after {:?}",
-        t0.elapsed()
+        s.t0.elapsed()
     );
+}
 
-    // 4b. Operator-style scrape (target labels of the exporter pod,
-    // honor_labels, the ServiceMonitor's relabelings): series keep the
-    // GPU's pod labels or none; the exporter pod's identity is exporter_*.
+/// Operator-style scrape (target labels of the exporter pod, honor_labels,
+/// the ServiceMonitor's relabelings): series keep the GPU's pod labels or
+/// none; the exporter pod's identity is exporter_*.
+fn operator_style_scrape_keeps_the_gpus_pod_labels(prom: &Prometheus) {
     let exporter_ns = prom
         .query(r#"count by (namespace) ({__name__=~"gpu_.+|gpuscale_exporter_.+", namespace="gpuscale"})"#)
         .expect("query");
@@ -928,22 +1074,34 @@ fn end_to_end_alerts_and_dashboards() {
             );
         }
     }
+}
 
-    // 5. Metric names: exporter names are families it describes; others are on an explicit list.
+/// Every family the exporter serves on the scenario is charted by a dashboard.
+fn every_served_family_is_charted(exporter: &Exporter) {
     let exposition = exporter.scrape();
-    let described = exporter_families();
-    let recorded: BTreeSet<String> = rules::all_rules()
-        .into_iter()
-        .filter(|r| !r.is_alert)
-        .map(|r| r.name)
+    let charted = charted_names();
+    let uncharted: Vec<&String> = exposition
+        .families
+        .keys()
+        .filter(|f| !charted.contains(*f))
         .collect();
-    let others: BTreeSet<&str> = stack::ADAPTER_METRICS
+    assert!(
+        uncharted.is_empty(),
+        "exporter families no dashboard shows: {uncharted:?}"
+    );
+}
+
+/// The metric names of every dashboard query.
+fn charted_names() -> BTreeSet<String> {
+    dashboards::load_all()
         .iter()
-        .chain(stack::SCALE_TO_ZERO_METRICS)
-        .chain(stack::KUBE_STATE_METRICS)
-        .chain(stack::PROMETHEUS_BUILTINS)
-        .copied()
-        .collect();
+        .flat_map(|d| d.queries())
+        .flat_map(|q| metric_names(&q.expr))
+        .collect()
+}
+
+/// Where each metric name the rules and dashboards use is used first.
+fn used_metric_names() -> BTreeMap<String, String> {
     let mut used: BTreeMap<String, String> = BTreeMap::new();
     for r in rules::all_rules() {
         for n in metric_names(&r.expr) {
@@ -957,8 +1115,24 @@ fn end_to_end_alerts_and_dashboards() {
             }
         }
     }
+    used
+}
+
+/// Metric names: exporter names are families it describes, recorded names
+/// are recording rules, others are on an explicit list.
+#[test]
+fn every_metric_name_used_is_known() {
+    let described = exporter_families();
+    let recorded = recorded_names();
+    let others: BTreeSet<&str> = stack::ADAPTER_METRICS
+        .iter()
+        .chain(stack::SCALE_TO_ZERO_METRICS)
+        .chain(stack::KUBE_STATE_METRICS)
+        .chain(stack::PROMETHEUS_BUILTINS)
+        .copied()
+        .collect();
     let mut unknown = Vec::new();
-    for (name, by) in &used {
+    for (name, by) in &used_metric_names() {
         let ok = if name.contains(':') {
             recorded.contains(name)
         } else if name.starts_with("gpu_")
@@ -981,30 +1155,6 @@ fn end_to_end_alerts_and_dashboards() {
         unknown.is_empty(),
         "metric names not among the exporter's families or the explicit lists:\n{}",
         unknown.join("\n")
-    );
-
-    // 6. Every family the exporter serves is charted by a dashboard.
-    let charted: BTreeSet<String> = dashboards::load_all()
-        .iter()
-        .flat_map(|d| d.queries())
-        .flat_map(|q| metric_names(&q.expr))
-        .collect();
-    let uncharted: Vec<&String> = exposition
-        .families
-        .keys()
-        .filter(|f| !charted.contains(*f))
-        .collect();
-    assert!(
-        uncharted.is_empty(),
-        "exporter families no dashboard shows: {uncharted:?}"
-    );
-
-    eprintln!(
-        "end to end: {} alerts notified, {} rules healthy, {queries} panel queries with data, {} metric names checked, in {:?}",
-        received.len(),
-        evaluated,
-        used.len(),
-        t0.elapsed()
     );
 }
 
@@ -1074,11 +1224,7 @@ fn exporter_families() -> BTreeSet<String> {
 fn every_exporter_family_is_charted() {
     // The e2e test checks the families the scenario produces; this one also
     // covers those it cannot.
-    let charted: BTreeSet<String> = dashboards::load_all()
-        .iter()
-        .flat_map(|d| d.queries())
-        .flat_map(|q| metric_names(&q.expr))
-        .collect();
+    let charted = charted_names();
     let missing: Vec<_> = exporter_families()
         .into_iter()
         .filter(|name| !charted.contains(name))
