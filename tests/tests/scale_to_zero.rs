@@ -176,18 +176,45 @@ fn sample(adapter: &Adapter, family: &str, target: &str) -> Option<String> {
         .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
 }
 
-/// One cluster, one controller, every policy story that needs a healthy
-/// Prometheus: park after the window, a busy read restarts it, wake on
-/// activation, waking until Ready, and each refusal while the others work.
-#[test]
-fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
-    let mut load = Load {
-        cold_pending: 1,
-        ..Load::default()
-    };
-    let (series, port) = Series::serve(&exposition(load));
-    let prom = Prometheus::start(port);
-    let kube = fake();
+/// The world of the policy stories: one fake cluster, one controller, a
+/// real Prometheus scraping the series `load` says.
+struct World {
+    load: Load,
+    series: Series,
+    kube: KubeFake,
+    adapter: Adapter,
+    _prom: Prometheus,
+}
+
+impl World {
+    /// Serves `load` from now on; Prometheus scrapes it within a second.
+    fn set(&mut self, change: impl FnOnce(&mut Load)) {
+        change(&mut self.load);
+        self.series.set(&exposition(self.load));
+    }
+
+    fn replicas(&self, name: &str) -> i64 {
+        replicas(&self.kube, name)
+    }
+
+    fn status(&self, name: &str) -> Value {
+        status(&self.kube, name)
+    }
+
+    fn reason(&self, name: &str) -> String {
+        reason(&self.kube, name)
+    }
+
+    fn waking_since(&self, target: &str) -> Option<String> {
+        let family = "gpuscale_scale_to_zero_waking_since_seconds";
+        sample(&self.adapter, family, target)
+    }
+}
+
+/// The targets: five Deployments up (warming one not Ready, owned one
+/// under an HPA that may go to zero), cold parked earlier by this
+/// controller, a Job.
+fn put_targets(kube: &KubeFake) {
     for (name, replicas, ready) in [
         ("chat", 2, 2),
         ("bursty", 1, 1),
@@ -214,13 +241,18 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "owned"},
                  "minReplicas": 0, "maxReplicas": 4}}),
     );
+}
+
+/// One policy per story: two that park, one that wakes, and one per refusal.
+fn put_policies(kube: &KubeFake) {
+    let other = |name: &str, target: &str, extra: Value| {
+        policy(name, "Deployment", target, "other-gw", extra)
+    };
     for p in [
         policy("chat", "Deployment", "chat", "chat-gw", json!({})),
-        policy(
+        other(
             "bursty",
-            "Deployment",
             "bursty",
-            "other-gw",
             json!({"idle": {"metric": "queue_depth", "labelSelector": "pod=bursty-0", "for": "6s"}}),
         ),
         policy(
@@ -230,132 +262,151 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
             "cold-gw",
             json!({"minUpDuration": "1h"}),
         ),
-        policy(
-            "paused",
-            "Deployment",
-            "paused",
-            "other-gw",
-            json!({"paused": true}),
-        ),
-        policy("warming", "Deployment", "warming", "other-gw", json!({})),
-        policy("owned", "Deployment", "owned", "other-gw", json!({})),
+        other("paused", "paused", json!({"paused": true})),
+        other("warming", "warming", json!({})),
+        other("owned", "owned", json!({})),
         policy("job", "Job", "train", "other-gw", json!({})),
-        policy("ghost", "Deployment", "ghost", "other-gw", json!({})),
-        policy(
+        other("ghost", "ghost", json!({})),
+        other(
             "typo",
-            "Deployment",
             "paused",
-            "other-gw",
             json!({"idle": {"metric": "queue_dept", "for": "3s"}}),
         ),
-        policy(
+        other(
             "adhoc",
-            "Deployment",
             "paused",
-            "other-gw",
             json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})"}}),
         ),
     ] {
         kube.put(&policies(), p);
     }
-    let dir = dir();
-    let adapter = controller(&kube, &prom.url, "a", &dir, &[]);
+}
 
-    // One busy read while bursty's window is open restarts the window.
+fn policy_world() -> World {
+    let load = Load {
+        cold_pending: 1,
+        ..Load::default()
+    };
+    let (series, port) = Series::serve(&exposition(load));
+    let prom = Prometheus::start(port);
+    let kube = fake();
+    put_targets(&kube);
+    put_policies(&kube);
+    let adapter = controller(&kube, &prom.url, "a", &dir(), &[]);
+    World {
+        load,
+        series,
+        kube,
+        adapter,
+        _prom: prom,
+    }
+}
+
+/// One cluster, one controller, every policy story that needs a healthy
+/// Prometheus: park after the window, a busy read restarts it, wake on
+/// activation, waking until Ready, and each refusal while the others work.
+#[test]
+fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
+    let mut w = policy_world();
+    let quiet = busy_read_restarts_the_window(&mut w);
+    parks_after_the_idle_window(&w);
+    wakes_on_activation(&mut w);
+    waking_until_a_pod_is_ready(&w);
+    // Idle again inside minUpDuration → not parked (checked with the refusals).
+    w.set(|l| l.cold_pending = 0);
+    parks_a_whole_window_after_the_last_busy_read(&w, quiet);
+    refuses_with_a_reason_while_the_others_work(&w);
+    exports_what_it_did(&w);
+}
+
+/// One busy read while bursty's window is open restarts the window; returns
+/// when the load went quiet again.
+fn busy_read_restarts_the_window(w: &mut World) -> Instant {
     eventually("bursty's idle window open", || {
-        status(&kube, "bursty")["idleSince"].as_str().map(|_| ())
+        w.status("bursty")["idleSince"].as_str().map(|_| ())
     });
-    load.bursty_queue = 2;
-    series.set(&exposition(load));
+    w.set(|l| l.bursty_queue = 2);
     eventually("bursty read busy", || {
-        (reason(&kube, "bursty") == "Busy").then_some(())
+        (w.reason("bursty") == "Busy").then_some(())
     });
-    load.bursty_queue = 0;
-    series.set(&exposition(load));
-    let quiet = Instant::now();
+    w.set(|l| l.bursty_queue = 0);
+    Instant::now()
+}
 
-    // Idle for the whole window on good reads → parked, recorded, explained.
-    eventually("chat parked", || {
-        (replicas(&kube, "chat") == 0).then_some(())
-    });
-    let chat = kube.get(&deployments(), NS, "chat").expect("chat");
+/// Idle for the whole window on good reads → parked, the replica count
+/// recorded, the status and an Event saying why.
+fn parks_after_the_idle_window(w: &World) {
+    eventually("chat parked", || (w.replicas("chat") == 0).then_some(()));
+    let chat = w.kube.get(&deployments(), NS, "chat").expect("chat");
     assert_eq!(
         chat["metadata"]["annotations"]["gpuscale.dev/parked-replicas"],
         "2"
     );
     eventually("chat's status says Parked", || {
-        (status(&kube, "chat")["phase"] == "Parked").then_some(())
+        (w.status("chat")["phase"] == "Parked").then_some(())
     });
     assert!(
-        events(&kube)
+        events(&w.kube)
             .iter()
             .any(|(r, n)| r == "Parked" && n.contains("idle")),
         "{:?}",
-        events(&kube)
+        events(&w.kube)
     );
+}
 
-    // Activation → woken to the recorded count within an interval or two.
-    load.chat_pending = 3;
-    series.set(&exposition(load));
+/// Activation → woken to the recorded count within an interval or two,
+/// with a Woken Event.
+fn wakes_on_activation(w: &mut World) {
+    w.set(|l| l.chat_pending = 3);
     let asked = Instant::now();
-    eventually("chat woken", || {
-        (replicas(&kube, "chat") == 2).then_some(())
-    });
+    eventually("chat woken", || (w.replicas("chat") == 2).then_some(()));
     eprintln!(
         "wake: {:?} from the series change (1 s scrape, 1 s poll, 1 s wake interval)",
         asked.elapsed()
     );
     eventually("a Woken Event", || {
-        events(&kube)
+        events(&w.kube)
             .iter()
             .any(|(r, _)| r == "Woken")
             .then_some(())
     });
+}
 
-    // cold was woken at once; it is Waking, with its wake time exported,
-    // until a pod is Ready.
-    assert_eq!(replicas(&kube, "cold"), 1);
+/// cold was woken at once; it is Waking, with its wake time exported,
+/// until a pod is Ready.
+fn waking_until_a_pod_is_ready(w: &World) {
+    assert_eq!(w.replicas("cold"), 1);
     eventually("cold Waking with its wake time", || {
-        let waking = status(&kube, "cold")["phase"] == "Waking";
-        let since = sample(
-            &adapter,
-            "gpuscale_scale_to_zero_waking_since_seconds",
-            "cold",
-        );
-        (waking && since.is_some()).then_some(())
+        let waking = w.status("cold")["phase"] == "Waking";
+        (waking && w.waking_since("cold").is_some()).then_some(())
     });
-    kube.put(&deployments(), deployment("cold", 1, 1));
+    w.kube.put(&deployments(), deployment("cold", 1, 1));
     eventually("cold Active once Ready", || {
-        let active = status(&kube, "cold")["phase"] == "Active";
-        let since = sample(
-            &adapter,
-            "gpuscale_scale_to_zero_waking_since_seconds",
-            "cold",
-        );
-        (active && since.is_none()).then_some(())
+        let active = w.status("cold")["phase"] == "Active";
+        (active && w.waking_since("cold").is_none()).then_some(())
     });
+}
 
-    // Idle again inside minUpDuration → not parked.
-    load.cold_pending = 0;
-    series.set(&exposition(load));
-
-    // bursty parks a whole window after its last busy read, not before.
+/// bursty parks a whole window after its last busy read, not before.
+fn parks_a_whole_window_after_the_last_busy_read(w: &World, quiet: Instant) {
     eventually("bursty parked", || {
-        (replicas(&kube, "bursty") == 0).then_some(())
+        (w.replicas("bursty") == 0).then_some(())
     });
     let held = quiet.elapsed();
     assert!(
         held >= Duration::from_secs(5),
         "bursty parked {held:?} after its busy read; its window is 6 s"
     );
+}
 
-    // Refusals, each with its reason; the others stay up.
+/// Refusals, each with its reason in the status; the others stay up.
+fn refuses_with_a_reason_while_the_others_work(w: &World) {
     eventually("refusal reasons", || {
         let got: Vec<String> = [
             "paused", "warming", "owned", "job", "ghost", "typo", "adhoc", "cold",
         ]
         .iter()
-        .map(|p| reason(&kube, p))
+        .map(|p| w.reason(p))
         .collect();
         (got == [
             "Paused",
@@ -370,18 +421,23 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
         .then_some(())
     });
     for name in ["paused", "warming", "owned", "cold"] {
-        assert_ne!(replicas(&kube, name), 0, "{name} must not be parked");
+        assert_ne!(w.replicas(name), 0, "{name} must not be parked");
     }
-    assert_eq!(status(&kube, "ghost")["conditions"][0]["status"], "False");
-    assert_eq!(status(&kube, "adhoc")["conditions"][0]["status"], "False");
+    assert_eq!(w.status("ghost")["conditions"][0]["status"], "False");
+    assert_eq!(w.status("adhoc")["conditions"][0]["status"], "False");
+}
+
+/// `/debug/scalers` and the self-metrics say who leads and count the park,
+/// the wake, the refusals and the policies in error.
+fn exports_what_it_did(w: &World) {
     let debug = get(&format!(
         "http://127.0.0.1:{}/debug/scalers",
-        adapter.metrics_port
+        w.adapter.metrics_port
     ))
     .expect("debug/scalers");
     let debug: Value = serde_json::from_str(&debug.1).expect("JSON");
     assert_eq!(debug["leader"], true);
-    let metrics = adapter.self_metrics();
+    let metrics = w.adapter.self_metrics();
     assert!(
         metrics.contains("gpuscale_scale_to_zero_leader 1"),
         "{metrics}"
@@ -396,22 +452,25 @@ fn parks_idle_targets_wakes_them_and_says_why_it_refuses() {
     assert!(metrics.contains("gpuscale_scale_to_zero_policies{phase=\"Error\"} 4"));
 }
 
+/// A cluster holding only the chat Deployment (2 Ready replicas) and its
+/// policy, changed by `extra`.
+fn chat_cluster(extra: Value) -> KubeFake {
+    let kube = fake();
+    kube.put(&deployments(), deployment("chat", 2, 2));
+    kube.put(
+        &policies(),
+        policy("chat", "Deployment", "chat", "chat-gw", extra),
+    );
+    kube
+}
+
 /// Prometheus unreachable for longer than the idle window: nothing is
 /// parked, and the status says why; a rule given as a PromQL query is as
 /// unknown as a configured metric.
 #[test]
 fn prometheus_down_never_parks() {
-    let kube = fake();
-    kube.put(&deployments(), deployment("chat", 2, 2));
-    kube.put(
-        &policies(),
-        policy(
-            "chat",
-            "Deployment",
-            "chat",
-            "chat-gw",
-            json!({"idle": {"query": "sum(vllm:num_requests_waiting{${matchers}})", "for": "3s"}}),
-        ),
+    let kube = chat_cluster(
+        json!({"idle": {"query": "sum(vllm:num_requests_waiting{${matchers}})", "for": "3s"}}),
     );
     let dead = format!("http://127.0.0.1:{}", gpuscale_e2e::free_port());
     let dir = dir();
@@ -435,18 +494,9 @@ fn one_leader_acts_and_the_other_takes_over() {
     let mut load = Load::default();
     let (series, port) = Series::serve(&exposition(load));
     let prom = Prometheus::start(port);
-    let kube = fake();
-    kube.put(&deployments(), deployment("chat", 2, 2));
-    kube.put(
-        &policies(),
-        policy(
-            "chat",
-            "Deployment",
-            "chat",
-            "chat-gw",
-            json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})",
+    let kube = chat_cluster(
+        json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})",
                                   "labelSelector": "service=chat-gw"}}),
-        ),
     );
     let dir = dir();
     let allow = ["--scale-to-zero-allow-queries"];
