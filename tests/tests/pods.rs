@@ -15,6 +15,15 @@ const GPU4: &str = "GPU-44444444-0000-4000-8000-000000000000";
 const MIG1: &str = "MIG-22222222-0001-4000-8000-000000000000";
 const MIG2: &str = "MIG-22222222-0002-4000-8000-000000000000";
 
+/// The pod labels of the trainer's GPU, on both scenarios.
+const TRAINER_0: [(&str, &str); 5] = [
+    ("namespace", "ml-train"),
+    ("pod", "trainer-0"),
+    ("container", "main"),
+    ("workload", "trainer"),
+    ("workload_kind", "StatefulSet"),
+];
+
 const POD_FLAGS: [&str; 8] = [
     "--pod-label",
     "team",
@@ -38,6 +47,21 @@ fn mapped(m: &Metrics) -> bool {
         && m.has("gpu_pod_sm_utilization_ratio")
 }
 
+/// A shared GPU: no pod on the device series, each pod its own SM share.
+fn assert_shared(m: &Metrics, uuid: &str, shares: &[(&str, f64)]) {
+    assert_eq!(label(m, "gpu_utilization_ratio", uuid, "pod"), None);
+    for (pod, want) in shares {
+        let got = m.value(
+            "gpu_pod_sm_utilization_ratio",
+            &[("uuid", uuid), ("pod", pod)],
+        );
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{pod} on {uuid}: {got}, want {want}"
+        );
+    }
+}
+
 /// `--simulate` alone: the scenario's pods come through the simulated node's
 /// kubelet socket, API server and /proc tree.
 #[test]
@@ -46,34 +70,37 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
     let scenario = write_scenario(dir.path(), "story.yaml", STORY_SCENARIO);
     let exporter = Exporter::simulate(&scenario, &POD_FLAGS);
     let m = exporter.scrape_until("pods mapped", mapped);
+    exclusive_gpu_series_carry_the_pod(&m);
+    time_sliced_gpu_shows_each_pods_usage(&m);
+    mig_instances_carry_their_own_pods(&m);
+    processes_carry_their_own_pod(&m);
+    finished_and_unallocated_gpus_carry_no_pod(&m);
+    one_pod_info_per_gpu_pod(&m);
+    price_only_for_the_configured_model(&m);
+}
 
-    // Exclusive GPU: device series carry the pod, so `avg by (namespace)` works.
+/// Exclusive GPU: device series carry the pod, so `avg by (namespace)` works.
+fn exclusive_gpu_series_carry_the_pod(m: &Metrics) {
     let util = m.find("gpu_utilization_ratio", &[("uuid", GPU0)]);
     assert_eq!(util.len(), 1);
     let l = &util[0].labels;
-    for (k, v) in [
-        ("namespace", "ml-train"),
-        ("pod", "trainer-0"),
-        ("container", "main"),
-        ("workload", "trainer"),
-        ("workload_kind", "StatefulSet"),
+    let labels = [
         ("label_team", "research"),
         ("label_app_kubernetes_io_name", "trainer"),
-    ] {
+    ];
+    for (k, v) in TRAINER_0.into_iter().chain(labels) {
         assert_eq!(l.get(k).map(String::as_str), Some(v), "{k} on {l:?}");
     }
     assert!((util[0].value - 0.9).abs() < 1e-9);
+}
 
-    // Time-sliced GPU: no pod on the device series; each pod its own usage.
-    assert_eq!(label(&m, "gpu_utilization_ratio", GPU1, "pod"), None);
-    let sm = |pod: &str| {
-        m.value(
-            "gpu_pod_sm_utilization_ratio",
-            &[("uuid", GPU1), ("pod", pod)],
-        )
-    };
-    assert!((sm("web-6d8f7c9b5-aaaaa") - 0.60).abs() < 1e-9);
-    assert!((sm("web-6d8f7c9b5-bbbbb") - 0.10).abs() < 1e-9);
+/// Time-sliced GPU: no pod on the device series; each pod its own usage.
+fn time_sliced_gpu_shows_each_pods_usage(m: &Metrics) {
+    assert_shared(
+        m,
+        GPU1,
+        &[("web-6d8f7c9b5-aaaaa", 0.60), ("web-6d8f7c9b5-bbbbb", 0.10)],
+    );
     let mem = m.value(
         "gpu_pod_memory_used_bytes",
         &[
@@ -92,8 +119,10 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
         .len(),
         2
     );
+}
 
-    // MIG instances held by different pods.
+/// MIG instances held by different pods.
+fn mig_instances_carry_their_own_pods(m: &Metrics) {
     let mig = |uuid: &str| {
         m.find("gpu_mig_memory_used_bytes", &[("mig_uuid", uuid)])[0]
             .labels
@@ -108,8 +137,10 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
         mig(MIG2).get("workload_kind").map(String::as_str),
         Some("Job")
     );
+}
 
-    // Processes carry their own pod; the host process none.
+/// Processes carry their own pod; the host process none, and it is counted.
+fn processes_carry_their_own_pod(m: &Metrics) {
     assert_eq!(
         m.find(
             "gpu_process_memory_used_bytes",
@@ -128,19 +159,23 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
         ),
         1.0
     );
+}
 
-    // The Succeeded pod is gone; unallocated GPUs carry no pod labels.
-    assert_eq!(label(&m, "gpu_utilization_ratio", GPU3, "pod"), None);
-    assert_eq!(label(&m, "gpu_utilization_ratio", GPU4, "pod"), None);
+/// The Succeeded pod is gone; unallocated GPUs carry no pod labels.
+fn finished_and_unallocated_gpus_carry_no_pod(m: &Metrics) {
+    assert_eq!(label(m, "gpu_utilization_ratio", GPU3, "pod"), None);
+    assert_eq!(label(m, "gpu_utilization_ratio", GPU4, "pod"), None);
     assert!(
         m.find("gpu_pod_allocation", &[("pod", "finished-q9w8e")])
             .is_empty()
     );
     assert_eq!(m.value("gpuscale_exporter_pods", &[]), 5.0);
     assert_eq!(m.find("gpu_pod_allocation", &[]).len(), 5);
+}
 
-    // One gpu_pod_info per GPU pod (exclusive, time-sliced, MIG), the join
-    // target for inference servers' own series: no container, no GPU labels.
+/// One gpu_pod_info per GPU pod (exclusive, time-sliced, MIG), the join
+/// target for inference servers' own series: no container, no GPU labels.
+fn one_pod_info_per_gpu_pod(m: &Metrics) {
     let info = m.find("gpu_pod_info", &[]);
     assert_eq!(info.len(), 5, "{info:?}");
     let web_b = m.find("gpu_pod_info", &[("pod", "web-6d8f7c9b5-bbbbb")]);
@@ -167,8 +202,10 @@ fn simulated_node_labels_every_gpu_mig_and_process_with_its_pod() {
         ),
         1.0
     );
+}
 
-    // Cost: a price per GPU of the configured model only.
+/// Cost: a price per GPU of the configured model only.
+fn price_only_for_the_configured_model(m: &Metrics) {
     assert_eq!(
         m.value(
             "gpu_price_usd_per_hour",
@@ -373,13 +410,7 @@ fn dra_claims_label_gpus_and_mig_instances_next_to_device_plugin_ones() {
 
     // A full GPU by claim: the same labels a device-plugin GPU gets.
     let util = &m.find("gpu_utilization_ratio", &[("uuid", DRA_GPU1)])[0];
-    for (k, v) in [
-        ("namespace", "ml-train"),
-        ("pod", "trainer-0"),
-        ("container", "main"),
-        ("workload", "trainer"),
-        ("workload_kind", "StatefulSet"),
-    ] {
+    for (k, v) in TRAINER_0 {
         assert_eq!(util.labels.get(k).map(String::as_str), Some(v), "{k}");
     }
     assert!((util.value - 0.9).abs() < 1e-9);
@@ -417,15 +448,14 @@ fn dra_claims_label_gpus_and_mig_instances_next_to_device_plugin_ones() {
     );
 
     // One claim shared by two pods: no owner on the device, each pod its own usage.
-    assert_eq!(label(&m, "gpu_utilization_ratio", DRA_GPU3, "pod"), None);
-    let sm = |pod: &str| {
-        m.value(
-            "gpu_pod_sm_utilization_ratio",
-            &[("uuid", DRA_GPU3), ("pod", pod)],
-        )
-    };
-    assert!((sm("chat-5d8f7b9c4-abcde") - 0.45).abs() < 1e-9);
-    assert!((sm("chat-5d8f7b9c4-fghij") - 0.15).abs() < 1e-9);
+    assert_shared(
+        &m,
+        DRA_GPU3,
+        &[
+            ("chat-5d8f7b9c4-abcde", 0.45),
+            ("chat-5d8f7b9c4-fghij", 0.15),
+        ],
+    );
     assert_eq!(
         m.find("gpu_pod_allocation", &[("claim", "shared-gpu")])
             .len(),
