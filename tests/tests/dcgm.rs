@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use gpuscale_e2e::alerts::procs::eventually;
@@ -72,13 +72,30 @@ fn assert_near(actual: f64, expected: f64, what: &str) {
     );
 }
 
+/// The native family `name` of GPU 0.
+fn native(m: &Metrics, name: &str) -> f64 {
+    m.value(name, &[("uuid", GPU0)])
+}
+
 #[test]
 fn dcgm_names_types_units_and_labels_beside_the_native_families() {
     let exporter = start(&["--compat", "dcgm"]);
     let m = exporter.scrape_until("GPM values", |m| m.has("DCGM_FI_PROF_SM_ACTIVE"));
     let text = exporter.scrape_text();
-    let native = |name: &str| m.value(name, &[("uuid", GPU0)]);
+    every_family_has_the_dcgm_type(&m);
+    units_convert_from_the_native_values(&m);
+    gauges_read_the_scenario_in_dcgm_units(&m);
+    labels_are_dcgm_exporters_pods_included(&m);
+    mig_instances_have_their_own_series(&m);
+    what_the_v100_lacks_is_left_out(&m);
+    // The native families are still there.
+    assert_eq!(native(&m, "gpu_utilization_ratio"), 0.80);
+    promtool_finds_only_dcgm_naming(&text);
+    openmetrics_parses_strictly(&exporter);
+}
 
+/// Every family of dcgm-exporter's default counters file, with its type.
+fn every_family_has_the_dcgm_type(m: &Metrics) {
     for (name, kind) in FAMILIES {
         assert_eq!(
             m.families.get(*name).map(|f| f.0.as_str()),
@@ -86,30 +103,43 @@ fn dcgm_names_types_units_and_labels_beside_the_native_families() {
             "{name} served as a {kind}"
         );
     }
-    // Unit conversions against the native values of the same snapshot.
-    assert_eq!(dcgm(&m, "DCGM_FI_DEV_GPU_UTIL", "0"), 80.0);
+}
+
+/// Unit conversions against the native values of the same snapshot.
+fn units_convert_from_the_native_values(m: &Metrics) {
+    assert_eq!(dcgm(m, "DCGM_FI_DEV_GPU_UTIL", "0"), 80.0);
     assert_near(
-        dcgm(&m, "DCGM_FI_DEV_GPU_UTIL", "0"),
-        native("gpu_utilization_ratio") * 100.0,
+        dcgm(m, "DCGM_FI_DEV_GPU_UTIL", "0"),
+        native(m, "gpu_utilization_ratio") * 100.0,
         "util % = ratio × 100",
     );
-    assert_eq!(dcgm(&m, "DCGM_FI_DEV_FB_USED", "0"), 10000.0);
+    assert_eq!(dcgm(m, "DCGM_FI_DEV_FB_USED", "0"), 10000.0);
     assert_near(
-        dcgm(&m, "DCGM_FI_DEV_FB_USED", "0"),
-        native("gpu_memory_used_bytes") / MIB,
+        dcgm(m, "DCGM_FI_DEV_FB_USED", "0"),
+        native(m, "gpu_memory_used_bytes") / MIB,
         "FB used MiB = bytes / 2^20",
     );
     assert_eq!(
-        dcgm(&m, "DCGM_FI_DEV_FB_FREE", "0"),
+        dcgm(m, "DCGM_FI_DEV_FB_FREE", "0"),
         81559.0 - 10000.0 - 512.0
     );
-    assert_eq!(dcgm(&m, "DCGM_FI_DEV_FB_RESERVED", "0"), 512.0);
-    let mj = dcgm(&m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "0");
-    let joules = native("gpu_energy_consumed_joules_total");
+    assert_eq!(dcgm(m, "DCGM_FI_DEV_FB_RESERVED", "0"), 512.0);
+    let mj = dcgm(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "0");
+    let joules = native(m, "gpu_energy_consumed_joules_total");
     assert!(
         (mj - joules * 1000.0).abs() <= 0.5 && mj >= 1_000_000.0,
         "energy mJ {mj} = J {joules} × 1000"
     );
+    let nvlink_bytes =
+        native(m, "gpu_nvlink_transmit_bytes_total") + native(m, "gpu_nvlink_receive_bytes_total");
+    assert!(
+        (dcgm(m, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "0") - nvlink_bytes / 1024.0).abs() <= 0.5,
+        "NVLink KiB = (tx + rx bytes) / 1024"
+    );
+}
+
+/// The scenario's GPU 0 values, in dcgm-exporter's units.
+fn gauges_read_the_scenario_in_dcgm_units(m: &Metrics) {
     for (name, expected) in [
         ("DCGM_FI_DEV_SM_CLOCK", 1755.0),
         ("DCGM_FI_DEV_MEM_CLOCK", 2619.0),
@@ -132,16 +162,12 @@ fn dcgm_names_types_units_and_labels_beside_the_native_families() {
         ("DCGM_FI_PROF_PCIE_TX_BYTES", 1048576000.0),
         ("DCGM_FI_PROF_PCIE_RX_BYTES", 2097152000.0),
     ] {
-        assert_near(dcgm(&m, name, "0"), expected, name);
+        assert_near(dcgm(m, name, "0"), expected, name);
     }
-    let nvlink_bytes =
-        native("gpu_nvlink_transmit_bytes_total") + native("gpu_nvlink_receive_bytes_total");
-    assert!(
-        (dcgm(&m, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "0") - nvlink_bytes / 1024.0).abs() <= 0.5,
-        "NVLink KiB = (tx + rx bytes) / 1024"
-    );
+}
 
-    // Labels exactly as dcgm-exporter writes them, pods included.
+/// Labels exactly as dcgm-exporter writes them, pods included.
+fn labels_are_dcgm_exporters_pods_included(m: &Metrics) {
     let util = &m.find("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "0")])[0].labels;
     let names: BTreeSet<&str> = util.keys().map(String::as_str).collect();
     let expected: BTreeSet<&str> = [
@@ -171,8 +197,10 @@ fn dcgm_names_types_units_and_labels_beside_the_native_families() {
     ] {
         assert_eq!(util[k], v, "label {k}");
     }
+}
 
-    // MIG instances: their own series, with the parent's gpu and UUID.
+/// MIG instances: their own series, with the parent's gpu and UUID.
+fn mig_instances_have_their_own_series(m: &Metrics) {
     let mig = [("GPU_I_PROFILE", "3g.40gb"), ("GPU_I_ID", "1")];
     let used = m.find("DCGM_FI_DEV_FB_USED", &mig);
     assert_eq!(used.len(), 1, "{used:?}");
@@ -189,8 +217,10 @@ fn dcgm_names_types_units_and_labels_beside_the_native_families() {
         0.60,
         "MIG SM active",
     );
+}
 
-    // What the V100 lacks (GPM, memory temperature) is left out, never 0.
+/// What the V100 lacks (GPM, memory temperature) is left out, never 0.
+fn what_the_v100_lacks_is_left_out(m: &Metrics) {
     for name in [
         "DCGM_FI_DEV_MEMORY_TEMP",
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -203,33 +233,38 @@ fn dcgm_names_types_units_and_labels_beside_the_native_families() {
             "{name} on the V100"
         );
     }
-    assert_eq!(dcgm(&m, "DCGM_FI_DEV_GPU_UTIL", "1"), 20.0);
+    assert_eq!(dcgm(m, "DCGM_FI_DEV_GPU_UTIL", "1"), 20.0);
     assert_eq!(
         m.find("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "1")])[0].labels["namespace"],
         "ml-train"
     );
+}
 
-    // The native families are still there.
-    assert_eq!(native("gpu_utilization_ratio"), 0.80);
-
-    promtool_finds_only_dcgm_naming(&text);
-    openmetrics_parses_strictly(&exporter);
+/// What `cmd` writes and how it exits, given `input` on its stdin; `needs`
+/// names what must be installed.
+fn fed(mut cmd: Command, input: &str, needs: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not run {cmd:?} (needs {needs}): {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write to stdin");
+    drop(stdin);
+    child.wait_with_output().expect("output")
 }
 
 /// promtool's linter objects to dcgm-exporter's own names (counters without
 /// `_total`, `modelName`); anything else, or a parse error, fails.
 fn promtool_finds_only_dcgm_naming(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) must be installed: .ci/run installs it");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(text.as_bytes()).expect("write to promtool");
-    drop(stdin);
-    let out = child.wait_with_output().expect("promtool output");
+    let mut promtool = Command::new("promtool");
+    promtool.args(["check", "metrics"]);
+    let out = fed(
+        promtool,
+        text,
+        "promtool (Debian package prometheus, .ci/run installs it)",
+    );
     let report = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -275,17 +310,9 @@ fn openmetrics_parses_strictly(exporter: &Exporter) {
         fams = list(parse(sys.stdin.read()))\n\
         print(len(fams), sum(len(f.samples) for f in fams))\n\
         print(' '.join(f.name + ':' + f.type for f in fams))\n";
-    let mut child = python::command()
-        .args(["-c", code])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(compat.as_bytes()).expect("write");
-    drop(stdin);
-    let out = child.wait_with_output().expect("python output");
+    let mut parser = python::command();
+    parser.args(["-c", code]);
+    let out = fed(parser, &compat, "the test venv's python");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
