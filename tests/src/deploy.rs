@@ -85,14 +85,23 @@ pub fn helm_lint(values: &Value) -> Vec<String> {
 
 /// `kubectl kustomize DIR` (relative to the repository root).
 pub fn kustomize(dir: &str) -> String {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo_root().join(dir))
+    stdout_of(
+        Command::new("kubectl")
+            .arg("kustomize")
+            .arg(repo_root().join(dir)),
+        "kubectl (with kustomize)",
+    )
+}
+
+/// The standard output of `cmd`, which must succeed (else the test fails
+/// with its stderr); `needs` names what it needs installed.
+pub fn stdout_of(cmd: &mut Command, needs: &str) -> String {
+    let out = cmd
         .output()
-        .expect("kubectl (with kustomize) must be installed");
+        .unwrap_or_else(|e| panic!("could not run {cmd:?} (needs {needs}): {e}"));
     assert!(
         out.status.success(),
-        "kubectl kustomize {dir}: {}",
+        "{cmd:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()

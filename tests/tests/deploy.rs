@@ -5,8 +5,8 @@
 
 use gpuscale_e2e::bins::repo_root;
 use gpuscale_e2e::deploy::{
-    KUSTOMIZATIONS, by_key, chart_crds, helm_lint, helm_render, kustomize, objects, whole_numbers,
-    without_helm_bookkeeping, write,
+    KUSTOMIZATIONS, by_key, chart_crds, helm_lint, helm_render, kustomize, objects, stdout_of,
+    whole_numbers, without_helm_bookkeeping, write,
 };
 use gpuscale_e2e::python::{self, validate_manifests};
 use serde_json::{Value, json};
@@ -264,29 +264,19 @@ fn the_chart_carries_the_rules_and_dashboards_unchanged() {
 #[test]
 fn make_tls_issues_a_serving_certificate_for_the_adapter_service() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out =
+    stdout_of(
         std::process::Command::new(repo_root().join("deploy/overlays/provided-tls/make-tls.sh"))
             .args(["--namespace", "gpu-system", "--out"])
-            .arg(dir.path())
-            .output()
-            .expect("run make-tls.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            .arg(dir.path()),
+        "openssl",
     );
     let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl must be installed");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(
+            std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path()),
+            "openssl",
+        )
     };
     assert!(openssl(&["verify", "-CAfile", "ca.crt", "tls.crt"]).contains("OK"));
     let san = openssl(&["x509", "-in", "tls.crt", "-noout", "-ext", "subjectAltName"]);
@@ -297,57 +287,99 @@ fn make_tls_issues_a_serving_certificate_for_the_adapter_service() {
     );
 }
 
-/// The Dockerfile, checked statically (no container engine needed): pinned
-/// bases, a non-root numeric user, only binaries and CA certificates copied
-/// into the final stage, OCI labels, no secrets in the build context.
-#[test]
-fn the_dockerfile_builds_a_small_non_root_image() {
-    let text = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("Dockerfile");
-    // Instructions with their continuation lines joined.
-    let lines: Vec<String> = text
-        .replace("\\\n", " ")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect();
-    let args: std::collections::HashMap<&str, &str> = lines
-        .iter()
-        .filter_map(|l| l.strip_prefix("ARG "))
-        .filter_map(|a| a.split_once('='))
-        .collect();
-    let mut stages: Vec<(String, Vec<&String>)> = Vec::new();
-    for l in &lines {
-        if let Some(from) = l.strip_prefix("FROM ") {
-            let mut words = from.split_whitespace();
-            let image = words.next().expect("FROM image");
-            let image = image
-                .strip_prefix("${")
-                .and_then(|v| v.strip_suffix('}'))
-                .map_or(image, |v| args[v]);
-            let tag = image.rsplit_once([':', '@']).map_or("", |(_, t)| t);
-            assert!(
-                tag.chars().any(|c| c.is_ascii_digit()) && !tag.contains("latest"),
-                "base image {image} is not pinned to a version"
-            );
-            let name = words.nth(1).unwrap_or("final").to_string();
-            stages.push((name, Vec::new()));
-        } else if let Some((_, body)) = stages.last_mut() {
-            body.push(l);
+/// A Dockerfile build stage: its base image (`ARG`s resolved), its name
+/// (`final` for the unnamed last one) and its instructions.
+struct Stage {
+    image: String,
+    name: String,
+    body: Vec<String>,
+}
+
+/// The Dockerfile: its text, its instructions with their continuation lines
+/// joined, and its stages.
+struct Dockerfile {
+    text: String,
+    lines: Vec<String>,
+    stages: Vec<Stage>,
+}
+
+impl Dockerfile {
+    fn read() -> Self {
+        let text = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("Dockerfile");
+        let lines: Vec<String> = text
+            .replace("\\\n", " ")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        let args: std::collections::HashMap<&str, &str> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("ARG "))
+            .filter_map(|a| a.split_once('='))
+            .collect();
+        let mut stages: Vec<Stage> = Vec::new();
+        for l in &lines {
+            if let Some(from) = l.strip_prefix("FROM ") {
+                let mut words = from.split_whitespace();
+                let image = words.next().expect("FROM image");
+                let image = image
+                    .strip_prefix("${")
+                    .and_then(|v| v.strip_suffix('}'))
+                    .map_or(image, |v| args[v]);
+                let name = words.nth(1).unwrap_or("final").to_string();
+                stages.push(Stage {
+                    image: image.to_string(),
+                    name,
+                    body: Vec::new(),
+                });
+            } else if let Some(stage) = stages.last_mut() {
+                stage.body.push(l.clone());
+            }
+        }
+        Self {
+            text,
+            lines,
+            stages,
         }
     }
+
+    /// The build stage's instructions, one a line.
+    fn build(&self) -> String {
+        self.stages[0].body.join("\n")
+    }
+}
+
+/// The Dockerfile, checked statically (no container engine needed): pinned
+/// bases, and the stages build → certs → final.
+#[test]
+fn the_dockerfile_pins_its_base_images() {
+    let docker = Dockerfile::read();
+    for stage in &docker.stages {
+        let image = &stage.image;
+        let tag = image.rsplit_once([':', '@']).map_or("", |(_, t)| t);
+        assert!(
+            tag.chars().any(|c| c.is_ascii_digit()) && !tag.contains("latest"),
+            "base image {image} is not pinned to a version"
+        );
+    }
     assert_eq!(
-        stages.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        docker
+            .stages
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
         ["build", "certs", "final"]
     );
-    let build = stages[0]
-        .1
-        .iter()
-        .map(|l| l.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let (_, last) = &stages[2];
-    for l in last {
+}
+
+/// Only binaries the build stage makes and CA certificates are copied into
+/// the final stage, which runs nothing.
+#[test]
+fn the_final_image_holds_only_binaries_and_ca_certificates() {
+    let docker = Dockerfile::read();
+    let build = docker.build();
+    for l in &docker.stages[2].body {
         let op = l.split_whitespace().next().unwrap_or("");
         assert!(
             [
@@ -377,7 +409,14 @@ fn the_dockerfile_builds_a_small_non_root_image() {
             }
         }
     }
-    let user = last
+}
+
+/// The image runs as a numeric non-root user and carries the OCI labels.
+#[test]
+fn the_image_runs_as_a_non_root_user_with_oci_labels() {
+    let docker = Dockerfile::read();
+    let user = docker.stages[2]
+        .body
         .iter()
         .find_map(|l| l.strip_prefix("USER "))
         .expect("USER");
@@ -390,11 +429,20 @@ fn the_dockerfile_builds_a_small_non_root_image() {
     assert_ne!(uid, 0, "the image's default user is not root");
     for key in ["title", "source", "version", "revision", "licenses"] {
         assert!(
-            text.contains(&format!("org.opencontainers.image.{key}=")),
+            docker
+                .text
+                .contains(&format!("org.opencontainers.image.{key}=")),
             "OCI label {key}"
         );
     }
-    for l in &lines {
+}
+
+/// No secrets in the Dockerfile; every package the build stage names
+/// exists, and the context leaves out build output, history and key material.
+#[test]
+fn the_build_context_holds_no_secrets() {
+    let docker = Dockerfile::read();
+    for l in &docker.lines {
         let upper = l.to_uppercase();
         if upper.starts_with("ENV ") || upper.starts_with("ARG ") {
             for word in ["PASSWORD", "TOKEN", "SECRET", "API_KEY"] {
@@ -402,8 +450,7 @@ fn the_dockerfile_builds_a_small_non_root_image() {
             }
         }
     }
-    // Every package the build stage names exists, and the context leaves out
-    // build output, history and key material.
+    let build = docker.build();
     for pkg in ["gpuscale-exporter", "gpuscale-adapter", "gpuscale-nvml-sim"] {
         assert!(build.contains(&format!("-p {pkg}")), "{pkg}");
     }
