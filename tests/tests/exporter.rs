@@ -94,36 +94,25 @@ fn utilization_memory_power_thermal_and_clocks_are_the_scenario_values() {
     );
     assert_close(m, "gpu_temperature_celsius", &g0, 65.0);
     assert_close(m, "gpu_memory_temperature_celsius", &g0, 70.0);
-    assert_close(
-        m,
-        "gpu_temperature_threshold_celsius",
-        &[("uuid", GPU0), ("threshold", "slowdown")],
-        87.0,
-    );
-    assert_close(
-        m,
-        "gpu_temperature_threshold_celsius",
-        &[("uuid", GPU0), ("threshold", "shutdown")],
-        92.0,
-    );
-    assert_close(
-        m,
-        "gpu_clock_hertz",
-        &[("uuid", GPU0), ("clock", "sm")],
-        1755e6,
-    );
-    assert_close(
-        m,
-        "gpu_clock_hertz",
-        &[("uuid", GPU0), ("clock", "memory")],
-        2619e6,
-    );
-    assert_close(
-        m,
-        "gpu_clock_max_hertz",
-        &[("uuid", GPU0), ("clock", "sm")],
-        1980e6,
-    );
+    for (name, key, value, expected) in [
+        (
+            "gpu_temperature_threshold_celsius",
+            "threshold",
+            "slowdown",
+            87.0,
+        ),
+        (
+            "gpu_temperature_threshold_celsius",
+            "threshold",
+            "shutdown",
+            92.0,
+        ),
+        ("gpu_clock_hertz", "clock", "sm", 1755e6),
+        ("gpu_clock_hertz", "clock", "memory", 2619e6),
+        ("gpu_clock_max_hertz", "clock", "sm", 1980e6),
+    ] {
+        assert_close(m, name, &[("uuid", GPU0), (key, value)], expected);
+    }
     assert_eq!(m.value("gpu_performance_state", &g0), 0.0);
 }
 
@@ -156,13 +145,16 @@ fn throttling_shows_the_power_cap_and_its_time() {
 #[test]
 fn gpm_activity_and_pcie_rates_on_hopper() {
     let m = &basic().m;
-    let g0 = [("uuid", GPU0)];
-    assert_close(m, "gpu_sm_active_ratio", &g0, 0.70);
-    assert_close(m, "gpu_sm_occupancy_ratio", &g0, 0.40);
-    assert_close(m, "gpu_tensor_active_ratio", &g0, 0.50);
-    assert_close(m, "gpu_dram_active_ratio", &g0, 0.30);
-    assert_close(m, "gpu_pcie_transmit_bytes_per_second", &g0, 1048576000.0);
-    assert_close(m, "gpu_pcie_receive_bytes_per_second", &g0, 2097152000.0);
+    for (name, expected) in [
+        ("gpu_sm_active_ratio", 0.70),
+        ("gpu_sm_occupancy_ratio", 0.40),
+        ("gpu_tensor_active_ratio", 0.50),
+        ("gpu_dram_active_ratio", 0.30),
+        ("gpu_pcie_transmit_bytes_per_second", 1048576000.0),
+        ("gpu_pcie_receive_bytes_per_second", 2097152000.0),
+    ] {
+        assert_close(m, name, &[("uuid", GPU0)], expected);
+    }
 }
 
 /// NVLink: two links with counters; errors start at zero.
@@ -364,6 +356,14 @@ fn raw_get(port: u16, path: &str, extra_headers: &str) -> (String, Vec<u8>) {
     )
 }
 
+fn content_type(resp: &ureq::http::Response<ureq::Body>) -> String {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
 #[test]
 fn openmetrics_and_gzip_are_negotiated_from_the_request_headers() {
     let exporter = Exporter::simulate(
@@ -375,12 +375,7 @@ fn openmetrics_and_gzip_are_negotiated_from_the_request_headers() {
         .header("Accept", prometheus_accept)
         .call()
         .expect("scrape");
-    let ct = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let ct = content_type(&resp);
     assert!(
         ct.starts_with("application/openmetrics-text; version=1.0.0"),
         "{ct}"
@@ -391,12 +386,7 @@ fn openmetrics_and_gzip_are_negotiated_from_the_request_headers() {
     assert!(body.contains("gpu_energy_consumed_joules_total{"));
 
     let mut resp = ureq::get(&exporter.url("/metrics")).call().expect("scrape");
-    let ct = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let ct = content_type(&resp);
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
     assert!(
         !resp
