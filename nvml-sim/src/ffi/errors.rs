@@ -54,6 +54,20 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
     })
 }
 
+/// The scenario's `error` errors on `device` since the epoch, once the
+/// arguments are checked.
+fn ecc_errors(
+    device: nvmlDevice_t,
+    error: nvmlMemoryErrorType_t,
+    counter: nvmlEccCounterType_t,
+) -> Result<u64, nvmlReturn_t> {
+    let c = Ctx::new()?;
+    let g = ecc_gpu(&c, device)?;
+    let kind = error_type(error)?;
+    counter_type(counter)?;
+    Ok(g.ecc_count(kind, c.t))
+}
+
 /// Volatile and aggregate counters both count the scenario's errors since the epoch.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
@@ -62,13 +76,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
     counter: nvmlEccCounterType_t,
     count: *mut u64,
 ) -> nvmlReturn_t {
-    guard(|| {
-        let c = Ctx::new()?;
-        let g = ecc_gpu(&c, device)?;
-        let kind = error_type(error)?;
-        counter_type(counter)?;
-        put!(count, g.ecc_count(kind, c.t))
-    })
+    guard(|| put!(count, ecc_errors(device, error, counter)?))
 }
 
 /// All errors are in device memory (DRAM); other locations count 0.
@@ -81,12 +89,9 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryErrorCounter(
     count: *mut u64,
 ) -> nvmlReturn_t {
     guard(|| {
-        let c = Ctx::new()?;
-        let g = ecc_gpu(&c, device)?;
-        let kind = error_type(error)?;
-        counter_type(counter)?;
+        let all = ecc_errors(device, error, counter)?;
         let v = match location {
-            nvmlMemoryLocation_enum_NVML_MEMORY_LOCATION_DEVICE_MEMORY => g.ecc_count(kind, c.t),
+            nvmlMemoryLocation_enum_NVML_MEMORY_LOCATION_DEVICE_MEMORY => all,
             l if l < nvmlMemoryLocation_enum_NVML_MEMORY_LOCATION_COUNT => 0,
             _ => return Err(INVALID_ARGUMENT),
         };

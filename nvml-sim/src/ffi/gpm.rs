@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use nvml_wrapper_sys::bindings::*;
 
 use super::{Ctx, GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard};
-use crate::scenario::{Curve, Feature, Gpu};
+use crate::scenario::{Curve, Feature, Gpu, MigLoad};
 use crate::sim::{self, lock};
 
 #[derive(Clone, Copy)]
@@ -167,97 +167,116 @@ fn metric(
     t0: f64,
     t1: f64,
 ) -> Result<(f64, Info), nvmlReturn_t> {
+    match (value(g, mig, id, t0, t1), describe(id)) {
+        (Some(v), Some(info)) => Ok((v, info)),
+        _ => Err(NOT_SUPPORTED),
+    }
+}
+
+/// The curve's mean over [t0, t1] for metric `id`; None where the GPU (or
+/// a MIG instance, for device-wide metrics) does not measure it.
+fn value(g: &Gpu, mig: Option<usize>, id: u32, t0: f64, t1: f64) -> Option<f64> {
     let mean = |c: &Curve| c.mean(t0, t1);
     let inst = mig.and_then(|j| g.mig.get(j));
-    let pick = |gpu: &Curve, f: fn(&crate::scenario::MigLoad) -> &Curve| match inst {
+    let pick = |gpu: &Curve, f: fn(&MigLoad) -> &Curve| match inst {
         Some(m) => mean(f(&m.load)),
         None => mean(gpu),
     };
+    // Device-wide metrics: not on MIG instances, nor where the feature is off.
+    let whole = |f: Feature| inst.is_none() && !g.unsupported(f);
+    let links = g.nvlinks as f64;
     let l = &g.load;
-    let info = |short, long, unit| Info { short, long, unit };
-    Ok(match id {
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_GRAPHICS_UTIL
-            if inst.is_none() && !g.unsupported(Feature::Utilization) =>
-        {
-            (
-                mean(&l.utilization),
-                info(
-                    c"gr_util",
-                    c"Percentage of time any compute/graphics app was active on the GPU",
-                    PCT,
-                ),
-            )
+    Some(match id {
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_GRAPHICS_UTIL if whole(Feature::Utilization) => {
+            mean(&l.utilization)
         }
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => (
-            pick(&l.sm_active, |m| &m.sm_active),
-            info(c"sm_util", c"Percentage of SMs that were busy", PCT),
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => pick(&l.sm_active, |m| &m.sm_active),
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_OCCUPANCY => {
+            pick(&l.sm_occupancy, |m| &m.sm_occupancy)
+        }
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_ANY_TENSOR_UTIL => {
+            pick(&l.tensor_active, |m| &m.tensor_active)
+        }
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_DRAM_BW_UTIL => pick(&l.dram_active, |m| &m.dram_active),
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_TX_PER_SEC if whole(Feature::Pcie) => {
+            mean(&l.pcie_tx_bytes_per_second) / 1048576.0
+        }
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_RX_PER_SEC if whole(Feature::Pcie) => {
+            mean(&l.pcie_rx_bytes_per_second) / 1048576.0
+        }
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC if whole(Feature::Nvlink) => {
+            mean(&l.nvlink_tx_bytes_per_second) * links / 1048576.0
+        }
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC if whole(Feature::Nvlink) => {
+            mean(&l.nvlink_rx_bytes_per_second) * links / 1048576.0
+        }
+        _ => return None,
+    })
+}
+
+/// Metric `id`'s names and unit, as real NVML reports them.
+fn describe(id: u32) -> Option<Info> {
+    let (short, long, unit) = match id {
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_GRAPHICS_UTIL => (
+            c"gr_util",
+            c"Percentage of time any compute/graphics app was active on the GPU",
+            PCT,
         ),
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_UTIL => {
+            (c"sm_util", c"Percentage of SMs that were busy", PCT)
+        }
         nvmlGpmMetricId_t_NVML_GPM_METRIC_SM_OCCUPANCY => (
-            pick(&l.sm_occupancy, |m| &m.sm_occupancy),
-            info(
-                c"sm_occupancy",
-                c"Percentage of warps that were occupied",
-                PCT,
-            ),
+            c"sm_occupancy",
+            c"Percentage of warps that were occupied",
+            PCT,
         ),
         nvmlGpmMetricId_t_NVML_GPM_METRIC_ANY_TENSOR_UTIL => (
-            pick(&l.tensor_active, |m| &m.tensor_active),
-            info(
-                c"any_tensor_util",
-                c"Percentage of time the GPU's SMs were doing any tensor operations",
-                PCT,
-            ),
+            c"any_tensor_util",
+            c"Percentage of time the GPU's SMs were doing any tensor operations",
+            PCT,
         ),
         nvmlGpmMetricId_t_NVML_GPM_METRIC_DRAM_BW_UTIL => (
-            pick(&l.dram_active, |m| &m.dram_active),
-            info(
-                c"dram_bw_util",
-                c"Percentage of DRAM bw used vs theoretical maximum",
-                PCT,
-            ),
+            c"dram_bw_util",
+            c"Percentage of DRAM bw used vs theoretical maximum",
+            PCT,
         ),
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_TX_PER_SEC
-            if inst.is_none() && !g.unsupported(Feature::Pcie) =>
-        {
-            (
-                mean(&l.pcie_tx_bytes_per_second) / 1048576.0,
-                info(c"pcie_tx", c"PCIe traffic from this GPU in MiB/sec", MIBS),
-            )
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_TX_PER_SEC => {
+            (c"pcie_tx", c"PCIe traffic from this GPU in MiB/sec", MIBS)
         }
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_RX_PER_SEC
-            if inst.is_none() && !g.unsupported(Feature::Pcie) =>
-        {
-            (
-                mean(&l.pcie_rx_bytes_per_second) / 1048576.0,
-                info(c"pcie_rx", c"PCIe traffic to this GPU in MiB/sec", MIBS),
-            )
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_PCIE_RX_PER_SEC => {
+            (c"pcie_rx", c"PCIe traffic to this GPU in MiB/sec", MIBS)
         }
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
-            if inst.is_none() && !g.unsupported(Feature::Nvlink) =>
-        {
-            (
-                mean(&l.nvlink_tx_bytes_per_second) * g.nvlinks as f64 / 1048576.0,
-                info(
-                    c"nvlink_total_tx",
-                    c"NvLink write bandwidth for all links in MiB/sec",
-                    MIBS,
-                ),
-            )
-        }
-        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC
-            if inst.is_none() && !g.unsupported(Feature::Nvlink) =>
-        {
-            (
-                mean(&l.nvlink_rx_bytes_per_second) * g.nvlinks as f64 / 1048576.0,
-                info(
-                    c"nvlink_total_rx",
-                    c"NvLink read bandwidth for all links in MiB/sec",
-                    MIBS,
-                ),
-            )
-        }
-        _ => return Err(NOT_SUPPORTED),
-    })
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC => (
+            c"nvlink_total_tx",
+            c"NvLink write bandwidth for all links in MiB/sec",
+            MIBS,
+        ),
+        nvmlGpmMetricId_t_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC => (
+            c"nvlink_total_rx",
+            c"NvLink read bandwidth for all links in MiB/sec",
+            MIBS,
+        ),
+        _ => return None,
+    };
+    Some(Info { short, long, unit })
+}
+
+/// Writes one metric's answer into the caller's request: the value and
+/// names, or the error with zero and null names.
+fn answer(m: &mut nvmlGpmMetric_t, result: Result<(f64, Info), nvmlReturn_t>) {
+    let (value, ret, info) = match result {
+        Ok((v, info)) => (v, nvmlReturn_enum_NVML_SUCCESS, Some(info)),
+        Err(e) => (0.0, e, None),
+    };
+    let name = |f: fn(&Info) -> &'static CStr| {
+        info.as_ref()
+            .map_or(std::ptr::null_mut(), |i| f(i).as_ptr().cast_mut())
+    };
+    m.value = value;
+    m.nvmlReturn = ret;
+    m.metricInfo.shortName = name(|i| i.short);
+    m.metricInfo.longName = name(|i| i.long);
+    m.metricInfo.unit = name(|i| i.unit);
 }
 
 #[unsafe(no_mangle)]
@@ -300,22 +319,7 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
             (s2.t, s1.t)
         };
         for m in req.metrics.iter_mut().take(n) {
-            match metric(g, s1.mig, m.metricId, t0, t1) {
-                Ok((value, info)) => {
-                    m.value = value;
-                    m.nvmlReturn = nvmlReturn_enum_NVML_SUCCESS;
-                    m.metricInfo.shortName = info.short.as_ptr().cast_mut();
-                    m.metricInfo.longName = info.long.as_ptr().cast_mut();
-                    m.metricInfo.unit = info.unit.as_ptr().cast_mut();
-                }
-                Err(e) => {
-                    m.value = 0.0;
-                    m.nvmlReturn = e;
-                    m.metricInfo.shortName = std::ptr::null_mut();
-                    m.metricInfo.longName = std::ptr::null_mut();
-                    m.metricInfo.unit = std::ptr::null_mut();
-                }
-            }
+            answer(m, metric(g, s1.mig, m.metricId, t0, t1));
         }
         Ok(())
     })

@@ -113,12 +113,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
     device: nvmlDevice_t,
     id: *mut c_uint,
 ) -> nvmlReturn_t {
-    guard(|| {
-        let c = Ctx::new()?;
-        let d = c.dev(device)?;
-        let (_, m) = d.mig.ok_or(NOT_SUPPORTED)?;
-        put!(id, m.gpu_instance_id)
-    })
+    guard(|| put!(id, instance_ids(device)?.0))
 }
 
 #[unsafe(no_mangle)]
@@ -126,10 +121,13 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
     device: nvmlDevice_t,
     id: *mut c_uint,
 ) -> nvmlReturn_t {
-    guard(|| {
-        let c = Ctx::new()?;
-        let d = c.dev(device)?;
-        let (_, m) = d.mig.ok_or(NOT_SUPPORTED)?;
-        put!(id, m.compute_instance_id)
-    })
+    guard(|| put!(id, instance_ids(device)?.1))
+}
+
+/// A MIG handle's (GPU instance id, compute instance id); NOT_SUPPORTED on
+/// a whole GPU's handle.
+fn instance_ids(device: nvmlDevice_t) -> Result<(c_uint, c_uint), nvmlReturn_t> {
+    let c = Ctx::new()?;
+    let (_, m) = c.dev(device)?.mig.ok_or(NOT_SUPPORTED)?;
+    Ok((m.gpu_instance_id, m.compute_instance_id))
 }

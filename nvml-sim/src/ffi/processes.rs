@@ -63,27 +63,44 @@ unsafe fn fill<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> R {
     Ok(())
 }
 
+/// The compute processes visible through `device`, each as `info` makes
+/// it from (process, GPU instance id, compute instance id).
+///
+/// # Safety
+/// As [`fill`].
+unsafe fn running<T>(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut T,
+    info: impl Fn(Process, u32, u32) -> T,
+) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        let items = visible(&c, device)?
+            .into_iter()
+            .map(|(p, gi, ci)| info(p, gi, ci))
+            .collect();
+        // SAFETY: `count` and `infos` come from this helper's callers with
+        // `fill`'s contract.
+        unsafe { fill(count, infos, items) }
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     device: nvmlDevice_t,
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    guard(|| {
-        let c = Ctx::new()?;
-        let items = visible(&c, device)?
-            .into_iter()
-            .map(|(p, gi, ci)| nvmlProcessInfo_t {
-                pid: p.pid,
-                usedGpuMemory: p.memory_mib * MIB,
-                gpuInstanceId: gi,
-                computeInstanceId: ci,
-            })
-            .collect();
-        // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
-        // valid as the NVML API requires, which is `fill`'s contract.
-        unsafe { fill(count, infos, items) }
-    })
+    let info = |p: Process, gi, ci| nvmlProcessInfo_t {
+        pid: p.pid,
+        usedGpuMemory: p.memory_mib * MIB,
+        gpuInstanceId: gi,
+        computeInstanceId: ci,
+    };
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `running`'s contract.
+    unsafe { running(device, count, infos, info) }
 }
 
 #[unsafe(no_mangle)]
@@ -104,19 +121,13 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_v1_t,
 ) -> nvmlReturn_t {
-    guard(|| {
-        let c = Ctx::new()?;
-        let items = visible(&c, device)?
-            .into_iter()
-            .map(|(p, _, _)| nvmlProcessInfo_v1_t {
-                pid: p.pid,
-                usedGpuMemory: p.memory_mib * MIB,
-            })
-            .collect();
-        // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
-        // valid as the NVML API requires, which is `fill`'s contract.
-        unsafe { fill(count, infos, items) }
-    })
+    let info = |p: Process, _, _| nvmlProcessInfo_v1_t {
+        pid: p.pid,
+        usedGpuMemory: p.memory_mib * MIB,
+    };
+    // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
+    // valid as the NVML API requires, which is `running`'s contract.
+    unsafe { running(device, count, infos, info) }
 }
 
 /// Graphics and MPS process lists are always empty.

@@ -489,32 +489,30 @@ unsafe fn codec_utilization(
     })
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
-    device: nvmlDevice_t,
-    util: *mut c_uint,
-    period_us: *mut c_uint,
-) -> nvmlReturn_t {
-    // SAFETY: `util` and `period_us` are this function's out-pointer arguments: null or
-    // valid as the NVML API requires, which is `codec_utilization`'s contract.
-    unsafe {
-        codec_utilization(device, util, period_us, Feature::Encoder, |l| {
-            &l.encoder_utilization
-        })
-    }
+/// Exports `$name`, the encoder's or decoder's utilization call: NVML's
+/// signature over [`codec_utilization`] with that codec's feature and curve.
+macro_rules! codec_utilization_export {
+    ($name:ident, $feature:expr, $curve:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            device: nvmlDevice_t,
+            util: *mut c_uint,
+            period_us: *mut c_uint,
+        ) -> nvmlReturn_t {
+            // SAFETY: `util` and `period_us` are this function's out-pointer arguments: null or
+            // valid as the NVML API requires, which is `codec_utilization`'s contract.
+            unsafe { codec_utilization(device, util, period_us, $feature, |l| &l.$curve) }
+        }
+    };
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
-    device: nvmlDevice_t,
-    util: *mut c_uint,
-    period_us: *mut c_uint,
-) -> nvmlReturn_t {
-    // SAFETY: `util` and `period_us` are this function's out-pointer arguments: null or
-    // valid as the NVML API requires, which is `codec_utilization`'s contract.
-    unsafe {
-        codec_utilization(device, util, period_us, Feature::Decoder, |l| {
-            &l.decoder_utilization
-        })
-    }
-}
+codec_utilization_export!(
+    nvmlDeviceGetEncoderUtilization,
+    Feature::Encoder,
+    encoder_utilization
+);
+codec_utilization_export!(
+    nvmlDeviceGetDecoderUtilization,
+    Feature::Decoder,
+    decoder_utilization
+);
