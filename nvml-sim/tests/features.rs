@@ -7,7 +7,6 @@ mod common;
 use std::ffi::OsString;
 use std::time::Duration;
 
-use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
@@ -20,6 +19,7 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::NvmlLib;
 
 const SCENARIO: &str = r#"
@@ -114,6 +114,16 @@ fn near(v: f64, want: f64, tol: f64) -> bool {
 fn identity_memory_power_clocks() {
     let s = session();
     let nvml = s.nvml();
+    system_identity(&nvml);
+    let d = nvml.device_by_index(0).unwrap();
+    memory_power_and_energy(&d);
+    temperatures_clocks_and_codecs(&d);
+    pcie_fans_and_pci(&d);
+    lookups_by_uuid_and_bus_id(&nvml);
+    unsupported_fields_of_a_volta(&nvml.device_by_index(2).unwrap());
+}
+
+fn system_identity(nvml: &Nvml) {
     assert_eq!(nvml.sys_driver_version().unwrap(), "550.54.15");
     assert_eq!(nvml.sys_nvml_version().unwrap(), "12.550.54.15");
     assert_eq!(nvml.sys_cuda_driver_version().unwrap(), 12040);
@@ -121,6 +131,9 @@ fn identity_memory_power_clocks() {
     let d = nvml.device_by_index(0).unwrap();
     assert_eq!(d.serial().unwrap(), "1234567890");
     assert_eq!(d.index().unwrap(), 0);
+}
+
+fn memory_power_and_energy(d: &Device) {
     let m = d.memory_info().unwrap();
     assert_eq!(
         (m.total, m.reserved, m.used),
@@ -139,6 +152,9 @@ fn identity_memory_power_clocks() {
     );
     let e2 = d.total_energy_consumption().unwrap() as f64;
     assert!(e2 >= e);
+}
+
+fn temperatures_clocks_and_codecs(d: &Device) {
     assert_eq!(d.temperature(TemperatureSensor::Gpu).unwrap(), 60);
     assert_eq!(
         d.temperature_threshold(TemperatureThreshold::Slowdown)
@@ -161,6 +177,9 @@ fn identity_memory_power_clocks() {
     assert_eq!(d.performance_state().unwrap(), PerformanceState::Two);
     assert_eq!(d.encoder_utilization().unwrap().utilization, 5);
     assert_eq!(d.decoder_utilization().unwrap().utilization, 0);
+}
+
+fn pcie_fans_and_pci(d: &Device) {
     assert_eq!(d.pcie_throughput(PcieUtilCounter::Send).unwrap(), 1_024_000);
     assert_eq!(
         d.pcie_throughput(PcieUtilCounter::Receive).unwrap(),
@@ -174,6 +193,9 @@ fn identity_memory_power_clocks() {
     assert!(matches!(d.fan_speed(0), Err(NvmlError::InvalidArg)));
     let pci = d.pci_info().unwrap();
     assert_eq!((pci.domain, pci.bus, pci.device), (0, 0x18, 0));
+}
+
+fn lookups_by_uuid_and_bus_id(nvml: &Nvml) {
     assert_eq!(
         nvml.device_by_uuid("GPU-00000000-0000-4000-8000-000000000003")
             .unwrap()
@@ -192,9 +214,10 @@ fn identity_memory_power_clocks() {
             .unwrap(),
         3
     );
+}
 
-    // Volta with unsupported fields
-    let v = nvml.device_by_index(2).unwrap();
+/// A Volta with unsupported fields.
+fn unsupported_fields_of_a_volta(v: &Device) {
     assert_eq!(v.name().unwrap(), "Tesla V100-SXM2-16GB");
     assert!(matches!(v.power_usage(), Err(NvmlError::NotSupported)));
     assert!(matches!(
@@ -483,6 +506,13 @@ fn field_values_ecc_remap_nvlink() {
     let s = session();
     let nvml = s.nvml();
     let d = nvml.device_by_index(0).unwrap();
+    field_values(&d);
+    nvlink_throughput_by_link_and_remapped_rows(&nvml, &d);
+    ecc_counts_and_retired_pages(&d);
+    nvlink_state_and_errors(&d, &nvml.device_by_index(2).unwrap());
+}
+
+fn field_values(d: &Device) {
     let ids = [
         FieldId(82),
         FieldId(142),
@@ -504,7 +534,10 @@ fn field_values_ecc_remap_nvlink() {
         r[6].as_ref().unwrap().value,
         Err(NvmlError::NotSupported)
     ));
-    // NVLink throughput counters with scopeId = link (raw, the wrapper cannot set scopeId)
+}
+
+/// The wrapper cannot set `scopeId`: raw calls with scopeId = link.
+fn nvlink_throughput_by_link_and_remapped_rows(nvml: &Nvml, d: &Device) {
     // SAFETY: an all-zero nvmlFieldValue_t is valid plain data; the raw
     // calls get a live handle and pointers to locals with their true counts.
     unsafe {
@@ -536,6 +569,9 @@ fn field_values_ecc_remap_nvlink() {
         );
         assert_eq!((c, u, p, f), (2, 0, 1, 0));
     }
+}
+
+fn ecc_counts_and_retired_pages(d: &Device) {
     assert_eq!(
         d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
             .unwrap(),
@@ -566,15 +602,17 @@ fn field_values_ecc_remap_nvlink() {
             .is_empty()
     );
     assert!(!d.are_pages_pending_retired().unwrap());
+}
+
+/// GPU 0's NVLinks; `volta` has no row remapping and no NVLink.
+fn nvlink_state_and_errors(d: &Device, volta: &Device) {
     let l1 = d.link_wrapper_for(1);
     assert!(l1.is_active().unwrap());
     assert_eq!(l1.error_counter(ErrorCounter::DlCrcFlit).unwrap(), 2);
     assert_eq!(l1.error_counter(ErrorCounter::DlReplay).unwrap(), 0);
     assert!(d.link_wrapper_for(4).is_active().is_err());
-    // volta: no row remapping, no NVLink
-    let v = nvml.device_by_index(2).unwrap();
     assert!(matches!(
-        v.link_wrapper_for(0).is_active(),
+        volta.link_wrapper_for(0).is_active(),
         Err(NvmlError::NotSupported)
     ));
 }

@@ -27,92 +27,8 @@ macro_rules! sig {
 }
 
 #[test]
-fn exported_signatures_match_bindings() {
-    sig!(nvmlDeviceGetArchitecture, device);
-    sig!(nvmlDeviceGetBrand, device);
-    sig!(nvmlDeviceGetClock, telemetry);
-    sig!(nvmlDeviceGetClockInfo, telemetry);
-    sig!(nvmlDeviceGetComputeInstanceId, mig);
-    sig!(nvmlDeviceGetComputeMode, device);
-    sig!(nvmlDeviceGetComputeRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetCount_v2, device);
-    sig!(nvmlDeviceGetCudaComputeCapability, device);
-    sig!(nvmlDeviceGetCurrPcieLinkGeneration, links);
-    sig!(nvmlDeviceGetCurrPcieLinkWidth, links);
-    sig!(nvmlDeviceGetCurrentClocksEventReasons, telemetry);
-    sig!(nvmlDeviceGetCurrentClocksThrottleReasons, telemetry);
-    sig!(nvmlDeviceGetDecoderUtilization, telemetry);
-    sig!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, mig);
-    sig!(nvmlDeviceGetEccMode, errors);
-    sig!(nvmlDeviceGetEncoderUtilization, telemetry);
-    sig!(nvmlDeviceGetEnforcedPowerLimit, telemetry);
-    sig!(nvmlDeviceGetFanSpeed, telemetry);
-    sig!(nvmlDeviceGetFanSpeed_v2, telemetry);
-    sig!(nvmlDeviceGetFieldValues, links);
-    sig!(nvmlDeviceGetGpuInstanceId, mig);
-    sig!(nvmlDeviceGetGraphicsRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetHandleByIndex_v2, device);
-    sig!(nvmlDeviceGetHandleByPciBusId_v2, device);
-    sig!(nvmlDeviceGetHandleBySerial, device);
-    sig!(nvmlDeviceGetHandleByUUID, device);
-    sig!(nvmlDeviceGetIndex, device);
-    sig!(nvmlDeviceGetMPSComputeRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetMaxClockInfo, telemetry);
-    sig!(nvmlDeviceGetMaxCustomerBoostClock, telemetry);
-    sig!(nvmlDeviceGetMaxMigDeviceCount, mig);
-    sig!(nvmlDeviceGetMaxPcieLinkGeneration, links);
-    sig!(nvmlDeviceGetMaxPcieLinkWidth, links);
-    sig!(nvmlDeviceGetMemoryErrorCounter, errors);
-    sig!(nvmlDeviceGetMemoryInfo, telemetry);
-    sig!(nvmlDeviceGetMemoryInfo_v2, telemetry);
-    sig!(nvmlDeviceGetMigDeviceHandleByIndex, mig);
-    sig!(nvmlDeviceGetMigMode, mig);
-    sig!(nvmlDeviceGetMinorNumber, device);
-    sig!(nvmlDeviceGetName, device);
-    sig!(nvmlDeviceGetNumFans, telemetry);
-    sig!(nvmlDeviceGetNvLinkErrorCounter, links);
-    sig!(nvmlDeviceGetNvLinkState, links);
-    sig!(nvmlDeviceGetNvLinkVersion, links);
-    sig!(nvmlDeviceGetPciInfo_v3, device);
-    sig!(nvmlDeviceGetPcieReplayCounter, links);
-    sig!(nvmlDeviceGetPcieThroughput, links);
-    sig!(nvmlDeviceGetPerformanceState, telemetry);
-    sig!(nvmlDeviceGetPersistenceMode, device);
-    sig!(nvmlDeviceGetPowerManagementDefaultLimit, telemetry);
-    sig!(nvmlDeviceGetPowerManagementLimit, telemetry);
-    sig!(nvmlDeviceGetPowerManagementLimitConstraints, telemetry);
-    sig!(nvmlDeviceGetPowerState, telemetry);
-    sig!(nvmlDeviceGetPowerUsage, telemetry);
-    sig!(nvmlDeviceGetProcessUtilization, processes);
-    sig!(nvmlDeviceGetRemappedRows, errors);
-    sig!(nvmlDeviceGetRetiredPages, errors);
-    sig!(nvmlDeviceGetRetiredPagesPendingStatus, errors);
-    sig!(nvmlDeviceGetRetiredPages_v2, errors);
-    sig!(nvmlDeviceGetSerial, device);
-    sig!(nvmlDeviceGetSupportedClocksEventReasons, telemetry);
-    sig!(nvmlDeviceGetSupportedClocksThrottleReasons, telemetry);
-    sig!(nvmlDeviceGetSupportedEventTypes, events);
-    sig!(nvmlDeviceGetTemperature, telemetry);
-    sig!(nvmlDeviceGetTemperatureThreshold, telemetry);
-    sig!(nvmlDeviceGetTotalEccErrors, errors);
-    sig!(nvmlDeviceGetTotalEnergyConsumption, telemetry);
-    sig!(nvmlDeviceGetUUID, device);
-    sig!(nvmlDeviceGetUtilizationRates, telemetry);
-    sig!(nvmlDeviceGetVbiosVersion, device);
-    sig!(nvmlDeviceGetViolationStatus, telemetry);
-    sig!(nvmlDeviceIsMigDeviceHandle, mig);
-    sig!(nvmlDeviceRegisterEvents, events);
+fn init_signatures_match_bindings() {
     sig!(nvmlErrorString, init);
-    sig!(nvmlEventSetCreate, events);
-    sig!(nvmlEventSetFree, events);
-    sig!(nvmlEventSetWait_v2, events);
-    sig!(nvmlGpmMetricsGet, gpm);
-    sig!(nvmlGpmMigSampleGet, gpm);
-    sig!(nvmlGpmQueryDeviceSupport, gpm);
-    sig!(nvmlGpmQueryIfStreamingEnabled, gpm);
-    sig!(nvmlGpmSampleAlloc, gpm);
-    sig!(nvmlGpmSampleFree, gpm);
-    sig!(nvmlGpmSampleGet, gpm);
     sig!(nvmlInitWithFlags, init);
     sig!(nvmlInit_v2, init);
     sig!(nvmlShutdown, init);
@@ -121,4 +37,120 @@ fn exported_signatures_match_bindings() {
     sig!(nvmlSystemGetDriverVersion, init);
     sig!(nvmlSystemGetNVMLVersion, init);
     sig!(nvmlSystemGetProcessName, init);
+}
+
+#[test]
+fn device_signatures_match_bindings() {
+    sig!(nvmlDeviceGetArchitecture, device);
+    sig!(nvmlDeviceGetBrand, device);
+    sig!(nvmlDeviceGetComputeMode, device);
+    sig!(nvmlDeviceGetCount_v2, device);
+    sig!(nvmlDeviceGetCudaComputeCapability, device);
+    sig!(nvmlDeviceGetHandleByIndex_v2, device);
+    sig!(nvmlDeviceGetHandleByPciBusId_v2, device);
+    sig!(nvmlDeviceGetHandleBySerial, device);
+    sig!(nvmlDeviceGetHandleByUUID, device);
+    sig!(nvmlDeviceGetIndex, device);
+    sig!(nvmlDeviceGetMinorNumber, device);
+    sig!(nvmlDeviceGetName, device);
+    sig!(nvmlDeviceGetPciInfo_v3, device);
+    sig!(nvmlDeviceGetPersistenceMode, device);
+    sig!(nvmlDeviceGetSerial, device);
+    sig!(nvmlDeviceGetUUID, device);
+    sig!(nvmlDeviceGetVbiosVersion, device);
+}
+
+#[test]
+fn telemetry_signatures_match_bindings() {
+    sig!(nvmlDeviceGetClock, telemetry);
+    sig!(nvmlDeviceGetClockInfo, telemetry);
+    sig!(nvmlDeviceGetCurrentClocksEventReasons, telemetry);
+    sig!(nvmlDeviceGetCurrentClocksThrottleReasons, telemetry);
+    sig!(nvmlDeviceGetDecoderUtilization, telemetry);
+    sig!(nvmlDeviceGetEncoderUtilization, telemetry);
+    sig!(nvmlDeviceGetEnforcedPowerLimit, telemetry);
+    sig!(nvmlDeviceGetFanSpeed, telemetry);
+    sig!(nvmlDeviceGetFanSpeed_v2, telemetry);
+    sig!(nvmlDeviceGetMaxClockInfo, telemetry);
+    sig!(nvmlDeviceGetMaxCustomerBoostClock, telemetry);
+    sig!(nvmlDeviceGetMemoryInfo, telemetry);
+    sig!(nvmlDeviceGetMemoryInfo_v2, telemetry);
+    sig!(nvmlDeviceGetNumFans, telemetry);
+    sig!(nvmlDeviceGetPerformanceState, telemetry);
+    sig!(nvmlDeviceGetPowerManagementDefaultLimit, telemetry);
+    sig!(nvmlDeviceGetPowerManagementLimit, telemetry);
+    sig!(nvmlDeviceGetPowerManagementLimitConstraints, telemetry);
+    sig!(nvmlDeviceGetPowerState, telemetry);
+    sig!(nvmlDeviceGetPowerUsage, telemetry);
+    sig!(nvmlDeviceGetSupportedClocksEventReasons, telemetry);
+    sig!(nvmlDeviceGetSupportedClocksThrottleReasons, telemetry);
+    sig!(nvmlDeviceGetTemperature, telemetry);
+    sig!(nvmlDeviceGetTemperatureThreshold, telemetry);
+    sig!(nvmlDeviceGetTotalEnergyConsumption, telemetry);
+    sig!(nvmlDeviceGetUtilizationRates, telemetry);
+    sig!(nvmlDeviceGetViolationStatus, telemetry);
+}
+
+#[test]
+fn links_signatures_match_bindings() {
+    sig!(nvmlDeviceGetCurrPcieLinkGeneration, links);
+    sig!(nvmlDeviceGetCurrPcieLinkWidth, links);
+    sig!(nvmlDeviceGetFieldValues, links);
+    sig!(nvmlDeviceGetMaxPcieLinkGeneration, links);
+    sig!(nvmlDeviceGetMaxPcieLinkWidth, links);
+    sig!(nvmlDeviceGetNvLinkErrorCounter, links);
+    sig!(nvmlDeviceGetNvLinkState, links);
+    sig!(nvmlDeviceGetNvLinkVersion, links);
+    sig!(nvmlDeviceGetPcieReplayCounter, links);
+    sig!(nvmlDeviceGetPcieThroughput, links);
+}
+
+#[test]
+fn errors_signatures_match_bindings() {
+    sig!(nvmlDeviceGetEccMode, errors);
+    sig!(nvmlDeviceGetMemoryErrorCounter, errors);
+    sig!(nvmlDeviceGetRemappedRows, errors);
+    sig!(nvmlDeviceGetRetiredPages, errors);
+    sig!(nvmlDeviceGetRetiredPagesPendingStatus, errors);
+    sig!(nvmlDeviceGetRetiredPages_v2, errors);
+    sig!(nvmlDeviceGetTotalEccErrors, errors);
+}
+
+#[test]
+fn processes_signatures_match_bindings() {
+    sig!(nvmlDeviceGetComputeRunningProcesses_v3, processes);
+    sig!(nvmlDeviceGetGraphicsRunningProcesses_v3, processes);
+    sig!(nvmlDeviceGetMPSComputeRunningProcesses_v3, processes);
+    sig!(nvmlDeviceGetProcessUtilization, processes);
+}
+
+#[test]
+fn mig_signatures_match_bindings() {
+    sig!(nvmlDeviceGetComputeInstanceId, mig);
+    sig!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, mig);
+    sig!(nvmlDeviceGetGpuInstanceId, mig);
+    sig!(nvmlDeviceGetMaxMigDeviceCount, mig);
+    sig!(nvmlDeviceGetMigDeviceHandleByIndex, mig);
+    sig!(nvmlDeviceGetMigMode, mig);
+    sig!(nvmlDeviceIsMigDeviceHandle, mig);
+}
+
+#[test]
+fn events_signatures_match_bindings() {
+    sig!(nvmlDeviceGetSupportedEventTypes, events);
+    sig!(nvmlDeviceRegisterEvents, events);
+    sig!(nvmlEventSetCreate, events);
+    sig!(nvmlEventSetFree, events);
+    sig!(nvmlEventSetWait_v2, events);
+}
+
+#[test]
+fn gpm_signatures_match_bindings() {
+    sig!(nvmlGpmMetricsGet, gpm);
+    sig!(nvmlGpmMigSampleGet, gpm);
+    sig!(nvmlGpmQueryDeviceSupport, gpm);
+    sig!(nvmlGpmQueryIfStreamingEnabled, gpm);
+    sig!(nvmlGpmSampleAlloc, gpm);
+    sig!(nvmlGpmSampleFree, gpm);
+    sig!(nvmlGpmSampleGet, gpm);
 }
