@@ -5,27 +5,29 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use gpuscale_e2e::adapter::client::{self, Adapter, Identity, assert_status, kubectl_raw};
-use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
+use gpuscale_e2e::adapter::kubefake::KubeFake;
 use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
 use gpuscale_e2e::adapter::prom;
+use gpuscale_e2e::adapter::world::{HPA_USER, Pki, rbac};
 use gpuscale_e2e::write_file as write;
 use serde_json::Value;
 
-const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
+/// Everything the stories read with a metric: the adapter's own queue
+/// metrics on top of the presets.
+const CONFIG: &str = "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n  - name: chat_requests_waiting\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n";
 
 struct World {
-    dir: PathBuf,
+    pki: Pki,
     kube: KubeFake,
     adapter: Adapter,
     /// The same adapter reading pod metadata from kube-state-metrics, and
     /// alice's kubeconfig for it.
     ksm: Adapter,
     ksm_alice: PathBuf,
-    serving_ca: PathBuf,
     /// alice: client-CA certificate, may read every namespace but `secret`.
     alice: PathBuf,
     alice_id: Identity,
@@ -36,108 +38,38 @@ struct World {
     /// Signed by a CA nobody trusts.
     stranger: PathBuf,
     anonymous: PathBuf,
-    /// The serving pair and the two CAs as files, for adapters configured by flags.
-    files: BTreeMap<&'static str, PathBuf>,
-}
-
-fn identity(dir: &Path, name: &str, leaf: &gpuscale_e2e::adapter::pki::Leaf) -> Identity {
-    Identity {
-        cert: Some(write(dir, &format!("{name}.crt"), &leaf.cert_pem)),
-        key: Some(write(dir, &format!("{name}.key"), &leaf.key_pem)),
-        ..Identity::default()
-    }
 }
 
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let prom = prom::shared();
-        let dir = tempfile::Builder::new()
-            .prefix("gpuscale-adapter-e2e-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
-        let serving = Ca::new("serving-ca");
-        let clients = Ca::new("cluster-client-ca");
-        let front = Ca::new("front-proxy-ca");
-        let rogue = Ca::new("rogue-ca");
-        let serving_ca = write(&dir, "serving-ca.crt", &serving.pem());
-        let mut files = BTreeMap::new();
-        files.insert("client-ca", write(&dir, "client-ca.crt", &clients.pem()));
-        files.insert("front-proxy-ca", write(&dir, "front-proxy-ca.crt", &front.pem()));
-        let server = serving.server();
-        let cert = write(&dir, "tls.crt", &server.cert_pem);
-        let key = write(&dir, "tls.key", &server.key_pem);
-
-        let mut cm = BTreeMap::new();
-        cm.insert("client-ca-file".to_string(), clients.pem());
-        cm.insert("requestheader-client-ca-file".to_string(), front.pem());
-        cm.insert("requestheader-allowed-names".to_string(), r#"["front-proxy-client"]"#.to_string());
-        cm.insert("requestheader-username-headers".to_string(), r#"["X-Remote-User"]"#.to_string());
-        cm.insert("requestheader-group-headers".to_string(), r#"["X-Remote-Group"]"#.to_string());
-        cm.insert("requestheader-extra-headers-prefix".to_string(), r#"["X-Remote-Extra-"]"#.to_string());
-        let mut tokens = BTreeMap::new();
-        tokens.insert("dashboards-token".to_string(), ("dashboards".to_string(), vec!["viewers".to_string()]));
-        let kube = KubeFake::start(Cluster {
-            auth_configmap: cm,
-            tokens,
-            sar: Arc::new(|spec: &Value| {
-                let user = spec["user"].as_str().unwrap_or("");
-                if spec.get("nonResourceAttributes").is_some_and(|v| !v.is_null()) {
-                    return (true, "discovery is public to authenticated users".into());
-                }
-                let ns = spec["resourceAttributes"]["namespace"].as_str().unwrap_or("");
-                let allowed = match user {
-                    HPA_USER | "dashboards" => true,
-                    "alice" => ns != "secret",
-                    _ => false,
-                };
-                (allowed, if allowed { "RBAC: allowed".into() } else { String::new() })
-            }),
-        });
-        let kc = write(&dir, "adapter-kubeconfig", &kube.kubeconfig());
-        let start = |name: &str, config: &str, clean: Option<&Path>| {
-            let config = write(&dir, &format!("{name}.yaml"), config);
-            Adapter::start_cleaning(
-                &[
-                    format!("--tls-cert-file={}", cert.display()),
-                    format!("--tls-key-file={}", key.display()),
-                    format!("--kubeconfig={}", kc.display()),
-                    format!("--config={}", config.display()),
-                    format!("--prometheus-url={}", prom.url),
-                    "--poll-interval=1s".into(),
-                ],
-                dir.join(format!("{name}.log")),
-                clean,
-            )
+        let pki = Pki::new("gpuscale-adapter-e2e-");
+        let tokens = BTreeMap::from([(
+            "dashboards-token".to_string(),
+            ("dashboards".to_string(), vec!["viewers".to_string()]),
+        )]);
+        let kube = KubeFake::start(pki.cluster(tokens, rbac(&["dashboards"])));
+        let adapter = pki.adapter("adapter", &kube, CONFIG, &[], true);
+        let ksm_config = "pod_metadata: kube-state-metrics\npresets: all\n";
+        let ksm = pki.adapter("ksm", &kube, ksm_config, &[], false);
+        let alice_id = pki.identity("alice", &pki.clients.client("alice", &["team-inference"]));
+        let stranger = pki.identity("stranger", &Ca::new("rogue-ca").client("alice", &[]));
+        let nobody = Identity {
+            basic: Some(("nobody".into(), "guess".into())),
+            ..Identity::default()
         };
-        let adapter = start(
-            "adapter",
-            "presets: all\nmetrics:\n  - name: jobs_waiting\n    query: sum(batch_jobs_waiting{${matchers}})\n    empty: zero\n  - name: chat_requests_waiting\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n",
-            Some(&dir),
-        );
-        let ksm = start("ksm", "pod_metadata: kube-state-metrics\npresets: all\n", None);
-        let alice_id = identity(&dir, "alice", &clients.client("alice", &["team-inference"]));
-        let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
-        let ksm_alice = client::kubeconfig(&dir, "ksm-alice", &ksm.url(), &serving_ca, &alice_id);
-        let stranger_id = identity(&dir, "stranger", &rogue.client("alice", &[]));
-        let stranger = client::kubeconfig(&dir, "stranger", &adapter.url(), &serving_ca, &stranger_id);
-        let nobody = Identity { basic: Some(("nobody".into(), "guess".into())), ..Identity::default() };
-        let anonymous = client::kubeconfig(&dir, "anonymous", &adapter.url(), &serving_ca, &nobody);
         World {
-            proxy: identity(&dir, "proxy", &front.client("front-proxy-client", &[])),
-            mallory: identity(&dir, "mallory", &front.client("mallory", &[])),
-            dir,
+            alice: pki.kubeconfig("alice", &adapter, &alice_id),
+            ksm_alice: pki.kubeconfig("ksm-alice", &ksm, &alice_id),
+            stranger: pki.kubeconfig("stranger", &adapter, &stranger),
+            anonymous: pki.kubeconfig("anonymous", &adapter, &nobody),
+            proxy: pki.identity("proxy", &pki.front.client("front-proxy-client", &[])),
+            mallory: pki.identity("mallory", &pki.front.client("mallory", &[])),
+            pki,
             kube,
             adapter,
             ksm,
-            ksm_alice,
-            serving_ca,
-            alice,
             alice_id,
-            stranger,
-            anonymous,
-            files,
         }
     })
 }
@@ -189,24 +121,7 @@ fn via_aggregator(path: &str, user: &str, groups: &[&str]) -> (u16, Value) {
     let mut headers = vec![format!("X-Remote-User: {user}")];
     headers.extend(groups.iter().map(|g| format!("X-Remote-Group: {g}")));
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let (code, body) = client::curl(
-        &format!("{}{path}", w.adapter.url()),
-        Some(&w.serving_ca),
-        &w.proxy,
-        &headers,
-    );
-    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn curl_as(who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
-    let w = world();
-    let (code, body) = client::curl(
-        &format!("{}{path}", w.adapter.url()),
-        Some(&w.serving_ca),
-        who,
-        headers,
-    );
-    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+    w.adapter.curl_as(&w.proxy, path, &headers)
 }
 
 /// The inference servers' series carry only their own labels and what
@@ -301,7 +216,7 @@ fn a_pod_without_metadata_is_not_counted() {
         read("inference", "vllm_queue_depth", "workload_kind=StatefulSet"),
         "10"
     );
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("inference", "vllm_queue_depth", "workload=chat-cpu"),
         &[],
@@ -457,7 +372,7 @@ fn discovery_lists_the_configured_metrics() {
     let (code, body) = via_aggregator("/apis", "system:kube-aggregator", &[]);
     assert_eq!(code, 200);
     assert_eq!(body["kind"], "APIGroupList");
-    let (code, body) = curl_as(
+    let (code, body) = w.adapter.curl_as(
         &w.proxy,
         "/apis",
         &[
@@ -486,7 +401,7 @@ fn metric_names_match_case_insensitively() {
 
 #[test]
 fn an_unknown_metric_is_404() {
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("inference", "no_such_metric", ""),
         &[],
@@ -501,7 +416,7 @@ fn an_unknown_metric_is_404() {
 
 #[test]
 fn an_empty_result_is_an_error_unless_the_metric_says_zero() {
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("empty", "vllm_queue_depth", ""),
         &[],
@@ -517,7 +432,7 @@ fn an_empty_result_is_an_error_unless_the_metric_says_zero() {
 #[test]
 fn nan_and_infinity_are_errors_never_numbers() {
     for workload in ["nan", "inf"] {
-        let (code, body) = curl_as(
+        let (code, body) = world().adapter.curl_as(
             &world().alice_id,
             &value_path(
                 "broken",
@@ -552,7 +467,7 @@ fn the_requests_namespace_is_always_enforced() {
             "100"
         );
     }
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("other", "vllm_queue_depth", "workload=embed"),
         &[],
@@ -578,7 +493,7 @@ fn injection_attempts_in_selectors_are_400() {
         "workload>1",
         "app.kubernetes.io/name=chat",
     ] {
-        let (code, body) = curl_as(
+        let (code, body) = world().adapter.curl_as(
             &world().alice_id,
             &value_path("inference", "vllm_queue_depth", selector),
             &[],
@@ -586,7 +501,7 @@ fn injection_attempts_in_selectors_are_400() {
         assert_status(code, &body, 400, "BadRequest");
     }
     // A namespace that is not a DNS label never reaches Prometheus either.
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         "/apis/external.metrics.k8s.io/v1beta1/namespaces/Inference%22%7D/vllm_queue_depth",
         &[],
@@ -596,21 +511,22 @@ fn injection_attempts_in_selectors_are_400() {
 
 #[test]
 fn no_client_certificate_is_401() {
+    let w = world();
     // kubectl with neither a client certificate nor a token (only a basic-auth
     // password, which the adapter does not accept).
-    let out = kubectl_raw(&world().anonymous, "/apis/external.metrics.k8s.io/v1beta1");
+    let out = kubectl_raw(&w.anonymous, "/apis/external.metrics.k8s.io/v1beta1");
     assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
-    let (code, body) = curl_as(
+    let (code, body) = w.adapter.curl_as(
         &Identity::default(),
         "/apis/external.metrics.k8s.io/v1beta1",
         &[],
     );
-    assert_status(code, &body, 401, "Unauthorized"); // Health endpoints need no credentials, as in Kubernetes.
+    assert_status(code, &body, 401, "Unauthorized");
+    // Health endpoints need no credentials, as in Kubernetes.
     for path in ["/healthz", "/livez", "/readyz"] {
-        let w = world();
         let (code, body) = client::curl(
             &format!("{}{path}", w.adapter.url()),
-            Some(&w.serving_ca),
+            Some(&w.pki.serving_ca),
             &Identity::default(),
             &[],
         );
@@ -629,7 +545,7 @@ fn a_certificate_from_an_unknown_ca_is_401() {
 
 #[test]
 fn a_front_proxy_certificate_with_a_name_not_allowed_is_401() {
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().mallory,
         &value_path("inference", "vllm_queue_depth", ""),
         &[&format!("X-Remote-User: {HPA_USER}")],
@@ -640,7 +556,7 @@ fn a_front_proxy_certificate_with_a_name_not_allowed_is_401() {
 #[test]
 fn remote_user_headers_are_ignored_without_a_front_proxy_certificate() {
     // alice's certificate is from the client CA: X-Remote-* must not make her a cluster admin.
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("secret", "vllm_queue_depth", ""),
         &["X-Remote-User: admin", "X-Remote-Group: system:masters"],
@@ -655,7 +571,7 @@ fn a_denied_subject_access_review_is_403() {
         &value_path("secret", "vllm_queue_depth", ""),
     );
     assert!(!out.ok && out.stderr.contains("Forbidden"), "{out:?}");
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &value_path("secret", "vllm_queue_depth", ""),
         &[],
@@ -670,7 +586,7 @@ fn bearer_tokens_go_through_token_review() {
         token: Some("dashboards-token".into()),
         ..Identity::default()
     };
-    let kc = client::kubeconfig(&w.dir, "dashboards", &w.adapter.url(), &w.serving_ca, &good);
+    let kc = w.pki.kubeconfig("dashboards", &w.adapter, &good);
     let out = kubectl_raw(&kc, &value_path("inference", "tgi_queue_size", ""));
     assert!(out.ok, "{out:?}");
     assert_eq!(out.json()["items"][0]["value"], "5");
@@ -678,7 +594,7 @@ fn bearer_tokens_go_through_token_review() {
         token: Some("stolen".into()),
         ..Identity::default()
     };
-    let kc = client::kubeconfig(&w.dir, "stolen", &w.adapter.url(), &w.serving_ca, &bad);
+    let kc = w.pki.kubeconfig("stolen", &w.adapter, &bad);
     let out = kubectl_raw(&kc, &value_path("inference", "tgi_queue_size", ""));
     assert!(!out.ok && out.stderr.contains("Unauthorized"), "{out:?}");
 }
@@ -694,17 +610,11 @@ fn prometheus_down_is_a_503_status() {
         ],
         dir.path().join("dev.log"),
     );
-    let (code, body) = client::curl(
-        &format!(
-            "{}{}",
-            adapter.url(),
-            value_path("inference", "vllm_queue_depth", "")
-        ),
-        None,
+    let (code, body) = adapter.curl_as(
         &Identity::default(),
+        &value_path("inference", "vllm_queue_depth", ""),
         &[],
     );
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     assert_status(code, &body, 503, "ServiceUnavailable");
     assert!(
         body["message"]
@@ -778,20 +688,8 @@ fn a_full_poll_cache_refuses_new_keys_and_the_budget_stretches_polling() {
         dir.path().join("cap.log"),
     );
     let get = |selector: &str| {
-        let (code, body) = client::curl(
-            &format!(
-                "{}{}",
-                adapter.url(),
-                value_path("inference", "gpu_pressure", selector)
-            ),
-            None,
-            &Identity::default(),
-            &[],
-        );
-        (
-            code,
-            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
-        )
+        let path = value_path("inference", "gpu_pressure", selector);
+        adapter.curl_as(&Identity::default(), &path, &[])
     };
     for selector in ["workload=chat", "workload=tts"] {
         let (code, body) = get(selector);
@@ -911,40 +809,35 @@ fn the_deployed_config_and_flags_are_accepted() {
 #[test]
 fn only_get_is_served_and_only_after_authentication() {
     let w = world();
-    let url = format!(
-        "{}{}",
-        w.adapter.url(),
-        value_path("inference", "vllm_queue_depth", "")
-    );
-    let (code, body) =
-        client::curl_method("POST", &url, Some(&w.serving_ca), &Identity::default(), &[]);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let path = value_path("inference", "vllm_queue_depth", "");
+    let (code, body) = w.adapter.request("POST", &Identity::default(), &path, &[]);
     assert_status(code, &body, 401, "Unauthorized");
-    let (code, body) = client::curl_method("DELETE", &url, Some(&w.serving_ca), &w.alice_id, &[]);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let (code, body) = w.adapter.request("DELETE", &w.alice_id, &path, &[]);
     assert_status(code, &body, 405, "MethodNotAllowed");
 }
 
 #[test]
 fn cas_and_allowed_names_can_come_from_files() {
     let w = world();
+    let pki = &w.pki;
     let dir = tempfile::tempdir().expect("tempdir");
-    let kc = write(dir.path(), "kubeconfig", &w.kube.kubeconfig());
-    let adapter = Adapter::start(
-        &[
-            format!("--tls-cert-file={}", w.dir.join("tls.crt").display()),
-            format!("--tls-key-file={}", w.dir.join("tls.key").display()),
-            format!("--kubeconfig={}", kc.display()),
-            format!("--client-ca-file={}", w.files["client-ca"].display()),
-            format!(
-                "--requestheader-client-ca-file={}",
-                w.files["front-proxy-ca"].display()
-            ),
-            "--requestheader-allowed-names=front-proxy-client".into(),
-            format!("--prometheus-url={}", prom::shared().url),
-        ],
-        dir.path().join("adapter.log"),
-    );
+    let file = |name: &str, text: &str| write(dir.path(), name, text).display().to_string();
+    let mut args = pki.tls_flags().to_vec();
+    args.extend([
+        format!("--kubeconfig={}", file("kubeconfig", &w.kube.kubeconfig())),
+        format!(
+            "--client-ca-file={}",
+            file("client-ca.crt", &pki.clients.pem())
+        ),
+        format!(
+            "--requestheader-client-ca-file={}",
+            file("front-proxy-ca.crt", &pki.front.pem())
+        ),
+        "--requestheader-allowed-names=front-proxy-client".into(),
+        format!("--prometheus-url={}", prom::shared().url),
+    ]);
+    let mut adapter = Adapter::start(&args, dir.path().join("adapter.log"));
+    adapter.ca = Some(pki.serving_ca.clone());
     assert!(
         adapter
             .guard
@@ -952,22 +845,20 @@ fn cas_and_allowed_names_can_come_from_files() {
             .contains("authentication CAs read from files")
     );
     let path = value_path("inference", "tgi_queue_size", "");
-    let url = format!("{}{path}", adapter.url());
     let alice = client::kubeconfig(
         dir.path(),
         "alice",
         &adapter.url(),
-        &w.serving_ca,
+        &pki.serving_ca,
         &w.alice_id,
     );
     let out = kubectl_raw(&alice, &path);
     assert!(out.ok, "{out:?}\n{}", adapter.guard.log_text());
     assert_eq!(out.json()["items"][0]["value"], "5");
     let hpa = format!("X-Remote-User: {HPA_USER}");
-    let (code, _) = client::curl(&url, Some(&w.serving_ca), &w.proxy, &[&hpa]);
+    let (code, _) = adapter.curl_as(&w.proxy, &path, &[&hpa]);
     assert_eq!(code, 200);
-    let (code, body) = client::curl(&url, Some(&w.serving_ca), &w.mallory, &[&hpa]);
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let (code, body) = adapter.curl_as(&w.mallory, &path, &[&hpa]);
     assert_status(code, &body, 401, "Unauthorized");
 }
 

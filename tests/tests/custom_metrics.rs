@@ -5,24 +5,22 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use gpuscale_e2e::adapter::client::{self, Adapter, Identity, assert_status, kubectl_raw};
+use gpuscale_e2e::adapter::client::{Adapter, Identity, assert_status, kubectl_raw};
 use gpuscale_e2e::adapter::fleet::{CHAT_0, CHAT_1};
-use gpuscale_e2e::adapter::pki::Ca;
 use gpuscale_e2e::adapter::procs;
 use gpuscale_e2e::adapter::prom;
-use gpuscale_e2e::kubeapi::{Cluster, KubeFake, core};
+use gpuscale_e2e::adapter::world::{HPA_USER, Pki, rbac};
+use gpuscale_e2e::kubeapi::{KubeFake, core};
 use gpuscale_e2e::write_file as write;
 use serde_json::{Value, json};
 
-const HPA_USER: &str = "system:serviceaccount:kube-system:horizontal-pod-autoscaler";
 const CHAT: &str = "app.kubernetes.io/name=chat";
 
 struct World {
     kube: KubeFake,
     adapter: Adapter,
-    serving_ca: PathBuf,
     /// alice may read every namespace but `secret`.
     alice: PathBuf,
     alice_id: Identity,
@@ -53,110 +51,38 @@ metrics:
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let prom = prom::shared();
-        let dir = tempfile::Builder::new()
-            .prefix("gpuscale-custom-e2e-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
-        let serving = Ca::new("serving-ca");
-        let clients = Ca::new("cluster-client-ca");
-        let front = Ca::new("front-proxy-ca");
-        let serving_ca = write(&dir, "serving-ca.crt", &serving.pem());
-        let server = serving.server();
-        let mut cm = BTreeMap::new();
-        cm.insert("client-ca-file".to_string(), clients.pem());
-        cm.insert("requestheader-client-ca-file".to_string(), front.pem());
-        cm.insert(
-            "requestheader-allowed-names".to_string(),
-            r#"["front-proxy-client"]"#.to_string(),
-        );
-        cm.insert(
-            "requestheader-username-headers".to_string(),
-            r#"["X-Remote-User"]"#.to_string(),
-        );
-        cm.insert(
-            "requestheader-group-headers".to_string(),
-            r#"["X-Remote-Group"]"#.to_string(),
-        );
-        let kube = KubeFake::start(Cluster {
-            auth_configmap: cm,
-            tokens: BTreeMap::new(),
-            sar: Arc::new(|spec: &Value| {
-                if spec
-                    .get("nonResourceAttributes")
-                    .is_some_and(|v| !v.is_null())
-                {
-                    return (true, String::new());
-                }
-                let ns = spec["resourceAttributes"]["namespace"]
-                    .as_str()
-                    .unwrap_or("");
-                let allowed = match spec["user"].as_str().unwrap_or("") {
-                    HPA_USER => true,
-                    "alice" => ns != "secret",
-                    _ => false,
-                };
-                (allowed, String::new())
-            }),
-        });
-        for (ns, name, app, phase) in [
-            ("inference", CHAT_0, "chat", "Running"),
-            ("inference", CHAT_1, "chat", "Running"),
-            // Just started: no series yet.
-            ("inference", "chat-2", "chat", "Pending"),
-            // Finished pods no longer serve.
-            ("inference", "chat-old", "chat", "Succeeded"),
-            ("inference", "embed-0", "embed", "Running"),
-            // Has a series only under the same pod name in `other`.
-            ("inference", "ghost-0", "ghost", "Running"),
-            ("other", CHAT_0, "chat", "Running"),
-            ("secret", CHAT_0, "chat", "Running"),
-        ] {
-            kube.put(&core("pods"), pod(ns, name, app, phase));
-        }
-        let kc = write(&dir, "adapter-kubeconfig", &kube.kubeconfig());
-        let config = write(&dir, "metrics.yaml", CONFIG);
-        let adapter = Adapter::start_cleaning(
-            &[
-                format!(
-                    "--tls-cert-file={}",
-                    write(&dir, "tls.crt", &server.cert_pem).display()
-                ),
-                format!(
-                    "--tls-key-file={}",
-                    write(&dir, "tls.key", &server.key_pem).display()
-                ),
-                format!("--kubeconfig={}", kc.display()),
-                format!("--config={}", config.display()),
-                format!("--prometheus-url={}", prom.url),
-                "--poll-interval=1s".into(),
-            ],
-            dir.join("adapter.log"),
-            Some(&dir),
-        );
-        let leaf = clients.client("alice", &["team-inference"]);
-        let alice_id = Identity {
-            cert: Some(write(&dir, "alice.crt", &leaf.cert_pem)),
-            key: Some(write(&dir, "alice.key", &leaf.key_pem)),
-            ..Identity::default()
-        };
-        let alice = client::kubeconfig(&dir, "alice", &adapter.url(), &serving_ca, &alice_id);
-        let proxy_leaf = front.client("front-proxy-client", &[]);
-        let proxy = Identity {
-            cert: Some(write(&dir, "proxy.crt", &proxy_leaf.cert_pem)),
-            key: Some(write(&dir, "proxy.key", &proxy_leaf.key_pem)),
-            ..Identity::default()
-        };
+        let pki = Pki::new("gpuscale-custom-e2e-");
+        let kube = KubeFake::start(pki.cluster(BTreeMap::new(), rbac(&[])));
+        add_pods(&kube);
+        let adapter = pki.adapter("adapter", &kube, CONFIG, &[], true);
+        let alice_id = pki.identity("alice", &pki.clients.client("alice", &["team-inference"]));
         World {
-            kube,
-            adapter,
-            serving_ca,
-            alice,
+            alice: pki.kubeconfig("alice", &adapter, &alice_id),
+            proxy: pki.identity("proxy", &pki.front.client("front-proxy-client", &[])),
             alice_id,
-            proxy,
+            adapter,
+            kube,
         }
     })
+}
+
+/// The pods the HPAs' selectors find.
+fn add_pods(kube: &KubeFake) {
+    for (ns, name, app, phase) in [
+        ("inference", CHAT_0, "chat", "Running"),
+        ("inference", CHAT_1, "chat", "Running"),
+        // Just started: no series yet.
+        ("inference", "chat-2", "chat", "Pending"),
+        // Finished pods no longer serve.
+        ("inference", "chat-old", "chat", "Succeeded"),
+        ("inference", "embed-0", "embed", "Running"),
+        // Has a series only under the same pod name in `other`.
+        ("inference", "ghost-0", "ghost", "Running"),
+        ("other", CHAT_0, "chat", "Running"),
+        ("secret", CHAT_0, "chat", "Running"),
+    ] {
+        kube.put(&core("pods"), pod(ns, name, app, phase));
+    }
 }
 
 fn pods_path(
@@ -215,17 +141,6 @@ fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
     p.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
-}
-
-fn curl_as(who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
-    let w = world();
-    let (code, body) = client::curl(
-        &format!("{}{path}", w.adapter.url()),
-        Some(&w.serving_ca),
-        who,
-        headers,
-    );
-    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 #[test]
@@ -304,7 +219,7 @@ fn one_pod_a_service_and_the_namespace_by_name() {
     assert_eq!(values(&v), pairs(&[("inference", "1017")]));
     assert_eq!(v["items"][0]["describedObject"]["kind"], "Namespace");
     // A metric not served for that kind.
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         "/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/services/gateway/vllm_queue_depth",
         &[],
@@ -318,7 +233,7 @@ fn all_pods_missing_is_an_error_never_zeros() {
         "app.kubernetes.io/name=ghost",
         "app.kubernetes.io/name=nobody",
     ] {
-        let (code, body) = curl_as(
+        let (code, body) = world().adapter.curl_as(
             &world().alice_id,
             &pods_path("v1beta2", "inference", "vllm_queue_depth", selector, ""),
             &[],
@@ -326,7 +241,7 @@ fn all_pods_missing_is_an_error_never_zeros() {
         assert_status(code, &body, 503, "ServiceUnavailable");
     }
     // A metric selector that no series matches.
-    let (code, body) = curl_as(
+    let (code, body) = world().adapter.curl_as(
         &world().alice_id,
         &pods_path(
             "v1beta2",
@@ -367,7 +282,7 @@ fn selector_abuse_is_400() {
         "app in (",
         "app=chat\\",
     ] {
-        let (code, body) = curl_as(
+        let (code, body) = w.adapter.curl_as(
             &w.alice_id,
             &pods_path("v1beta2", "inference", "vllm_queue_depth", selector, ""),
             &[],
@@ -381,7 +296,7 @@ fn selector_abuse_is_400() {
         "pod=~.*",
         "app.kubernetes.io/name=chat",
     ] {
-        let (code, body) = curl_as(
+        let (code, body) = w.adapter.curl_as(
             &w.alice_id,
             &pods_path(
                 "v1beta2",
@@ -399,7 +314,7 @@ fn selector_abuse_is_400() {
         "/apis/custom.metrics.k8s.io/v1beta2/namespaces/Inference%22%7D/pods/*/vllm_queue_depth",
         "/apis/custom.metrics.k8s.io/v1beta2/namespaces/inference/services/*/gateway_pending",
     ] {
-        let (code, body) = curl_as(&w.alice_id, path, &[]);
+        let (code, body) = w.adapter.curl_as(&w.alice_id, path, &[]);
         assert_status(code, &body, 400, "BadRequest");
     }
 }
@@ -412,7 +327,7 @@ fn a_denied_subject_access_review_is_403_and_names_kind_and_metric() {
         &pods_path("v1beta2", "secret", "vllm_queue_depth", CHAT, ""),
     );
     assert!(!out.ok && out.stderr.contains("Forbidden"), "{out:?}");
-    let (code, body) = curl_as(
+    let (code, body) = w.adapter.curl_as(
         &w.proxy,
         &pods_path("v1beta2", "inference", "gpu_pressure", CHAT, ""),
         &[&format!("X-Remote-User: {HPA_USER}")],
@@ -495,10 +410,10 @@ fn pod_lists_are_cached_and_follow_the_cluster() {
             })
             .count()
     };
-    curl_as(&w.alice_id, &path, &[]);
+    w.adapter.curl_as(&w.alice_id, &path, &[]);
     let before = lists();
     for _ in 0..10 {
-        let (code, body) = curl_as(&w.alice_id, &path, &[]);
+        let (code, body) = w.adapter.curl_as(&w.alice_id, &path, &[]);
         assert_eq!(code, 200, "{body}");
     }
     // Ten HPA reads, and at most the background refreshes of the time they took.
@@ -511,13 +426,13 @@ fn pod_lists_are_cached_and_follow_the_cluster() {
     w.kube
         .put(&core("pods"), pod("inference", CHAT_1, "chat", "Succeeded"));
     procs::eventually("the second chat pod to leave the answer", || {
-        let (_, body) = curl_as(&w.alice_id, &path, &[]);
+        let (_, body) = w.adapter.curl_as(&w.alice_id, &path, &[]);
         (values(&body) == pairs(&[(CHAT_0, "3")])).then_some(())
     });
     w.kube
         .put(&core("pods"), pod("inference", CHAT_1, "chat", "Running"));
     procs::eventually("the second chat pod to come back", || {
-        let (_, body) = curl_as(&w.alice_id, &path, &[]);
+        let (_, body) = w.adapter.curl_as(&w.alice_id, &path, &[]);
         (values(&body).len() == 2).then_some(())
     });
 }
@@ -588,20 +503,8 @@ fn prometheus_down_is_an_error_for_cold_and_warm_keys() {
         dir.path().join("adapter.log"),
     );
     let get = |selector: &str| {
-        let (code, body) = client::curl(
-            &format!(
-                "{}{}",
-                adapter.url(),
-                pods_path("v1beta2", "inference", "queue", selector, "")
-            ),
-            None,
-            &Identity::default(),
-            &[],
-        );
-        (
-            code,
-            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
-        )
+        let path = pods_path("v1beta2", "inference", "queue", selector, "");
+        adapter.curl_as(&Identity::default(), &path, &[])
     };
     let (code, warm) = get(CHAT);
     assert_eq!(code, 200, "{warm}\n{}", adapter.guard.log_text());

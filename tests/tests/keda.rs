@@ -12,6 +12,7 @@ use gpuscale_e2e::adapter::client::Adapter;
 use gpuscale_e2e::adapter::keda::{KedaClient, scaled_object};
 use gpuscale_e2e::adapter::kubefake::{Cluster, KubeFake};
 use gpuscale_e2e::adapter::pki::Ca;
+use gpuscale_e2e::adapter::world::Pki;
 use gpuscale_e2e::adapter::{procs, prom};
 use gpuscale_e2e::write_file as write;
 use serde_json::{Value, json};
@@ -31,66 +32,41 @@ struct World {
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let prom = prom::shared();
-        let dir = tempfile::Builder::new()
-            .prefix("gpuscale-keda-e2e-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
-        let serving = Ca::new("serving-ca");
+        let pki = Pki::new("gpuscale-keda-e2e-");
         let keda_ca = Ca::new("keda-client-ca");
-        let rogue_ca = Ca::new("rogue-ca");
-        let server = serving.server();
-        let leaf = |file: &str, ca: &Ca| {
-            let l = ca.client("keda-operator", &[]);
-            (
-                write(&dir, &format!("{file}.crt"), &l.cert_pem),
-                write(&dir, &format!("{file}.key"), &l.key_pem),
-            )
-        };
+        // The cluster grants no one anything: KEDA's calls need only its
+        // certificate.
         let kube = KubeFake::start(Cluster {
             auth_configmap: Default::default(),
             tokens: Default::default(),
             sar: Arc::new(|_: &Value| (false, String::new())),
         });
         let keda_port = procs::free_port();
-        let args = [
-            format!(
-                "--tls-cert-file={}",
-                write(&dir, "tls.crt", &server.cert_pem).display()
-            ),
-            format!(
-                "--tls-key-file={}",
-                write(&dir, "tls.key", &server.key_pem).display()
-            ),
-            format!(
-                "--kubeconfig={}",
-                write(&dir, "kubeconfig", &kube.kubeconfig()).display()
-            ),
+        let flags = [
             format!(
                 "--client-ca-file={}",
-                write(&dir, "client-ca.crt", &Ca::new("cluster").pem()).display()
+                pki.write("client-ca.crt", &pki.clients.pem()).display()
             ),
-            format!("--config={}", write(&dir, "metrics.yaml", CONFIG).display()),
-            format!("--prometheus-url={}", prom.url),
-            "--poll-interval=1s".into(),
             format!("--keda-listen=127.0.0.1:{keda_port}"),
             format!(
                 "--keda-client-ca-file={}",
-                write(&dir, "keda-ca.crt", &keda_ca.pem()).display()
+                pki.write("keda-ca.crt", &keda_ca.pem()).display()
             ),
         ];
-        let adapter = Adapter::start_cleaning(&args, dir.join("adapter.log"), Some(&dir));
-        let ca = Some(write(&dir, "serving-ca.crt", &serving.pem()));
+        let adapter = pki.adapter("adapter", &kube, CONFIG, &flags, true);
+        let leaf = |name: &str, ca: &Ca| {
+            let id = pki.identity(name, &ca.client("keda-operator", &[]));
+            id.cert.zip(id.key)
+        };
         let client = |cert| KedaClient {
             port: keda_port,
-            ca: ca.clone(),
+            ca: Some(pki.serving_ca.clone()),
             cert,
         };
         World {
-            keda: client(Some(leaf("keda", &keda_ca))),
+            keda: client(leaf("keda", &keda_ca)),
             bare: client(None),
-            rogue: client(Some(leaf("rogue", &rogue_ca))),
+            rogue: client(leaf("rogue", &Ca::new("rogue-ca"))),
             adapter,
             _kube: kube,
         }
@@ -234,25 +210,15 @@ fn nan_infinity_and_empty_results_are_unavailable_never_inactive() {
 #[test]
 fn a_full_poll_cache_is_unavailable_never_inactive() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let keda_port = procs::free_port();
-    let _adapter = Adapter::start(
+    let config = write(dir.path(), "metrics.yaml", CONFIG);
+    let (_adapter, keda) = KedaClient::dev_adapter(
         &[
-            "--dev".into(),
-            format!(
-                "--config={}",
-                write(dir.path(), "metrics.yaml", CONFIG).display()
-            ),
+            format!("--config={}", config.display()),
             format!("--prometheus-url={}", prom::shared().url),
             "--max-cached-queries=1".into(),
-            format!("--keda-listen=127.0.0.1:{keda_port}"),
         ],
         dir.path().join("adapter.log"),
     );
-    let keda = KedaClient {
-        port: keda_port,
-        ca: None,
-        cert: None,
-    };
     // Held: a real 0, inactive. New: tgi_waiting, which would read 5.
     let held = so("idle", &trigger("jobs_waiting", "", &[]));
     let new = so(
@@ -392,22 +358,14 @@ fn a_new_series_wakes_the_push_stream_and_a_stopped_prometheus_is_never_idle() {
         "metrics.yaml",
         "metrics:\n  - name: gateway_queue_depth\n    query: sum(gateway_requests_waiting{${matchers}})\n    empty: zero\n    freshness: 3s\n",
     );
-    let keda_port = procs::free_port();
-    let adapter = Adapter::start(
+    let (adapter, keda) = KedaClient::dev_adapter(
         &[
-            "--dev".into(),
             format!("--config={}", config.display()),
             format!("--prometheus-url={}", p.url),
             "--poll-interval=1s".into(),
-            format!("--keda-listen=127.0.0.1:{keda_port}"),
         ],
         dir.path().join("adapter.log"),
     );
-    let keda = KedaClient {
-        port: keda_port,
-        ca: None,
-        cert: None,
-    };
     let wake = so("wake", &trigger("gateway_queue_depth", "service=chat", &[]));
 
     let stream = keda.stream(&wake);
@@ -479,112 +437,113 @@ fn documents(file: &str) -> Vec<Value> {
 /// the example may use (keda.sh/v1alpha1, KEDA 2.17+ documentation), which
 /// kubernetes-validate cannot check without the CRDs.
 fn check_keda_object(o: &Value) {
-    let keys = |v: &Value| -> Vec<String> {
-        v.as_object()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
-    };
-    let only = |v: &Value, allowed: &[&str], what: &str| {
-        for k in keys(v) {
-            assert!(
-                allowed.contains(&k.as_str()),
-                "{what}: field {k} is not in KEDA's schema"
-            );
-        }
-    };
     assert_eq!(o["apiVersion"], "keda.sh/v1alpha1");
     assert!(o["metadata"]["name"].is_string() && o["metadata"]["namespace"].is_string());
     match o["kind"].as_str() {
-        Some("ScaledObject") => {
-            let spec = &o["spec"];
-            only(
-                spec,
-                &[
-                    "scaleTargetRef",
-                    "pollingInterval",
-                    "cooldownPeriod",
-                    "initialCooldownPeriod",
-                    "idleReplicaCount",
-                    "minReplicaCount",
-                    "maxReplicaCount",
-                    "fallback",
-                    "advanced",
-                    "triggers",
-                ],
-                "ScaledObject.spec",
-            );
-            only(
-                &spec["scaleTargetRef"],
-                &["apiVersion", "kind", "name", "envSourceContainerName"],
-                "scaleTargetRef",
-            );
-            assert!(spec["scaleTargetRef"]["name"].is_string());
-            for k in [
-                "pollingInterval",
-                "cooldownPeriod",
-                "minReplicaCount",
-                "maxReplicaCount",
-            ] {
-                assert!(
-                    spec[k].is_null() || spec[k].is_u64(),
-                    "{k} must be an integer"
-                );
-            }
-            for t in spec["triggers"].as_array().expect("triggers") {
-                only(
-                    t,
-                    &[
-                        "type",
-                        "name",
-                        "metadata",
-                        "authenticationRef",
-                        "metricType",
-                        "useCachedMetrics",
-                    ],
-                    "trigger",
-                );
-                assert!(
-                    matches!(t["type"].as_str(), Some("external" | "external-push")),
-                    "{t}"
-                );
-                // Trigger metadata is map[string]string in KEDA's Go types.
-                for (k, v) in t["metadata"].as_object().expect("metadata") {
-                    assert!(v.is_string(), "trigger metadata {k} must be a string: {v}");
-                }
-                only(
-                    &t["authenticationRef"],
-                    &["name", "kind"],
-                    "authenticationRef",
-                );
-            }
-        }
-        Some("TriggerAuthentication") => {
-            only(
-                &o["spec"],
-                &[
-                    "secretTargetRef",
-                    "env",
-                    "hashiCorpVault",
-                    "podIdentity",
-                    "configMapTargetRef",
-                ],
-                "TriggerAuthentication.spec",
-            );
-            for r in o["spec"]["secretTargetRef"]
-                .as_array()
-                .expect("secretTargetRef")
-            {
-                only(r, &["parameter", "name", "key"], "secretTargetRef");
-                assert!(
-                    matches!(
-                        r["parameter"].as_str(),
-                        Some("caCert" | "tlsClientCert" | "tlsClientKey")
-                    ),
-                    "{r}"
-                );
-            }
-        }
+        Some("ScaledObject") => check_scaled_object(&o["spec"]),
+        Some("TriggerAuthentication") => check_trigger_authentication(&o["spec"]),
         other => panic!("unexpected kind {other:?}"),
+    }
+}
+
+/// Fails on a field of `v` that `allowed` does not name.
+fn only(v: &Value, allowed: &[&str], what: &str) {
+    for k in v.as_object().into_iter().flat_map(|m| m.keys()) {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "{what}: field {k} is not in KEDA's schema"
+        );
+    }
+}
+
+fn check_scaled_object(spec: &Value) {
+    only(
+        spec,
+        &[
+            "scaleTargetRef",
+            "pollingInterval",
+            "cooldownPeriod",
+            "initialCooldownPeriod",
+            "idleReplicaCount",
+            "minReplicaCount",
+            "maxReplicaCount",
+            "fallback",
+            "advanced",
+            "triggers",
+        ],
+        "ScaledObject.spec",
+    );
+    only(
+        &spec["scaleTargetRef"],
+        &["apiVersion", "kind", "name", "envSourceContainerName"],
+        "scaleTargetRef",
+    );
+    assert!(spec["scaleTargetRef"]["name"].is_string());
+    for k in [
+        "pollingInterval",
+        "cooldownPeriod",
+        "minReplicaCount",
+        "maxReplicaCount",
+    ] {
+        assert!(
+            spec[k].is_null() || spec[k].is_u64(),
+            "{k} must be an integer"
+        );
+    }
+    for t in spec["triggers"].as_array().expect("triggers") {
+        check_trigger(t);
+    }
+}
+
+fn check_trigger(t: &Value) {
+    only(
+        t,
+        &[
+            "type",
+            "name",
+            "metadata",
+            "authenticationRef",
+            "metricType",
+            "useCachedMetrics",
+        ],
+        "trigger",
+    );
+    assert!(
+        matches!(t["type"].as_str(), Some("external" | "external-push")),
+        "{t}"
+    );
+    // Trigger metadata is map[string]string in KEDA's Go types.
+    for (k, v) in t["metadata"].as_object().expect("metadata") {
+        assert!(v.is_string(), "trigger metadata {k} must be a string: {v}");
+    }
+    only(
+        &t["authenticationRef"],
+        &["name", "kind"],
+        "authenticationRef",
+    );
+}
+
+fn check_trigger_authentication(spec: &Value) {
+    only(
+        spec,
+        &[
+            "secretTargetRef",
+            "env",
+            "hashiCorpVault",
+            "podIdentity",
+            "configMapTargetRef",
+        ],
+        "TriggerAuthentication.spec",
+    );
+    for r in spec["secretTargetRef"].as_array().expect("secretTargetRef") {
+        only(r, &["parameter", "name", "key"], "secretTargetRef");
+        assert!(
+            matches!(
+                r["parameter"].as_str(),
+                Some("caCert" | "tlsClientCert" | "tlsClientKey")
+            ),
+            "{r}"
+        );
     }
 }
 

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::Value;
+
 use super::procs;
 use crate::procs::Proc;
 
@@ -13,6 +15,9 @@ pub struct Adapter {
     pub guard: Proc,
     pub port: u16,
     pub metrics_port: u16,
+    /// The CA its clients trust; `None` for `--dev`'s self-signed pair
+    /// (`curl -k`).
+    pub ca: Option<PathBuf>,
 }
 
 impl Adapter {
@@ -41,11 +46,31 @@ impl Adapter {
             guard,
             port,
             metrics_port,
+            ca: None,
         }
     }
 
     pub fn url(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// `curl -X method` `path` on this adapter as `who` with `headers`:
+    /// (status, the JSON body or null).
+    pub fn request(
+        &self,
+        method: &str,
+        who: &Identity,
+        path: &str,
+        headers: &[&str],
+    ) -> (u16, Value) {
+        let url = format!("{}{path}", self.url());
+        let (code, body) = curl_method(method, &url, self.ca.as_deref(), who, headers);
+        (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+    }
+
+    /// [`Adapter::request`] with GET.
+    pub fn curl_as(&self, who: &Identity, path: &str, headers: &[&str]) -> (u16, Value) {
+        self.request("GET", who, path, headers)
     }
 
     /// The self-metrics text.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::client::Adapter;
 use crate::bins::repo_root;
 
 /// Where and how to connect.
@@ -20,6 +21,22 @@ pub struct KedaClient {
     pub ca: Option<PathBuf>,
     /// Client certificate and key, as KEDA's `tlsClientCert`/`tlsClientKey`.
     pub cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl KedaClient {
+    /// Starts the adapter in `--dev` mode with `args` and its KEDA listener
+    /// (plaintext) on a free port; KEDA's client for it.
+    pub fn dev_adapter(args: &[String], log: PathBuf) -> (Adapter, Self) {
+        let port = crate::free_port();
+        let mut args = args.to_vec();
+        args.extend(["--dev".into(), format!("--keda-listen=127.0.0.1:{port}")]);
+        let client = Self {
+            port,
+            ca: None,
+            cert: None,
+        };
+        (Adapter::start(&args, log), client)
+    }
 }
 
 /// A ScaledObject's reference with its trigger metadata.
