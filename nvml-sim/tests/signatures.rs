@@ -26,131 +26,67 @@ macro_rules! sig {
     }};
 }
 
-#[test]
-fn init_signatures_match_bindings() {
-    sig!(nvmlErrorString, init);
-    sig!(nvmlInitWithFlags, init);
-    sig!(nvmlInit_v2, init);
-    sig!(nvmlShutdown, init);
-    sig!(nvmlSystemGetCudaDriverVersion, init);
-    sig!(nvmlSystemGetCudaDriverVersion_v2, init);
-    sig!(nvmlSystemGetDriverVersion, init);
-    sig!(nvmlSystemGetNVMLVersion, init);
-    sig!(nvmlSystemGetProcessName, init);
+/// `sig!` for each function `$module` exports.
+macro_rules! sigs {
+    ($module:ident: $($name:ident)*) => {{
+        $(sig!($name, $module);)*
+    }};
 }
 
 #[test]
-fn device_signatures_match_bindings() {
-    sig!(nvmlDeviceGetArchitecture, device);
-    sig!(nvmlDeviceGetBrand, device);
-    sig!(nvmlDeviceGetComputeMode, device);
-    sig!(nvmlDeviceGetCount_v2, device);
-    sig!(nvmlDeviceGetCudaComputeCapability, device);
-    sig!(nvmlDeviceGetHandleByIndex_v2, device);
-    sig!(nvmlDeviceGetHandleByPciBusId_v2, device);
-    sig!(nvmlDeviceGetHandleBySerial, device);
-    sig!(nvmlDeviceGetHandleByUUID, device);
-    sig!(nvmlDeviceGetIndex, device);
-    sig!(nvmlDeviceGetMinorNumber, device);
-    sig!(nvmlDeviceGetName, device);
-    sig!(nvmlDeviceGetPciInfo_v3, device);
-    sig!(nvmlDeviceGetPersistenceMode, device);
-    sig!(nvmlDeviceGetSerial, device);
-    sig!(nvmlDeviceGetUUID, device);
-    sig!(nvmlDeviceGetVbiosVersion, device);
-}
-
-#[test]
-fn telemetry_signatures_match_bindings() {
-    sig!(nvmlDeviceGetClock, telemetry);
-    sig!(nvmlDeviceGetClockInfo, telemetry);
-    sig!(nvmlDeviceGetCurrentClocksEventReasons, telemetry);
-    sig!(nvmlDeviceGetCurrentClocksThrottleReasons, telemetry);
-    sig!(nvmlDeviceGetDecoderUtilization, telemetry);
-    sig!(nvmlDeviceGetEncoderUtilization, telemetry);
-    sig!(nvmlDeviceGetEnforcedPowerLimit, telemetry);
-    sig!(nvmlDeviceGetFanSpeed, telemetry);
-    sig!(nvmlDeviceGetFanSpeed_v2, telemetry);
-    sig!(nvmlDeviceGetMaxClockInfo, telemetry);
-    sig!(nvmlDeviceGetMaxCustomerBoostClock, telemetry);
-    sig!(nvmlDeviceGetMemoryInfo, telemetry);
-    sig!(nvmlDeviceGetMemoryInfo_v2, telemetry);
-    sig!(nvmlDeviceGetNumFans, telemetry);
-    sig!(nvmlDeviceGetPerformanceState, telemetry);
-    sig!(nvmlDeviceGetPowerManagementDefaultLimit, telemetry);
-    sig!(nvmlDeviceGetPowerManagementLimit, telemetry);
-    sig!(nvmlDeviceGetPowerManagementLimitConstraints, telemetry);
-    sig!(nvmlDeviceGetPowerState, telemetry);
-    sig!(nvmlDeviceGetPowerUsage, telemetry);
-    sig!(nvmlDeviceGetSupportedClocksEventReasons, telemetry);
-    sig!(nvmlDeviceGetSupportedClocksThrottleReasons, telemetry);
-    sig!(nvmlDeviceGetTemperature, telemetry);
-    sig!(nvmlDeviceGetTemperatureThreshold, telemetry);
-    sig!(nvmlDeviceGetTotalEnergyConsumption, telemetry);
-    sig!(nvmlDeviceGetUtilizationRates, telemetry);
-    sig!(nvmlDeviceGetViolationStatus, telemetry);
-}
-
-#[test]
-fn links_signatures_match_bindings() {
-    sig!(nvmlDeviceGetCurrPcieLinkGeneration, links);
-    sig!(nvmlDeviceGetCurrPcieLinkWidth, links);
-    sig!(nvmlDeviceGetFieldValues, links);
-    sig!(nvmlDeviceGetMaxPcieLinkGeneration, links);
-    sig!(nvmlDeviceGetMaxPcieLinkWidth, links);
-    sig!(nvmlDeviceGetNvLinkErrorCounter, links);
-    sig!(nvmlDeviceGetNvLinkState, links);
-    sig!(nvmlDeviceGetNvLinkVersion, links);
-    sig!(nvmlDeviceGetPcieReplayCounter, links);
-    sig!(nvmlDeviceGetPcieThroughput, links);
-}
-
-#[test]
-fn errors_signatures_match_bindings() {
-    sig!(nvmlDeviceGetEccMode, errors);
-    sig!(nvmlDeviceGetMemoryErrorCounter, errors);
-    sig!(nvmlDeviceGetRemappedRows, errors);
-    sig!(nvmlDeviceGetRetiredPages, errors);
-    sig!(nvmlDeviceGetRetiredPagesPendingStatus, errors);
-    sig!(nvmlDeviceGetRetiredPages_v2, errors);
-    sig!(nvmlDeviceGetTotalEccErrors, errors);
-}
-
-#[test]
-fn processes_signatures_match_bindings() {
-    sig!(nvmlDeviceGetComputeRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetGraphicsRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetMPSComputeRunningProcesses_v3, processes);
-    sig!(nvmlDeviceGetProcessUtilization, processes);
-}
-
-#[test]
-fn mig_signatures_match_bindings() {
-    sig!(nvmlDeviceGetComputeInstanceId, mig);
-    sig!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, mig);
-    sig!(nvmlDeviceGetGpuInstanceId, mig);
-    sig!(nvmlDeviceGetMaxMigDeviceCount, mig);
-    sig!(nvmlDeviceGetMigDeviceHandleByIndex, mig);
-    sig!(nvmlDeviceGetMigMode, mig);
-    sig!(nvmlDeviceIsMigDeviceHandle, mig);
-}
-
-#[test]
-fn events_signatures_match_bindings() {
-    sig!(nvmlDeviceGetSupportedEventTypes, events);
-    sig!(nvmlDeviceRegisterEvents, events);
-    sig!(nvmlEventSetCreate, events);
-    sig!(nvmlEventSetFree, events);
-    sig!(nvmlEventSetWait_v2, events);
-}
-
-#[test]
-fn gpm_signatures_match_bindings() {
-    sig!(nvmlGpmMetricsGet, gpm);
-    sig!(nvmlGpmMigSampleGet, gpm);
-    sig!(nvmlGpmQueryDeviceSupport, gpm);
-    sig!(nvmlGpmQueryIfStreamingEnabled, gpm);
-    sig!(nvmlGpmSampleAlloc, gpm);
-    sig!(nvmlGpmSampleFree, gpm);
-    sig!(nvmlGpmSampleGet, gpm);
+fn exported_signatures_match_bindings() {
+    sigs! { init:
+        nvmlErrorString nvmlInitWithFlags nvmlInit_v2 nvmlShutdown nvmlSystemGetCudaDriverVersion
+        nvmlSystemGetCudaDriverVersion_v2 nvmlSystemGetDriverVersion nvmlSystemGetNVMLVersion
+        nvmlSystemGetProcessName
+    }
+    sigs! { device:
+        nvmlDeviceGetArchitecture nvmlDeviceGetBrand nvmlDeviceGetComputeMode nvmlDeviceGetCount_v2
+        nvmlDeviceGetCudaComputeCapability nvmlDeviceGetHandleByIndex_v2
+        nvmlDeviceGetHandleByPciBusId_v2 nvmlDeviceGetHandleBySerial nvmlDeviceGetHandleByUUID
+        nvmlDeviceGetIndex nvmlDeviceGetMinorNumber nvmlDeviceGetName nvmlDeviceGetPciInfo_v3
+        nvmlDeviceGetPersistenceMode nvmlDeviceGetSerial nvmlDeviceGetUUID
+        nvmlDeviceGetVbiosVersion
+    }
+    sigs! { telemetry:
+        nvmlDeviceGetClock nvmlDeviceGetClockInfo nvmlDeviceGetCurrentClocksEventReasons
+        nvmlDeviceGetCurrentClocksThrottleReasons nvmlDeviceGetDecoderUtilization
+        nvmlDeviceGetEncoderUtilization nvmlDeviceGetEnforcedPowerLimit nvmlDeviceGetFanSpeed
+        nvmlDeviceGetFanSpeed_v2 nvmlDeviceGetMaxClockInfo nvmlDeviceGetMaxCustomerBoostClock
+        nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetNumFans
+        nvmlDeviceGetPerformanceState nvmlDeviceGetPowerManagementDefaultLimit
+        nvmlDeviceGetPowerManagementLimit nvmlDeviceGetPowerManagementLimitConstraints
+        nvmlDeviceGetPowerState nvmlDeviceGetPowerUsage nvmlDeviceGetSupportedClocksEventReasons
+        nvmlDeviceGetSupportedClocksThrottleReasons nvmlDeviceGetTemperature
+        nvmlDeviceGetTemperatureThreshold nvmlDeviceGetTotalEnergyConsumption
+        nvmlDeviceGetUtilizationRates nvmlDeviceGetViolationStatus
+    }
+    sigs! { links:
+        nvmlDeviceGetCurrPcieLinkGeneration nvmlDeviceGetCurrPcieLinkWidth nvmlDeviceGetFieldValues
+        nvmlDeviceGetMaxPcieLinkGeneration nvmlDeviceGetMaxPcieLinkWidth
+        nvmlDeviceGetNvLinkErrorCounter nvmlDeviceGetNvLinkState nvmlDeviceGetNvLinkVersion
+        nvmlDeviceGetPcieReplayCounter nvmlDeviceGetPcieThroughput
+    }
+    sigs! { errors:
+        nvmlDeviceGetEccMode nvmlDeviceGetMemoryErrorCounter nvmlDeviceGetRemappedRows
+        nvmlDeviceGetRetiredPages nvmlDeviceGetRetiredPagesPendingStatus
+        nvmlDeviceGetRetiredPages_v2 nvmlDeviceGetTotalEccErrors
+    }
+    sigs! { processes:
+        nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetGraphicsRunningProcesses_v3
+        nvmlDeviceGetMPSComputeRunningProcesses_v3 nvmlDeviceGetProcessUtilization
+    }
+    sigs! { mig:
+        nvmlDeviceGetComputeInstanceId nvmlDeviceGetDeviceHandleFromMigDeviceHandle
+        nvmlDeviceGetGpuInstanceId nvmlDeviceGetMaxMigDeviceCount
+        nvmlDeviceGetMigDeviceHandleByIndex nvmlDeviceGetMigMode nvmlDeviceIsMigDeviceHandle
+    }
+    sigs! { events:
+        nvmlDeviceGetSupportedEventTypes nvmlDeviceRegisterEvents nvmlEventSetCreate
+        nvmlEventSetFree nvmlEventSetWait_v2
+    }
+    sigs! { gpm:
+        nvmlGpmMetricsGet nvmlGpmMigSampleGet nvmlGpmQueryDeviceSupport
+        nvmlGpmQueryIfStreamingEnabled nvmlGpmSampleAlloc nvmlGpmSampleFree nvmlGpmSampleGet
+    }
 }

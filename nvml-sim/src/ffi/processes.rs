@@ -63,22 +63,47 @@ unsafe fn fill<T>(count: *mut c_uint, out: *mut T, items: Vec<T>) -> R {
     Ok(())
 }
 
-/// The compute processes visible through `device`, each as `info` makes
-/// it from (process, GPU instance id, compute instance id).
+/// A version of NVML's process-info struct.
+trait ProcessInfo {
+    /// From a process and its (GPU instance id, compute instance id).
+    fn new(p: &Process, gi: u32, ci: u32) -> Self;
+}
+
+impl ProcessInfo for nvmlProcessInfo_t {
+    fn new(p: &Process, gi: u32, ci: u32) -> Self {
+        Self {
+            pid: p.pid,
+            usedGpuMemory: p.memory_mib * MIB,
+            gpuInstanceId: gi,
+            computeInstanceId: ci,
+        }
+    }
+}
+
+/// Version 1 has no instance ids.
+impl ProcessInfo for nvmlProcessInfo_v1_t {
+    fn new(p: &Process, _: u32, _: u32) -> Self {
+        Self {
+            pid: p.pid,
+            usedGpuMemory: p.memory_mib * MIB,
+        }
+    }
+}
+
+/// The compute processes visible through `device`.
 ///
 /// # Safety
 /// As [`fill`].
-unsafe fn running<T>(
+unsafe fn running<T: ProcessInfo>(
     device: nvmlDevice_t,
     count: *mut c_uint,
     infos: *mut T,
-    info: impl Fn(Process, u32, u32) -> T,
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
         let items = visible(&c, device)?
-            .into_iter()
-            .map(|(p, gi, ci)| info(p, gi, ci))
+            .iter()
+            .map(|(p, gi, ci)| T::new(p, *gi, *ci))
             .collect();
         // SAFETY: `count` and `infos` come from this helper's callers with
         // `fill`'s contract.
@@ -92,15 +117,9 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    let info = |p: Process, gi, ci| nvmlProcessInfo_t {
-        pid: p.pid,
-        usedGpuMemory: p.memory_mib * MIB,
-        gpuInstanceId: gi,
-        computeInstanceId: ci,
-    };
     // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
     // valid as the NVML API requires, which is `running`'s contract.
-    unsafe { running(device, count, infos, info) }
+    unsafe { running(device, count, infos) }
 }
 
 #[unsafe(no_mangle)]
@@ -121,13 +140,9 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_v1_t,
 ) -> nvmlReturn_t {
-    let info = |p: Process, _, _| nvmlProcessInfo_v1_t {
-        pid: p.pid,
-        usedGpuMemory: p.memory_mib * MIB,
-    };
     // SAFETY: `count` and `infos` are this function's out-pointer arguments: null or
     // valid as the NVML API requires, which is `running`'s contract.
-    unsafe { running(device, count, infos, info) }
+    unsafe { running(device, count, infos) }
 }
 
 /// Graphics and MPS process lists are always empty.
