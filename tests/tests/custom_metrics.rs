@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 
 use gpuscale_e2e::adapter::client::{Adapter, Identity, assert_status, kubectl_raw};
 use gpuscale_e2e::adapter::fleet::{CHAT_0, CHAT_1};
@@ -105,8 +105,17 @@ fn pods_path(
     p
 }
 
-/// GET as alice with kubectl; the MetricValueList.
+/// `pod_lists_are_cached_and_follow_the_cluster` takes a chat pod away for a
+/// while (write); the stories that count the chat pods read meanwhile.
+static CHAT_PODS: RwLock<()> = RwLock::new(());
+
+fn chat_pods_in_place() -> RwLockReadGuard<'static, ()> {
+    CHAT_PODS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// GET as alice with kubectl, every chat pod in place; the MetricValueList.
 fn list(path: &str) -> Value {
+    let _in_place = chat_pods_in_place();
     let w = world();
     let out = kubectl_raw(&w.alice, path);
     assert!(
@@ -423,6 +432,7 @@ fn pod_lists_are_cached_and_follow_the_cluster() {
         lists() - before
     );
     // A pod that goes away leaves the answer once the list is refreshed.
+    let _alone = CHAT_PODS.write().unwrap_or_else(|e| e.into_inner());
     w.kube
         .put(&core("pods"), pod("inference", CHAT_1, "chat", "Succeeded"));
     procs::eventually("the second chat pod to leave the answer", || {
@@ -506,7 +516,10 @@ fn prometheus_down_is_an_error_for_cold_and_warm_keys() {
         let path = pods_path("v1beta2", "inference", "queue", selector, "");
         adapter.curl_as(&Identity::default(), &path, &[])
     };
-    let (code, warm) = get(CHAT);
+    let (code, warm) = {
+        let _in_place = chat_pods_in_place();
+        get(CHAT)
+    };
     assert_eq!(code, 200, "{warm}\n{}", adapter.guard.log_text());
     assert_eq!(values(&warm), pairs(&[(CHAT_0, "3"), (CHAT_1, "4")]));
     drop(own);
