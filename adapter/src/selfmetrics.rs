@@ -1,51 +1,67 @@
-//! The adapter's own metrics, served on a separate plain-HTTP port.
+//! The adapter's own metrics, served on a separate plain-HTTP port: a
+//! `prometheus` registry with the standard `process_*` families, the poll
+//! cache's report and the scale-to-zero controller's families.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
-use std::time::Duration;
+mod cache;
+pub mod family;
 
-/// Names and kinds, as documented in docs/adapter.md.
-pub const FAMILIES: &[(&str, &str, &str)] = &[
-    (
-        "gpuscale_adapter_requests_total",
-        "counter",
-        "api,metric,code",
-    ),
-    (
-        "gpuscale_adapter_request_duration_seconds",
-        "histogram",
-        "api,metric,code",
-    ),
-    (
-        "gpuscale_adapter_prometheus_queries_total",
-        "counter",
-        "metric,result",
-    ),
-    (
-        "gpuscale_adapter_prometheus_query_duration_seconds",
-        "histogram",
-        "metric",
-    ),
-    (
-        "gpuscale_adapter_metric_value",
-        "gauge",
-        "metric,request_namespace,selector",
-    ),
-    ("gpuscale_adapter_metric_age_seconds", "gauge", "metric"),
-    ("gpuscale_adapter_cached_queries", "gauge", ""),
-    ("gpuscale_adapter_max_cached_queries", "gauge", ""),
-    ("gpuscale_adapter_cache_refusals_total", "counter", "metric"),
-    ("gpuscale_adapter_poll_interval_seconds", "gauge", ""),
-    (
-        "gpuscale_adapter_keda_requests_total",
-        "counter",
-        "method,code",
-    ),
-    ("gpuscale_adapter_keda_streams", "gauge", ""),
-    ("gpuscale_adapter_build_info", "gauge", "version"),
-    ("gpuscale_adapter_up", "gauge", ""),
-];
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use prometheus::proto::MetricFamily;
+use prometheus::{HistogramVec, IntCounterVec, IntGauge, Registry};
+use tracing::error;
+
+pub use cache::{CacheReport, KeyValue};
+use family::{Family, FamilyDoc};
+
+use crate::scale_to_zero::report::Report;
+
+const REQUESTS: Family = Family::new(
+    "gpuscale_adapter_requests_total",
+    "API requests by API (external, custom), metric and HTTP code.",
+    &["api", "metric", "code"],
+);
+const REQUEST_DURATION: Family = Family::new(
+    "gpuscale_adapter_request_duration_seconds",
+    "API request latency.",
+    &["api", "metric", "code"],
+);
+const QUERIES: Family = Family::new(
+    "gpuscale_adapter_prometheus_queries_total",
+    "Prometheus queries by metric and result (ok, error, empty, nan, timeout).",
+    &["metric", "result"],
+);
+const QUERY_DURATION: Family = Family::new(
+    "gpuscale_adapter_prometheus_query_duration_seconds",
+    "Prometheus query latency.",
+    &["metric"],
+);
+const REFUSALS: Family = Family::new(
+    "gpuscale_adapter_cache_refusals_total",
+    "Requests for a new key refused (503) because the poll cache was full, by metric.",
+    &["metric"],
+);
+const KEDA_REQUESTS: Family = Family::new(
+    "gpuscale_adapter_keda_requests_total",
+    "KEDA external-scaler calls by method and gRPC code.",
+    &["method", "code"],
+);
+const KEDA_STREAMS: Family = Family::new(
+    "gpuscale_adapter_keda_streams",
+    "Open StreamIsActive (external-push) streams.",
+    &[],
+);
+const BUILD_INFO: Family = Family::new(
+    "gpuscale_adapter_build_info",
+    "Build information.",
+    &["version"],
+);
+const UP: Family = Family::new("gpuscale_adapter_up", "1 while the adapter runs.", &[]);
+
+/// Families whose label order differs from the name order the crate uses.
+const DECLARED: &[&Family] = &[&REQUESTS, &REQUEST_DURATION, &KEDA_REQUESTS];
 
 const REQUEST_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
@@ -54,61 +70,7 @@ const QUERY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-#[derive(Default, Clone)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, buckets: &[f64], v: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; buckets.len()];
-        }
-        for (i, b) in buckets.iter().enumerate() {
-            if v <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += v;
-        self.count += 1;
-    }
-}
-
-#[derive(Default)]
-struct Inner {
-    requests: BTreeMap<(&'static str, String, u16), (u64, Histogram)>,
-    queries: BTreeMap<(String, QueryResult), u64>,
-    query_durations: BTreeMap<String, Histogram>,
-    refusals: BTreeMap<String, u64>,
-    keda_requests: BTreeMap<(&'static str, &'static str), u64>,
-    keda_streams: i64,
-}
-
-/// One cached key's last good value (the sum of its items).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct KeyValue {
-    pub metric: String,
-    pub namespace: String,
-    /// The selector as a label value (shortened when long).
-    pub selector: String,
-    /// The key's query, to tell apart two keys whose labels would collide.
-    pub query: String,
-    pub value: f64,
-}
-
-/// What the poll cache reports at scrape time.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CacheReport {
-    /// Per metric, the age in seconds of the oldest cached good value.
-    pub ages: BTreeMap<String, f64>,
-    pub values: Vec<KeyValue>,
-    pub keys: usize,
-    pub max_keys: usize,
-    /// The poll interval in use (stretched when the query budget needs it).
-    pub poll_interval_secs: f64,
-}
+const NONE: &[&str] = &[];
 
 /// The `result` label of `gpuscale_adapter_prometheus_queries_total`: how
 /// one Prometheus query ended (variants in label order).
@@ -143,85 +105,146 @@ impl std::fmt::Display for QueryResult {
     }
 }
 
-/// Counters, histograms and gauges of the adapter.
-#[derive(Default)]
+/// Counters, histograms and gauges of the adapter, in one registry.
 pub struct SelfMetrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    queries: IntCounterVec,
+    query_duration: HistogramVec,
+    refusals: IntCounterVec,
+    keda_requests: IntCounterVec,
+    keda_streams: IntGauge,
     /// The scale-to-zero controller's report, when it runs.
-    scale_to_zero: std::sync::OnceLock<std::sync::Arc<crate::scale_to_zero::report::Report>>,
+    scale_to_zero: OnceLock<Arc<Report>>,
+}
+
+/// Registration fails only on a name registered twice, a bug of ours.
+fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        error!(error = %e, "self-metric not registered");
+    }
+    c
+}
+
+impl Default for SelfMetrics {
+    fn default() -> Self {
+        let r = Registry::new();
+        let build = register(&r, BUILD_INFO.gauge());
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        register(&r, UP.gauge()).with_label_values(NONE).set(1);
+        #[cfg(target_os = "linux")]
+        if let Err(e) = r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        )) {
+            error!(error = %e, "process metrics not registered");
+        }
+        Self {
+            requests: register(&r, REQUESTS.counter()),
+            request_duration: register(&r, REQUEST_DURATION.histogram(REQUEST_BUCKETS)),
+            queries: register(&r, QUERIES.counter()),
+            query_duration: register(&r, QUERY_DURATION.histogram(QUERY_BUCKETS)),
+            refusals: register(&r, REFUSALS.counter()),
+            keda_requests: register(&r, KEDA_REQUESTS.counter()),
+            keda_streams: register(&r, KEDA_STREAMS.gauge()).with_label_values(NONE),
+            scale_to_zero: OnceLock::new(),
+            registry: r,
+        }
+    }
+}
+
+/// Times one API request from its start; observes when dropped, once
+/// [`RequestTimer::done`] gave it the response's code (a request whose
+/// client went away, or a health probe, counts nowhere).
+pub struct RequestTimer<'a> {
+    metrics: &'a SelfMetrics,
+    api: &'static str,
+    metric: String,
+    start: Instant,
+    code: Option<StatusCode>,
+}
+
+impl RequestTimer<'_> {
+    pub fn done(mut self, code: StatusCode) {
+        self.code = Some(code);
+    }
+}
+
+impl Drop for RequestTimer<'_> {
+    fn drop(&mut self) {
+        if let Some(code) = self.code {
+            let took = self.start.elapsed();
+            self.metrics
+                .observe(self.api, &self.metric, code.as_str(), took);
+        }
+    }
 }
 
 impl SelfMetrics {
-    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g)
+    /// Starts timing one API request (`api` is `external` or `custom`;
+    /// `metric` is "" for discovery and other paths).
+    pub fn request_timer(&self, api: &'static str, metric: String) -> RequestTimer<'_> {
+        RequestTimer {
+            metrics: self,
+            api,
+            metric,
+            start: Instant::now(),
+            code: None,
+        }
     }
 
-    /// One API request (`api` is `external` or `custom`; `metric` is "" for
-    /// discovery and other paths).
+    /// One API request that took `took`.
     pub fn request(&self, api: &'static str, metric: &str, code: u16, took: Duration) {
-        self.with(|i| {
-            let e = i
-                .requests
-                .entry((api, metric.to_string(), code))
-                .or_default();
-            e.0 += 1;
-            e.1.observe(REQUEST_BUCKETS, took.as_secs_f64());
-        });
+        match StatusCode::from_u16(code) {
+            Ok(c) => self.observe(api, metric, c.as_str(), took),
+            Err(_) => self.observe(api, metric, &code.to_string(), took),
+        }
+    }
+
+    fn observe(&self, api: &str, metric: &str, code: &str, took: Duration) {
+        let labels = [api, metric, code];
+        self.requests.with_label_values(&labels).inc();
+        let h = self.request_duration.with_label_values(&labels);
+        h.observe(took.as_secs_f64());
     }
 
     /// One Prometheus query and how it ended.
     pub fn query(&self, metric: &str, result: QueryResult, took: Duration) {
-        self.with(|i| {
-            *i.queries.entry((metric.to_string(), result)).or_default() += 1;
-            i.query_durations
-                .entry(metric.to_string())
-                .or_default()
-                .observe(QUERY_BUCKETS, took.as_secs_f64());
-        });
+        self.queries
+            .with_label_values(&[metric, result.label()])
+            .inc();
+        let h = self.query_duration.with_label_values(&[metric]);
+        h.observe(took.as_secs_f64());
     }
 
     /// Starts the refusal counter of each served metric at 0, so a rate
     /// over it (dashboard, alert) has a series before the first refusal.
     pub fn serving(&self, metrics: &[&str]) {
-        self.with(|i| {
-            for m in metrics {
-                i.refusals.entry((*m).to_string()).or_default();
-            }
-        });
+        for m in metrics {
+            self.refusals.with_label_values(&[m]);
+        }
     }
 
     /// A new poll-cache key refused because the cache is full.
     pub fn cache_refusal(&self, metric: &str) {
-        self.with(|i| *i.refusals.entry(metric.to_string()).or_default() += 1);
+        self.refusals.with_label_values(&[metric]).inc();
     }
 
     /// One KEDA external-scaler call by method and gRPC code name.
     pub fn keda_request(&self, method: &'static str, code: &'static str) {
-        self.with(|i| *i.keda_requests.entry((method, code)).or_default() += 1);
+        self.keda_requests.with_label_values(&[method, code]).inc();
     }
 
     /// A push stream opened (+1) or closed (-1).
     pub fn keda_streams(&self, delta: i64) {
-        self.with(|i| i.keda_streams += delta);
-    }
-
-    /// The text exposition, with what the poll cache reports.
-    pub fn render(&self, cache: &CacheReport) -> String {
-        let mut o = String::new();
-        let _ = self.render_into(&mut o, cache);
-        if let Some(r) = self.scale_to_zero.get() {
-            o.push_str(&r.render());
-        }
-        o
+        self.keda_streams.add(delta);
     }
 
     /// Serve the controller's families and `/debug/scalers` from here.
-    pub fn attach_scale_to_zero(
-        &self,
-        report: std::sync::Arc<crate::scale_to_zero::report::Report>,
-    ) {
-        let _ = self.scale_to_zero.set(report);
+    pub fn attach_scale_to_zero(&self, report: Arc<Report>) {
+        if self.scale_to_zero.set(report.clone()).is_ok() {
+            register(&self.registry, Report::collector(report));
+        }
     }
 
     /// `/debug/scalers`: the controller's per-policy report (JSON).
@@ -229,241 +252,101 @@ impl SelfMetrics {
         self.scale_to_zero.get().map(|r| r.debug_json())
     }
 
-    fn render_into(&self, o: &mut String, cache: &CacheReport) -> std::fmt::Result {
-        let i = self.with(|i| {
-            (
-                i.requests.clone(),
-                i.queries.clone(),
-                i.query_durations.clone(),
-                i.refusals.clone(),
-                i.keda_requests.clone(),
-                i.keda_streams,
-            )
-        });
-        let (requests, queries, qdur, refusals, keda, streams) = i;
-        head(
-            o,
+    /// Every family with what the poll cache reports.
+    pub fn families(&self, cache: &CacheReport) -> Vec<MetricFamily> {
+        let mut families = self.registry.gather();
+        family::in_declared_order(&mut families, DECLARED);
+        families.extend(cache::families(cache));
+        families
+    }
+
+    /// The text exposition, with what the poll cache reports.
+    pub fn render(&self, cache: &CacheReport) -> String {
+        family::encode(self.families(cache))
+    }
+}
+
+/// Every family `/metrics` serves (`process_*` and the controller's
+/// included), read from a registry where each one has a series.
+pub fn describe() -> Vec<FamilyDoc> {
+    let m = SelfMetrics::default();
+    m.request("external", "m", 200, Duration::ZERO);
+    m.query("m", QueryResult::Ok, Duration::ZERO);
+    m.serving(&["m"]);
+    m.keda_request("IsActive", "OK");
+    m.attach_scale_to_zero(Arc::new(Report::described()));
+    let cache = CacheReport {
+        ages: [("m".to_string(), 1.0)].into(),
+        values: vec![KeyValue::default()],
+        ..CacheReport::default()
+    };
+    let mut families = m.families(&cache);
+    families.sort_by(|a, b| a.name().cmp(b.name()));
+    families.iter().map(FamilyDoc::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_is_described_once_with_its_series() {
+        let docs = describe();
+        let mut names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), docs.len(), "{names:?}");
+        for name in [
             "gpuscale_adapter_requests_total",
-            "counter",
-            "API requests by API (external, custom), metric and HTTP code.",
-        )?;
-        for ((a, m, c), (n, _)) in &requests {
-            writeln!(
-                o,
-                "gpuscale_adapter_requests_total{{api=\"{a}\",metric=\"{}\",code=\"{c}\"}} {n}",
-                esc(m)
-            )?;
+            "gpuscale_scale_to_zero_waking_since_seconds",
+            "process_resident_memory_bytes",
+            "process_cpu_seconds_total",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(names.contains(&name), "{name}: {names:?}");
         }
-        head(
-            o,
-            "gpuscale_adapter_request_duration_seconds",
-            "histogram",
-            "API request latency.",
-        )?;
-        for ((a, m, c), (_, h)) in &requests {
-            histo(
-                o,
-                "gpuscale_adapter_request_duration_seconds",
-                &format!("api=\"{a}\",metric=\"{}\",code=\"{c}\"", esc(m)),
-                REQUEST_BUCKETS,
-                h,
-            )?;
-        }
-        head(
-            o,
-            "gpuscale_adapter_prometheus_queries_total",
-            "counter",
-            "Prometheus queries by metric and result (ok, error, empty, nan, timeout).",
-        )?;
-        for ((m, r), n) in &queries {
-            writeln!(
-                o,
-                "gpuscale_adapter_prometheus_queries_total{{metric=\"{}\",result=\"{r}\"}} {n}",
-                esc(m)
-            )?;
-        }
-        head(
-            o,
-            "gpuscale_adapter_prometheus_query_duration_seconds",
-            "histogram",
-            "Prometheus query latency.",
-        )?;
-        for (m, h) in &qdur {
-            histo(
-                o,
-                "gpuscale_adapter_prometheus_query_duration_seconds",
-                &format!("metric=\"{}\"", esc(m)),
-                QUERY_BUCKETS,
-                h,
-            )?;
-        }
-        render_cache(o, cache, &refusals)?;
-        head(
-            o,
-            "gpuscale_adapter_keda_requests_total",
-            "counter",
-            "KEDA external-scaler calls by method and gRPC code.",
-        )?;
-        for ((m, c), n) in &keda {
-            writeln!(
-                o,
-                "gpuscale_adapter_keda_requests_total{{method=\"{m}\",code=\"{c}\"}} {n}"
-            )?;
-        }
-        head(
-            o,
-            "gpuscale_adapter_keda_streams",
-            "gauge",
-            "Open StreamIsActive (external-push) streams.",
-        )?;
-        writeln!(o, "gpuscale_adapter_keda_streams {streams}")?;
-        head(
-            o,
-            "gpuscale_adapter_build_info",
-            "gauge",
-            "Build information.",
-        )?;
-        writeln!(
-            o,
-            "gpuscale_adapter_build_info{{version=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION")
-        )?;
-        head(
-            o,
-            "gpuscale_adapter_up",
-            "gauge",
-            "1 while the adapter runs.",
-        )?;
-        writeln!(o, "gpuscale_adapter_up 1")
     }
-}
 
-/// The poll cache's families: per-key values, ages, fill and pacing.
-fn render_cache(
-    o: &mut String,
-    c: &CacheReport,
-    refusals: &BTreeMap<String, u64>,
-) -> std::fmt::Result {
-    head(
-        o,
-        "gpuscale_adapter_metric_value",
-        "gauge",
-        "Last value read per cached key (sum of its items), by metric, the request's namespace and selector.",
-    )?;
-    let mut seen = std::collections::BTreeSet::new();
-    let mut values: Vec<&KeyValue> = c.values.iter().collect();
-    values.sort_by(|a, b| {
-        (&a.metric, &a.namespace, &a.selector).cmp(&(&b.metric, &b.namespace, &b.selector))
-    });
-    for k in values {
-        // Two keys labelled alike (a shortened selector): the later one is
-        // told apart by its query's hash rather than dropped.
-        let mut sel = k.selector.clone();
-        if !seen.insert((&k.metric, &k.namespace, k.selector.clone())) {
-            sel = format!("#{:016x}", crate::hash::fnv1a(k.query.as_bytes()));
+    #[test]
+    fn labels_keep_their_declared_order_and_codes_their_number() {
+        let m = SelfMetrics::default();
+        m.request_timer("custom", "q\"ueue".into())
+            .done(StatusCode::SERVICE_UNAVAILABLE);
+        m.request("external", "", 1000, Duration::from_millis(3));
+        m.keda_request("GetMetrics", "UNAVAILABLE");
+        let text = m.render(&CacheReport::default());
+        for line in [
+            r#"gpuscale_adapter_requests_total{api="custom",metric="q\"ueue",code="503"} 1"#,
+            r#"gpuscale_adapter_requests_total{api="external",metric="",code="1000"} 1"#,
+            r#"gpuscale_adapter_request_duration_seconds_bucket{api="external",metric="",code="1000",le="0.002"} 0"#,
+            r#"gpuscale_adapter_request_duration_seconds_bucket{api="external",metric="",code="1000",le="0.005"} 1"#,
+            r#"gpuscale_adapter_keda_requests_total{method="GetMetrics",code="UNAVAILABLE"} 1"#,
+            "gpuscale_adapter_keda_streams 0",
+            "gpuscale_adapter_up 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }
-        writeln!(
-            o,
-            "gpuscale_adapter_metric_value{{metric=\"{}\",request_namespace=\"{}\",selector=\"{}\"}} {}",
-            esc(&k.metric),
-            esc(&k.namespace),
-            esc(&sel),
-            num(k.value)
-        )?;
     }
-    head(
-        o,
-        "gpuscale_adapter_metric_age_seconds",
-        "gauge",
-        "Age of the oldest cached value per metric.",
-    )?;
-    for (m, v) in &c.ages {
-        writeln!(
-            o,
-            "gpuscale_adapter_metric_age_seconds{{metric=\"{}\"}} {}",
-            esc(m),
-            num(*v)
-        )?;
-    }
-    head(
-        o,
-        "gpuscale_adapter_cached_queries",
-        "gauge",
-        "Keys (metric, namespace, selector) in the poll cache.",
-    )?;
-    writeln!(o, "gpuscale_adapter_cached_queries {}", c.keys)?;
-    head(
-        o,
-        "gpuscale_adapter_max_cached_queries",
-        "gauge",
-        "Keys the poll cache holds at most (--max-cached-queries).",
-    )?;
-    writeln!(o, "gpuscale_adapter_max_cached_queries {}", c.max_keys)?;
-    head(
-        o,
-        "gpuscale_adapter_cache_refusals_total",
-        "counter",
-        "Requests for a new key refused (503) because the poll cache was full, by metric.",
-    )?;
-    for (m, n) in refusals {
-        writeln!(
-            o,
-            "gpuscale_adapter_cache_refusals_total{{metric=\"{}\"}} {n}",
-            esc(m)
-        )?;
-    }
-    head(
-        o,
-        "gpuscale_adapter_poll_interval_seconds",
-        "gauge",
-        "Poll interval in use: --poll-interval, stretched to keys / --prometheus-query-budget when that is longer.",
-    )?;
-    writeln!(
-        o,
-        "gpuscale_adapter_poll_interval_seconds {}",
-        num(c.poll_interval_secs)
-    )
-}
 
-fn head(o: &mut String, name: &str, kind: &str, help: &str) -> std::fmt::Result {
-    writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}")
-}
-
-fn histo(
-    o: &mut String,
-    name: &str,
-    labels: &str,
-    buckets: &[f64],
-    h: &Histogram,
-) -> std::fmt::Result {
-    for (i, b) in buckets.iter().enumerate() {
-        writeln!(
-            o,
-            "{name}_bucket{{{labels},le=\"{b}\"}} {}",
-            h.counts.get(i).copied().unwrap_or(0)
-        )?;
+    #[test]
+    fn keys_labelled_alike_are_told_apart_by_their_query() {
+        let key = |query: &str, value| KeyValue {
+            metric: "m".into(),
+            namespace: "ns".into(),
+            selector: "app=a…0123".into(),
+            query: query.into(),
+            value,
+        };
+        let cache = CacheReport {
+            values: vec![key("q1", 1.0), key("q2", 2.0)],
+            ..CacheReport::default()
+        };
+        let text = SelfMetrics::default().render(&cache);
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpuscale_adapter_metric_value{"))
+            .collect();
+        assert_eq!(series.len(), 2, "{text}");
+        assert!(series.iter().any(|l| l.contains("selector=\"#")), "{text}");
     }
-    writeln!(o, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count)?;
-    writeln!(o, "{name}_sum{{{labels}}} {}", num(h.sum))?;
-    writeln!(o, "{name}_count{{{labels}}} {}", h.count)
-}
-
-fn num(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        }
-    } else {
-        format!("{v}")
-    }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

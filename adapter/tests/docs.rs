@@ -9,7 +9,8 @@ use clap::CommandFactory as _;
 use gpuscale_adapter::cli::Args;
 use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, PLACEHOLDERS, TOP_KEYS};
 use gpuscale_adapter::presets;
-use gpuscale_adapter::selfmetrics::{FAMILIES, QueryResult};
+use gpuscale_adapter::selfmetrics::QueryResult;
+use gpuscale_adapter::selfmetrics::family::FamilyDoc;
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/adapter.md");
@@ -138,16 +139,39 @@ fn keda_scaler_metadata_keys_match_the_parser() {
     }
 }
 
+/// The served families whose names `keep` accepts, as documentation rows
+/// (name, type, labels), sorted by name.
+fn served(keep: impl Fn(&str) -> bool) -> BTreeSet<(String, String, String)> {
+    gpuscale_adapter::selfmetrics::describe()
+        .into_iter()
+        .filter(|f| keep(&f.name))
+        .map(
+            |FamilyDoc {
+                 name, kind, labels, ..
+             }| (name, kind, labels.join(",")),
+        )
+        .collect()
+}
+
+/// The families of an exposition, by their `# TYPE` lines.
+fn typed(text: &str) -> BTreeSet<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect()
+}
+
+/// Documented rows as (name, type, labels).
+fn documented(rows: Vec<Vec<String>>) -> BTreeSet<(String, String, String)> {
+    rows.into_iter()
+        .map(|r| (r[0].clone(), r[1].clone(), r[2].replace(['`', ' '], "")))
+        .collect()
+}
+
 #[test]
 fn self_metrics_match_the_families() {
-    let documented: Vec<(String, String, String)> = rows(&section(&doc(), "Self-metrics"))
-        .into_iter()
-        .map(|r| (r[0].clone(), r[1].clone(), r[2].replace(['`', ' '], "")))
-        .collect();
-    let code: Vec<(String, String, String)> = FAMILIES
-        .iter()
-        .map(|(n, t, l)| (n.to_string(), t.to_string(), l.to_string()))
-        .collect();
+    let documented = documented(rows(&section(&doc(), "Self-metrics")));
+    let code = served(|n| !n.starts_with("gpuscale_scale_to_zero_"));
     assert_eq!(documented, code);
 }
 
@@ -155,23 +179,18 @@ fn self_metrics_match_the_families() {
 fn scale_to_zero_families_match_the_guide() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scale-to-zero.md");
     let guide = std::fs::read_to_string(path).expect("docs/scale-to-zero.md");
-    let documented: Vec<(String, String, String)> = rows(&guide)
+    let rows = rows(&guide)
         .into_iter()
-        .filter(|r| r[0].starts_with("gpuscale_scale_to_zero_"))
-        .map(|r| (r[0].clone(), r[1].clone(), r[2].replace(['`', ' '], "")))
-        .collect();
-    let code: Vec<(String, String, String)> = gpuscale_adapter::scale_to_zero::report::FAMILIES
-        .iter()
-        .map(|(n, t, l)| (n.to_string(), t.to_string(), l.to_string()))
-        .collect();
-    assert_eq!(documented, code, "docs/scale-to-zero.md self-metrics table");
-    let text = gpuscale_adapter::scale_to_zero::report::Report::default().render();
-    let typed: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
-        .collect();
-    let names: Vec<&str> = code.iter().map(|f| f.0.as_str()).collect();
+        .filter(|r| r[0].starts_with("gpuscale_scale_to_zero_"));
+    let code = served(|n| n.starts_with("gpuscale_scale_to_zero_"));
+    assert_eq!(
+        documented(rows.collect()),
+        code,
+        "docs/scale-to-zero.md self-metrics table"
+    );
+    let text = gpuscale_adapter::scale_to_zero::report::Report::described().render();
+    let typed = typed(&text);
+    let names: BTreeSet<&str> = code.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(typed, names, "rendered families");
 }
 
@@ -179,13 +198,14 @@ fn scale_to_zero_families_match_the_guide() {
 fn the_rendered_metrics_are_the_documented_families() {
     let m = gpuscale_adapter::selfmetrics::SelfMetrics::default();
     let text = m.render(&Default::default());
-    let typed: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
+    let typed = typed(&text);
+    let documented: BTreeSet<String> = rows(&section(&doc(), "Self-metrics"))
+        .into_iter()
+        .map(|r| r[0].clone())
         .collect();
-    let names: Vec<&str> = FAMILIES.iter().map(|f| f.0).collect();
-    assert_eq!(typed, names);
+    for name in typed {
+        assert!(documented.contains(name), "{name} is not documented");
+    }
 }
 
 #[test]

@@ -9,7 +9,6 @@ pub mod quantity;
 pub mod status;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode, Uri};
@@ -91,7 +90,6 @@ impl<P: Provider> Api<P> {
         headers: &HeaderMap,
         certs: &[CertificateDer<'static>],
     ) -> Response<Full<Bytes>> {
-        let start = Instant::now();
         let r = route(uri.path());
         let (api, label) = match &r {
             Route::Value { metric, .. } => (
@@ -106,10 +104,10 @@ impl<P: Provider> Api<P> {
             _ => ("external", String::new()),
         };
         let health = matches!(r, Route::Health);
+        let timer = self.metrics.request_timer(api, label);
         let resp = self.dispatch(method, uri, headers, certs, r).await;
         if !health {
-            self.metrics
-                .request(api, &label, resp.status().as_u16(), start.elapsed());
+            timer.done(resp.status());
         }
         resp
     }

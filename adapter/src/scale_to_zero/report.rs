@@ -1,45 +1,64 @@
-//! What the controller tells people: its self-metrics (appended to the
-//! adapter's `/metrics`) and `/debug/scalers`, one JSON entry per policy
+//! What the controller tells people: its self-metrics (collected with the
+//! adapter's own on `/metrics`) and `/debug/scalers`, one JSON entry per policy
 //! saying where it stands and why the last decision was taken or refused.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{MetricFamily, MetricType};
+use prometheus::{Histogram, IntCounterVec, IntGauge};
 use serde::Serialize;
 
-/// Self-metric families, as documented in docs/scale-to-zero.md.
-pub const FAMILIES: &[(&str, &str, &str)] = &[
-    ("gpuscale_scale_to_zero_leader", "gauge", ""),
-    (
-        "gpuscale_scale_to_zero_parks_total",
-        "counter",
-        "namespace,target",
-    ),
-    (
-        "gpuscale_scale_to_zero_wakes_total",
-        "counter",
-        "namespace,target",
-    ),
-    ("gpuscale_scale_to_zero_refusals_total", "counter", "reason"),
-    ("gpuscale_scale_to_zero_parked", "gauge", "namespace,target"),
-    (
-        "gpuscale_scale_to_zero_wake_latency_seconds",
-        "histogram",
-        "",
-    ),
-    ("gpuscale_scale_to_zero_policies", "gauge", "phase"),
-    (
-        "gpuscale_scale_to_zero_waking_since_seconds",
-        "gauge",
-        "namespace,target",
-    ),
-];
+use crate::selfmetrics::family::{self, Family};
+
+const LEADER: Family = Family::new(
+    "gpuscale_scale_to_zero_leader",
+    "Whether this replica holds the scale-to-zero Lease and acts (1) or stands by (0).",
+    &[],
+);
+const PARKS: Family = Family::new(
+    "gpuscale_scale_to_zero_parks_total",
+    "Targets parked at 0 replicas.",
+    &["namespace", "target"],
+);
+const WAKES: Family = Family::new(
+    "gpuscale_scale_to_zero_wakes_total",
+    "Parked targets woken on activation.",
+    &["namespace", "target"],
+);
+const REFUSALS: Family = Family::new(
+    "gpuscale_scale_to_zero_refusals_total",
+    "Parks refused, by reason.",
+    &["reason"],
+);
+const PARKED: Family = Family::new(
+    "gpuscale_scale_to_zero_parked",
+    "1 while the target is parked at 0 replicas by a policy.",
+    &["namespace", "target"],
+);
+const WAKE_LATENCY: Family = Family::new(
+    "gpuscale_scale_to_zero_wake_latency_seconds",
+    "Seconds from activation seen to the scale patch accepted.",
+    &[],
+);
+const POLICIES: Family = Family::new(
+    "gpuscale_scale_to_zero_policies",
+    "Policies this replica acts on, by phase (Error: not acted on, see the policy's status).",
+    &["phase"],
+);
+const WAKING_SINCE: Family = Family::new(
+    "gpuscale_scale_to_zero_waking_since_seconds",
+    "Unix time of the wake of a target that has had no Ready pod since.",
+    &["namespace", "target"],
+);
 
 /// Phases counted by `gpuscale_scale_to_zero_policies`, always all shown.
 const PHASES: &[&str] = &["Active", "Parked", "Waking", "Error"];
 
 const WAKE_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0];
+
+const NONE: &[&str] = &[];
 
 /// One policy as `/debug/scalers` shows it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -61,23 +80,36 @@ pub struct PolicyReport {
     pub time: i64,
 }
 
+/// What is kept per (namespace, target) or policy: their families are
+/// built at scrape ([`family::Snapshot`] says why).
 #[derive(Default)]
 struct Inner {
-    leader: bool,
     parks: BTreeMap<(String, String), u64>,
     wakes: BTreeMap<(String, String), u64>,
-    refusals: BTreeMap<&'static str, u64>,
     parked: BTreeMap<(String, String), bool>,
-    wake_buckets: Vec<u64>,
-    wake_sum: f64,
-    wake_count: u64,
     policies: BTreeMap<(String, String), PolicyReport>,
 }
 
 /// The controller's counters and per-policy reports.
-#[derive(Default)]
 pub struct Report {
     inner: Mutex<Inner>,
+    leader: IntGauge,
+    refusals: IntCounterVec,
+    wake_latency: Histogram,
+    descs: Vec<Desc>,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        let descs = [&PARKS, &WAKES, &PARKED, &POLICIES, &WAKING_SINCE];
+        Self {
+            inner: Mutex::default(),
+            leader: LEADER.gauge().with_label_values(NONE),
+            refusals: REFUSALS.counter(),
+            wake_latency: WAKE_LATENCY.histogram(WAKE_BUCKETS).with_label_values(NONE),
+            descs: descs.iter().map(|f| f.desc()).collect(),
+        }
+    }
 }
 
 fn key(namespace: &str, name: &str) -> (String, String) {
@@ -92,8 +124,8 @@ impl Report {
     /// A replica that stands by acts on nothing, so it reports no policy:
     /// a stale `Waking` there would raise an alert for the leader's work.
     pub fn set_leader(&self, leader: bool) {
+        self.leader.set(leader.into());
         self.with(|i| {
-            i.leader = leader;
             if !leader {
                 i.policies.clear();
                 i.parked.clear();
@@ -113,21 +145,12 @@ impl Report {
         self.with(|i| {
             *i.wakes.entry(key(namespace, target)).or_default() += 1;
             i.parked.insert(key(namespace, target), false);
-            if i.wake_buckets.is_empty() {
-                i.wake_buckets = vec![0; WAKE_BUCKETS.len()];
-            }
-            for (n, b) in i.wake_buckets.iter_mut().zip(WAKE_BUCKETS) {
-                if latency <= *b {
-                    *n += 1;
-                }
-            }
-            i.wake_sum += latency;
-            i.wake_count += 1;
         });
+        self.wake_latency.observe(latency);
     }
 
     pub fn refused(&self, reason: &'static str) {
-        self.with(|i| *i.refusals.entry(reason).or_default() += 1);
+        self.refusals.with_label_values(&[reason]).inc();
     }
 
     /// Records a policy's state; `parked` follows its phase.
@@ -160,125 +183,116 @@ impl Report {
 
     /// `/debug/scalers`.
     pub fn debug_json(&self) -> String {
+        let leader = self.leader.get() == 1;
         self.with(|i| {
-            let leader = i.leader;
             let policies: Vec<&PolicyReport> = i.policies.values().collect();
             serde_json::json!({"leader": leader, "policies": policies}).to_string()
         })
     }
 
+    /// Every family of the controller.
+    pub fn families(&self) -> Vec<MetricFamily> {
+        let mut out = self.leader.collect();
+        out.extend(self.refusals.collect());
+        out.extend(self.wake_latency.collect());
+        self.with(|i| {
+            out.push(by_target(&PARKS, MetricType::COUNTER, counts(&i.parks)));
+            out.push(by_target(&WAKES, MetricType::COUNTER, counts(&i.wakes)));
+            let parked = i.parked.iter().map(|(k, p)| (k, f64::from(u8::from(*p))));
+            out.push(by_target(&PARKED, MetricType::GAUGE, parked));
+            out.extend(phases(i));
+        });
+        out
+    }
+
     /// The families above in the text format.
     pub fn render(&self) -> String {
-        self.with(|i| {
-            let mut out = String::new();
-            let head = |out: &mut String, name: &str, kind: &str, help: &str| {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            };
-            head(
-                &mut out,
-                FAMILIES[0].0,
-                "gauge",
-                "Whether this replica holds the scale-to-zero Lease and acts (1) or stands by (0).",
-            );
-            let _ = writeln!(out, "{} {}", FAMILIES[0].0, u8::from(i.leader));
-            for (family, help, map) in [
-                (FAMILIES[1].0, "Targets parked at 0 replicas.", &i.parks),
-                (
-                    FAMILIES[2].0,
-                    "Parked targets woken on activation.",
-                    &i.wakes,
-                ),
-            ] {
-                head(&mut out, family, "counter", help);
-                for ((ns, t), n) in map {
-                    let _ = writeln!(
-                        out,
-                        "{family}{{namespace=\"{}\",target=\"{}\"}} {n}",
-                        esc(ns),
-                        esc(t)
-                    );
-                }
-            }
-            let family = FAMILIES[3].0;
-            head(&mut out, family, "counter", "Parks refused, by reason.");
-            for (reason, n) in &i.refusals {
-                let _ = writeln!(out, "{family}{{reason=\"{reason}\"}} {n}");
-            }
-            let family = FAMILIES[4].0;
-            head(
-                &mut out,
-                family,
-                "gauge",
-                "1 while the target is parked at 0 replicas by a policy.",
-            );
-            for ((ns, t), parked) in &i.parked {
-                let _ = writeln!(
-                    out,
-                    "{family}{{namespace=\"{}\",target=\"{}\"}} {}",
-                    esc(ns),
-                    esc(t),
-                    u8::from(*parked)
-                );
-            }
-            let family = FAMILIES[5].0;
-            head(
-                &mut out,
-                family,
-                "histogram",
-                "Seconds from activation seen to the scale patch accepted.",
-            );
-            for (b, n) in WAKE_BUCKETS
-                .iter()
-                .zip(i.wake_buckets.iter().chain(std::iter::repeat(&0)))
-            {
-                let _ = writeln!(out, "{family}_bucket{{le=\"{b}\"}} {n}");
-            }
-            let _ = writeln!(out, "{family}_bucket{{le=\"+Inf\"}} {}", i.wake_count);
-            let _ = writeln!(
-                out,
-                "{family}_sum {}\n{family}_count {}",
-                i.wake_sum, i.wake_count
-            );
-            render_phases(&mut out, i);
-            out
-        })
+        family::encode(self.families())
     }
+
+    /// What registers the controller's families in the adapter's registry.
+    pub fn collector(report: Arc<Self>) -> impl Collector + Clone {
+        Collected(report)
+    }
+
+    /// A leader with one policy in each family, for docs and tests.
+    pub fn described() -> Self {
+        Self::one_waking("ns", "t", 0.1, 1)
+    }
+
+    /// A leader that parked `target`, woke it `latency` seconds after
+    /// activation at `since` (Unix seconds), with one refusal on the way.
+    fn one_waking(namespace: &str, target: &str, latency: f64, since: i64) -> Self {
+        let r = Self::default();
+        r.set_leader(true);
+        r.parked(namespace, target);
+        r.woken(namespace, target, latency);
+        r.refused("MinUpDuration");
+        r.policy(PolicyReport {
+            namespace: namespace.into(),
+            name: target.into(),
+            target: target.into(),
+            phase: "Waking".into(),
+            idle: String::new(),
+            activation: String::new(),
+            idle_for_seconds: None,
+            waking_since: Some(since),
+            reason: "Woken".into(),
+            message: String::new(),
+            time: since + 1,
+        });
+        r
+    }
+}
+
+#[derive(Clone)]
+struct Collected(Arc<Report>);
+
+impl Collector for Collected {
+    fn desc(&self) -> Vec<&Desc> {
+        let vecs = [self.0.leader.desc(), self.0.refusals.desc()];
+        let vecs = vecs.into_iter().flatten();
+        let own = self.0.descs.iter();
+        vecs.chain(self.0.wake_latency.desc()).chain(own).collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        self.0.families()
+    }
+}
+
+fn counts(m: &BTreeMap<(String, String), u64>) -> impl Iterator<Item = (&(String, String), f64)> {
+    m.iter().map(|(k, n)| (k, *n as f64))
+}
+
+fn by_target<'a>(
+    f: &Family,
+    kind: MetricType,
+    values: impl Iterator<Item = (&'a (String, String), f64)>,
+) -> MetricFamily {
+    let mut s = f.snapshot(kind);
+    for ((ns, target), v) in values {
+        s.push(&[ns, target], v);
+    }
+    s.done()
 }
 
 /// Policies by phase, and the wake time of each target still waking (the
 /// `GPUScaleToZeroStuckWaking` alert compares it with `time()`, so a new
 /// leader, which reads the wake time from the status, keeps the clock).
-fn render_phases(out: &mut String, i: &Inner) {
-    let family = FAMILIES[6].0;
-    let _ = writeln!(
-        out,
-        "# HELP {family} Policies this replica acts on, by phase (Error: not acted on, see the policy's status).\n# TYPE {family} gauge"
-    );
+fn phases(i: &Inner) -> [MetricFamily; 2] {
+    let mut policies = POLICIES.snapshot(MetricType::GAUGE);
     for phase in PHASES {
         let n = i.policies.values().filter(|p| p.phase == *phase).count();
-        let _ = writeln!(out, "{family}{{phase=\"{phase}\"}} {n}");
+        policies.push(&[phase], n as f64);
     }
-    let family = FAMILIES[7].0;
-    let _ = writeln!(
-        out,
-        "# HELP {family} Unix time of the wake of a target that has had no Ready pod since.\n# TYPE {family} gauge"
-    );
+    let mut waking = WAKING_SINCE.snapshot(MetricType::GAUGE);
     for p in i.policies.values() {
         if let Some(t) = p.waking_since {
-            let _ = writeln!(
-                out,
-                "{family}{{namespace=\"{}\",target=\"{}\"}} {t}",
-                esc(&p.namespace),
-                esc(&p.target)
-            );
+            waking.push(&[&p.namespace, &p.target], t as f64);
         }
     }
-}
-
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    [policies.done(), waking.done()]
 }
 
 #[cfg(test)]
@@ -287,26 +301,19 @@ mod tests {
 
     #[test]
     fn renders_every_family_with_its_type() {
-        let r = Report::default();
-        r.set_leader(true);
-        r.parked("inference", "chat");
-        r.woken("inference", "chat", 0.7);
-        r.refused("MinUpDuration");
-        r.policy(PolicyReport {
-            namespace: "inference".into(),
-            name: "chat".into(),
-            target: "chat".into(),
-            phase: "Waking".into(),
-            idle: String::new(),
-            activation: String::new(),
-            idle_for_seconds: None,
-            waking_since: Some(1_790_000_000),
-            reason: "Woken".into(),
-            message: String::new(),
-            time: 1_790_000_001,
-        });
+        let r = Report::one_waking("inference", "chat", 0.7, 1_790_000_000);
         let text = r.render();
-        for (name, kind, _) in FAMILIES {
+        let families = [
+            (LEADER, "gauge"),
+            (PARKS, "counter"),
+            (WAKES, "counter"),
+            (REFUSALS, "counter"),
+            (PARKED, "gauge"),
+            (WAKE_LATENCY, "histogram"),
+            (POLICIES, "gauge"),
+            (WAKING_SINCE, "gauge"),
+        ];
+        for (Family { name, .. }, kind) in families {
             assert!(
                 text.contains(&format!("# TYPE {name} {kind}")),
                 "{name}\n{text}"
