@@ -269,35 +269,27 @@ impl Webhook {
     }
 }
 
-/// Metric families of gpuscale-adapter that the rules and dashboards use
-/// (checked against docs/adapter.md by `adapter_metric_names_match_the_adapter_docs`).
-pub const ADAPTER_METRICS: &[&str] = &[
-    "gpuscale_adapter_up",
-    "gpuscale_adapter_build_info",
-    "gpuscale_adapter_metric_value",
-    "gpuscale_adapter_metric_age_seconds",
-    "gpuscale_adapter_cached_queries",
-    "gpuscale_adapter_max_cached_queries",
-    "gpuscale_adapter_cache_refusals_total",
-    "gpuscale_adapter_poll_interval_seconds",
-    "gpuscale_adapter_requests_total",
-    "gpuscale_adapter_request_duration_seconds",
-    "gpuscale_adapter_prometheus_queries_total",
-    "gpuscale_adapter_prometheus_query_duration_seconds",
-];
+/// Metric families gpuscale-adapter serves (`process_*` included), from
+/// its registry (checked against docs/adapter.md by
+/// `adapter_metric_names_match_the_adapter_docs`).
+pub fn adapter_metrics() -> Vec<String> {
+    served(|name| !name.starts_with("gpuscale_scale_to_zero_"))
+}
 
-/// Metric families of the scale-to-zero controller (checked against
-/// docs/scale-to-zero.md by `scale_to_zero_names_match_the_guide`).
-pub const SCALE_TO_ZERO_METRICS: &[&str] = &[
-    "gpuscale_scale_to_zero_leader",
-    "gpuscale_scale_to_zero_parks_total",
-    "gpuscale_scale_to_zero_wakes_total",
-    "gpuscale_scale_to_zero_refusals_total",
-    "gpuscale_scale_to_zero_parked",
-    "gpuscale_scale_to_zero_wake_latency_seconds",
-    "gpuscale_scale_to_zero_policies",
-    "gpuscale_scale_to_zero_waking_since_seconds",
-];
+/// Metric families of the scale-to-zero controller, from the adapter's
+/// registry (checked against docs/scale-to-zero.md by
+/// `scale_to_zero_names_match_the_guide`).
+pub fn scale_to_zero_metrics() -> Vec<String> {
+    served(|name| name.starts_with("gpuscale_scale_to_zero_"))
+}
+
+fn served(keep: impl Fn(&str) -> bool) -> Vec<String> {
+    gpuscale_adapter::selfmetrics::describe()
+        .into_iter()
+        .map(|f| f.name)
+        .filter(|name| keep(name))
+        .collect()
+}
 
 /// kube-state-metrics families the Autoscaling dashboard uses for HPA targets and replicas.
 pub const KUBE_STATE_METRICS: &[&str] = &[
