@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod duration;
+pub mod exposition;
 pub mod hash;
 pub mod join;
 pub mod keda;

@@ -3,7 +3,6 @@
 //! cache's report and the scale-to-zero controller's families.
 
 mod cache;
-pub mod family;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -14,8 +13,8 @@ use prometheus::{HistogramVec, IntCounterVec, IntGauge, Registry};
 use tracing::error;
 
 pub use cache::{CacheReport, KeyValue};
-use family::{Family, FamilyDoc};
 
+use crate::exposition::{self, Family, FamilyDoc};
 use crate::scale_to_zero::report::Report;
 
 const REQUESTS: Family = Family::new(
@@ -255,14 +254,14 @@ impl SelfMetrics {
     /// Every family with what the poll cache reports.
     pub fn families(&self, cache: &CacheReport) -> Vec<MetricFamily> {
         let mut families = self.registry.gather();
-        family::in_declared_order(&mut families, DECLARED);
+        exposition::in_declared_order(&mut families, DECLARED);
         families.extend(cache::families(cache));
         families
     }
 
     /// The text exposition, with what the poll cache reports.
     pub fn render(&self, cache: &CacheReport) -> String {
-        family::encode(self.families(cache))
+        exposition::encode(self.families(cache))
     }
 }
 

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use clap::CommandFactory as _;
 use gpuscale_adapter::cli::Args;
 use gpuscale_adapter::config::{METRIC_KEYS, MetricsConfig, PLACEHOLDERS, TOP_KEYS};
+use gpuscale_adapter::exposition::FamilyDoc;
 use gpuscale_adapter::presets;
 use gpuscale_adapter::selfmetrics::QueryResult;
-use gpuscale_adapter::selfmetrics::family::FamilyDoc;
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/adapter.md");

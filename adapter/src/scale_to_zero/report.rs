@@ -10,7 +10,7 @@ use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::{Histogram, IntCounterVec, IntGauge};
 use serde::Serialize;
 
-use crate::selfmetrics::family::{self, Family};
+use crate::exposition::{self, Family};
 
 const LEADER: Family = Family::new(
     "gpuscale_scale_to_zero_leader",
@@ -81,7 +81,7 @@ pub struct PolicyReport {
 }
 
 /// What is kept per (namespace, target) or policy: their families are
-/// built at scrape ([`family::Snapshot`] says why).
+/// built at scrape ([`exposition::Snapshot`] says why).
 #[derive(Default)]
 struct Inner {
     parks: BTreeMap<(String, String), u64>,
@@ -207,7 +207,7 @@ impl Report {
 
     /// The families above in the text format.
     pub fn render(&self) -> String {
-        family::encode(self.families())
+        exposition::encode(self.families())
     }
 
     /// What registers the controller's families in the adapter's registry.

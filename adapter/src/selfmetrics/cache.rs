@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use prometheus::proto::{MetricFamily, MetricType};
 
-use super::family::Family;
+use crate::exposition::Family;
 
 /// One cached key's last good value (the sum of its items).
 #[derive(Debug, Clone, Default, PartialEq)]
