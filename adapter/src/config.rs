@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use yaml_serde::Value;
 
-use crate::join::PodMetadata;
 use crate::metric_def::{
-    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_WINDOW, EmptyPolicy, MetricDef,
+    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_WINDOW, EmptyPolicy, MetricDef, PodMetadata,
 };
 use crate::objects::ObjectKind;
 use crate::presets;
@@ -423,6 +422,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::prometheus::join::render;
+    use crate::selector::parse;
 
     #[test]
     fn a_valid_file_with_presets_and_custom_metrics() {
@@ -436,7 +437,7 @@ mod tests {
         assert_eq!(m.window, Duration::from_secs(30));
         assert_eq!(m.activation, 2.5);
         assert_eq!(c.get("GPU_PRESSURE").unwrap().activation, 0.0);
-        assert_eq!(m.render("ns", &[]).unwrap(), "sum(jobs{namespace=\"ns\"})");
+        assert_eq!(render(m, "ns", &[]).unwrap(), "sum(jobs{namespace=\"ns\"})");
     }
 
     #[test]
@@ -449,14 +450,8 @@ mod tests {
         assert_eq!(source("vllm_queue_depth"), PodMetadata::KubeStateMetrics);
         assert_eq!(source("gw"), PodMetadata::KubeStateMetrics);
         assert_eq!(source("own"), PodMetadata::Exporter);
-        let q = c
-            .get("own")
-            .unwrap()
-            .render(
-                "ns",
-                &crate::selector::parse("workload=chat,model=m").unwrap(),
-            )
-            .unwrap();
+        let own = c.get("own").unwrap();
+        let q = render(own, "ns", &parse("workload=chat,model=m").unwrap()).unwrap();
         assert_eq!(
             q,
             r#"sum(q{namespace="ns",model="m"} * on (namespace, pod) group_left () (group by (namespace, pod) (gpu_pod_info{namespace="ns",workload="chat"})))"#

@@ -1,10 +1,12 @@
 //! gpuscale-adapter: a Kubernetes external-metrics API server that turns
 //! queue depth, latency and GPU pressure into HPA signals.
 //!
-//! Data flows: `prometheus/` (client, poll cache) → [`provider`] (metrics
-//! config, presets, selector → PromQL) → `api/` (discovery, values, Status
-//! errors) guarded by `auth/` → `server` (TLS listeners); the same provider
-//! feeds `keda/` (KEDA's external-scaler gRPC) through [`activation`].
+//! Data flows: `prometheus/` (client, poll cache, selector → PromQL, the
+//! pod-metadata join) implements [`provider`] (the seam: readings, errors)
+//! → `api/` (discovery, values, Status errors) guarded by `auth/` →
+//! `server` (TLS listeners); the same provider feeds `keda/` (KEDA's
+//! external-scaler gRPC) through [`activation`]. [`config`] and [`presets`]
+//! give [`metric_def`]s; [`selector`] parses label selectors for all.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -18,7 +20,6 @@ pub mod conn;
 pub mod duration;
 pub mod exposition;
 pub mod hash;
-pub mod join;
 pub mod keda;
 pub mod logging;
 pub mod metric_def;

@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::join::{Matchers, PodMetadata};
 use crate::objects::ObjectKind;
-use crate::selector::{Requirement, SelectorError};
 
 /// What an empty Prometheus result means for a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +13,38 @@ pub enum EmptyPolicy {
     Error,
     /// No series matched: the value is 0 (for counters that are truly zero).
     Zero,
+}
+
+/// Where pod identity (workload, kind, pod labels) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodMetadata {
+    /// The exporter's `gpu_pod_info`: every pod that holds a GPU.
+    #[default]
+    Exporter,
+    /// kube-state-metrics' `kube_pod_labels`, `kube_pod_owner` and
+    /// `kube_replicaset_owner`: every pod in the cluster.
+    KubeStateMetrics,
+}
+
+impl PodMetadata {
+    /// Spellings accepted by the config key `pod_metadata`.
+    pub const NAMES: &[&str] = &["exporter", "kube-state-metrics"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "exporter" => Some(Self::Exporter),
+            "kube-state-metrics" => Some(Self::KubeStateMetrics),
+            _ => None,
+        }
+    }
+
+    /// Series that must exist for the join to find any pod.
+    pub fn required_series(self) -> &'static [&'static str] {
+        match self {
+            Self::Exporter => &["gpu_pod_info"],
+            Self::KubeStateMetrics => &["kube_pod_labels", "kube_pod_owner"],
+        }
+    }
 }
 
 /// One served metric.
@@ -39,16 +69,6 @@ impl MetricDef {
     /// Served on `external.metrics.k8s.io` (a definition may be custom only).
     pub fn external(&self) -> bool {
         !self.query.is_empty()
-    }
-
-    /// Fill the template for one request (placeholders in
-    /// [`crate::config::PLACEHOLDERS`], see [`Matchers`]); every matcher list starts with
-    /// the namespace.
-    pub fn render(&self, namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
-        let m = Matchers::new(namespace, reqs, self.pod_metadata)?;
-        Ok(crate::join::fill(&self.query, |name| {
-            m.get(name, namespace).map(str::to_owned)
-        }))
     }
 
     /// Fill another template of this metric (a per-object one): `${matchers}`

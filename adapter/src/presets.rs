@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use crate::join::PodMetadata;
-use crate::metric_def::{EmptyPolicy, MetricDef};
+use crate::metric_def::{EmptyPolicy, MetricDef, PodMetadata};
 use crate::objects::ObjectKind;
 
 /// Names of the presets, in documentation order.

@@ -1,8 +1,7 @@
-//! Kubernetes label selectors, parsed with the full syntax and translated into
-//! escaped PromQL label matchers. The request's namespace is always the first
-//! matcher; anything that cannot be translated safely is an error (HTTP 400).
-
-use std::fmt::Write as _;
+//! Kubernetes label selectors, parsed with the full syntax: the metric
+//! selector of the external and custom metrics APIs (keys are Prometheus
+//! labels) and the pod selector an HPA sends (Kubernetes keys). The PromQL
+//! translation lives with the provider, in `prometheus::matchers`.
 
 /// Why a selector (or namespace) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -316,8 +315,9 @@ fn parse_with(
     Ok(reqs)
 }
 
-/// Kubernetes label key syntax, and a Prometheus label that is not reserved.
-fn validate_key(key: &str) -> Result<(), SelectorError> {
+/// Kubernetes label key syntax, and a Prometheus label that is not reserved
+/// (the namespace comes from the request path).
+pub fn validate_key(key: &str) -> Result<(), SelectorError> {
     validate_kube_key(key)?;
     if !is_prom_label(key) {
         return Err(SelectorError::NotPromLabel(key.to_string()));
@@ -398,62 +398,6 @@ pub fn validate_namespace(ns: &str) -> Result<(), SelectorError> {
     }
 }
 
-/// Escape a string for a double-quoted PromQL string literal.
-pub fn escape_promql(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Escape regex metacharacters (RE2 syntax) so a value matches literally.
-fn escape_regex(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Translate a parsed selector into PromQL matchers, the namespace first:
-/// `namespace="ns",app="chat",tier=~"a|b"`.
-pub fn to_matchers(namespace: &str, reqs: &[Requirement]) -> Result<String, SelectorError> {
-    validate_namespace(namespace)?;
-    let mut out = format!("namespace=\"{}\"", escape_promql(namespace));
-    for r in reqs {
-        validate_key(r.key())?;
-        let alt = |vs: &[String]| {
-            escape_promql(
-                &vs.iter()
-                    .map(|v| escape_regex(v))
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            )
-        };
-        // Writing to a String cannot fail.
-        let _ = match r {
-            Requirement::Equals(k, v) => write!(out, ",{k}=\"{}\"", escape_promql(v)),
-            Requirement::NotEquals(k, v) => write!(out, ",{k}!=\"{}\"", escape_promql(v)),
-            Requirement::In(k, vs) => write!(out, ",{k}=~\"{}\"", alt(vs)),
-            Requirement::NotIn(k, vs) => write!(out, ",{k}!~\"{}\"", alt(vs)),
-            Requirement::Exists(k) => write!(out, ",{k}!=\"\""),
-            Requirement::DoesNotExist(k) => write!(out, ",{k}=\"\""),
-        };
-    }
-    Ok(out)
-}
-
 /// Requirements back in selector text, canonical order (what a cache keys on).
 pub fn to_text(reqs: &[Requirement]) -> String {
     let list = |vs: &[String]| vs.join(",");
@@ -504,38 +448,9 @@ pub fn to_label_selector(reqs: &[Requirement]) -> serde_json::Value {
     out.into()
 }
 
-/// `label=~"a|b"` (or `label="a"`) matching exactly these names.
-pub fn names_matcher(label: &str, names: &[String]) -> String {
-    match names {
-        [one] => format!("{label}=\"{}\"", escape_promql(one)),
-        _ => {
-            let alt: Vec<String> = names.iter().map(|n| escape_regex(n)).collect();
-            format!("{label}=~\"{}\"", escape_promql(&alt.join("|")))
-        }
-    }
-}
-
-/// Parse and translate in one step.
-pub fn translate(namespace: &str, selector: &str) -> Result<String, SelectorError> {
-    to_matchers(namespace, &parse(selector)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_operator_translates() {
-        let m = translate(
-            "inference",
-            "app=chat,tier==web,env!=dev,zone in (a, b.c),gpu notin (h100),canary,!legacy",
-        )
-        .unwrap();
-        assert_eq!(
-            m,
-            r#"namespace="inference",app="chat",canary!="",env!="dev",gpu!~"h100",legacy="",tier="web",zone=~"a|b\\.c""#
-        );
-    }
 
     #[test]
     fn pod_selectors_take_kubernetes_keys_and_round_trip() {
@@ -550,38 +465,5 @@ mod tests {
         let sel = to_label_selector(&parse("model=m,tier notin (x)").unwrap());
         assert_eq!(sel["matchLabels"]["model"], "m");
         assert_eq!(sel["matchExpressions"][0]["operator"], "NotIn");
-        assert_eq!(
-            names_matcher("pod", &["a.b".into(), "c".into()]),
-            r#"pod=~"a\\.b|c""#
-        );
-        assert_eq!(names_matcher("pod", &["a\"".into()]), r#"pod="a\"""#);
-    }
-
-    #[test]
-    fn empty_selector_is_namespace_only() {
-        assert_eq!(translate("x", "").unwrap(), r#"namespace="x""#);
-        assert_eq!(translate("x", "  ").unwrap(), r#"namespace="x""#);
-    }
-
-    #[test]
-    fn refusals() {
-        for bad in [
-            "app=\"x\"",
-            "app=x\"}",
-            "namespace=other",
-            "__name__=up",
-            "app.kubernetes.io/name=x",
-            "a>1",
-            "a in (",
-            "a in (x",
-            "a=b c",
-            "=x",
-            "a=b,",
-            "a=b)or(vector(1)",
-        ] {
-            assert!(translate("ns", bad).is_err(), "{bad} should be refused");
-        }
-        assert!(translate("Other", "").is_err());
-        assert!(translate("a\"b", "").is_err());
     }
 }

@@ -6,11 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use gpuscale_adapter::config::MetricsConfig;
-use gpuscale_adapter::join::{Matchers, PodMetadata};
+use gpuscale_adapter::metric_def::PodMetadata;
 use gpuscale_adapter::presets;
-use gpuscale_adapter::selector::{
-    Requirement, names_matcher, parse, parse_kube, to_matchers, to_text, translate,
-};
+use gpuscale_adapter::prometheus::join::{self, Matchers};
+use gpuscale_adapter::prometheus::matchers::{names_matcher, to_matchers, translate};
+use gpuscale_adapter::selector::{Requirement, parse, parse_kube, to_text};
 use proptest::prelude::*;
 
 /// Parse a matcher list as PromQL would: `name op "string"` separated by
@@ -172,7 +172,7 @@ proptest! {
             let key = render(r).trim_start_matches('!').split(|c: char| !c.is_ascii_alphanumeric() && c != '_').next().unwrap_or("").to_string();
             prop_assert!(parsed.iter().any(|(n, _, _)| *n == key), "{key} missing in {m}");
         }
-        prop_assert_eq!(to_matchers("ns-1", &gpuscale_adapter::selector::parse(&text).expect("parse")).expect("matchers"), m);
+        prop_assert_eq!(to_matchers("ns-1", &parse(&text).expect("parse")).expect("matchers"), m);
     }
 
     /// Whatever is accepted, every preset's query keeps its structure with
@@ -186,8 +186,8 @@ proptest! {
             for source in [PodMetadata::Exporter, PodMetadata::KubeStateMetrics] {
                 let mut def = (**config.get(name).expect("preset")).clone();
                 def.pod_metadata = source;
-                let safe = def.render("inference", &[]).expect("render");
-                let q = def.render("inference", &reqs).expect("render");
+                let safe = join::render(&def, "inference", &[]).expect("render");
+                let q = join::render(&def, "inference", &reqs).expect("render");
                 prop_assert_eq!(structure(&q), structure(&safe));
                 for block in blocks(&q) {
                     assert_safe("inference", block);

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok(m) = gpuscale_adapter::selector::translate("inference", text) {
+    if let Ok(m) = gpuscale_adapter::prometheus::matchers::translate("inference", text) {
         assert!(m.starts_with("namespace=\"inference\""), "{m}");
         assert!(!m[1..].contains(",namespace="), "{m}");
         // Every `"` inside a value is escaped: strings stay closed.

@@ -66,7 +66,7 @@ impl Scaler {
     }
 
     fn check(&self, r: &ScaledObjectRef) -> Result<Checked, Status> {
-        crate::selector::translate(&r.namespace, "")
+        crate::selector::validate_namespace(&r.namespace)
             .map_err(|e| Status::invalid_argument(format!("ScaledObjectRef.namespace: {e}")))?;
         let trigger = Trigger::parse(&r.scaler_metadata)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;

@@ -4,6 +4,8 @@
 pub mod batch;
 pub mod cache;
 pub mod client;
+pub mod join;
+pub mod matchers;
 mod objects;
 
 use std::collections::HashMap;
@@ -90,7 +92,7 @@ impl PromProvider {
         // The join on pod metadata happens here, in the template, so every
         // consumer of the provider (HPA, KEDA, custom metrics) gets it.
         let query = selector::parse(selector_text)
-            .and_then(|reqs| def.render(namespace, &reqs))
+            .and_then(|reqs| join::render(def, namespace, &reqs))
             .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
         Ok((def.clone(), query))
     }
@@ -206,7 +208,7 @@ impl Provider for PromProvider {
         }
         let def = Arc::new(query_def(template));
         let query = selector::parse(selector_text)
-            .and_then(|reqs| def.render(namespace, &reqs))
+            .and_then(|reqs| join::render(&def, namespace, &reqs))
             .map_err(|e| ProviderError::BadRequest(e.to_string()))?;
         let id = identity(namespace, selector_text);
         let items = self.cache.get(def.clone(), query, id).await?;

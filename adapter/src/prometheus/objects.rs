@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::matchers::{names_matcher, to_matchers};
 use super::{Identity, PollCache};
 use crate::config::MetricsConfig;
 use crate::objects::ObjectKind;
@@ -82,7 +83,7 @@ pub(super) async fn read(
     let def = config.get(req.metric).ok_or_else(unknown)?;
     let template = def.objects.get(&req.kind).ok_or_else(unknown)?;
     let reqs = selector::parse(req.metric_selector).map_err(bad)?;
-    let mut matchers = selector::to_matchers(req.namespace, &reqs).map_err(bad)?;
+    let mut matchers = to_matchers(req.namespace, &reqs).map_err(bad)?;
     let names = objects(req, pods).await?;
     if names.is_empty() {
         return Err(ProviderError::Unavailable(format!(
@@ -94,7 +95,7 @@ pub(super) async fn read(
     }
     if req.kind != ObjectKind::Namespaces {
         matchers.push(',');
-        matchers.push_str(&selector::names_matcher(req.kind.label(), &names));
+        matchers.push_str(&names_matcher(req.kind.label(), &names));
     }
     let series = cache
         .get(

@@ -5,39 +5,9 @@
 //! series per selected pod (labels `namespace, pod`, value 1) from the
 //! configured source, ready for `* on (namespace, pod) group_left ()`.
 
-use crate::selector::{Requirement, SelectorError, to_matchers};
-
-/// Where pod identity (workload, kind, pod labels) comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PodMetadata {
-    /// The exporter's `gpu_pod_info`: every pod that holds a GPU.
-    #[default]
-    Exporter,
-    /// kube-state-metrics' `kube_pod_labels`, `kube_pod_owner` and
-    /// `kube_replicaset_owner`: every pod in the cluster.
-    KubeStateMetrics,
-}
-
-impl PodMetadata {
-    /// Spellings accepted by the config key `pod_metadata`.
-    pub const NAMES: &[&str] = &["exporter", "kube-state-metrics"];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "exporter" => Some(Self::Exporter),
-            "kube-state-metrics" => Some(Self::KubeStateMetrics),
-            _ => None,
-        }
-    }
-
-    /// Series that must exist for the join to find any pod.
-    pub fn required_series(self) -> &'static [&'static str] {
-        match self {
-            Self::Exporter => &["gpu_pod_info"],
-            Self::KubeStateMetrics => &["kube_pod_labels", "kube_pod_owner"],
-        }
-    }
-}
+use super::matchers::to_matchers;
+use crate::metric_def::{MetricDef, PodMetadata};
+use crate::selector::{Requirement, SelectorError};
 
 /// Selector keys answered by the metadata series; every other key (`pod`,
 /// `container`, `model_name`, …) is matched on the server's own series.
@@ -115,6 +85,20 @@ fn kube_state_metrics(namespace: &str, pod_reqs: &[Requirement]) -> Result<Strin
     Ok(format!(
         "(group by (namespace, pod) (kube_pod_labels{{{labels}}}) * on (namespace, pod) group by (namespace, pod) (kube_pod_owner{{{owner},owner_kind!=\"ReplicaSet\"}} or (kube_pod_owner{{{ns},owner_kind=\"ReplicaSet\"}} * on (namespace, owner_name) group_left () group by (namespace, owner_name) (label_replace(kube_replicaset_owner{{{owner},owner_kind=\"Deployment\"}}, \"owner_name\", \"$1\", \"replicaset\", \"(.*)\")))))"
     ))
+}
+
+/// Fill a metric's template for one request (placeholders in
+/// [`crate::config::PLACEHOLDERS`], see [`Matchers`]); every matcher list
+/// starts with the namespace.
+pub fn render(
+    def: &MetricDef,
+    namespace: &str,
+    reqs: &[Requirement],
+) -> Result<String, SelectorError> {
+    let m = Matchers::new(namespace, reqs, def.pod_metadata)?;
+    Ok(fill(&def.query, |name| {
+        m.get(name, namespace).map(str::to_owned)
+    }))
 }
 
 /// Fill `${name}` placeholders in one pass (a value never contains `${`, but
