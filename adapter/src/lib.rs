@@ -37,6 +37,7 @@ pub mod tls;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
 
 use crate::api::{Api, Security};
@@ -78,35 +79,81 @@ pub enum AppError {
 
 /// Run the adapter until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), AppError> {
-    let config = match &args.config {
-        Some(p) => MetricsConfig::load(p)?,
-        None => MetricsConfig::presets(),
-    };
+    let config = load_config(&args)?;
     if args.check_config {
         for m in config.metrics() {
             println!("{}\t{}", m.name, m.query);
         }
         return Ok(());
     }
+    let metrics = Arc::new(SelfMetrics::default());
+    let names: Vec<&str> = config.metrics().iter().map(|m| m.name.as_str()).collect();
+    metrics.serving(&names);
+    let client = Arc::new(prom_client(&args)?);
+    if args.check_prometheus {
+        return Ok(check::run(&config, &client).await?);
+    }
+    let cache = start_poll_cache(&args, client, metrics.clone());
+    let kube = connect_kube(&args).await?;
+    let config = Arc::new(config);
+    let provider = || PromProvider::new(config.clone(), cache.clone());
+    let api_provider = with_pod_cache(&args, provider(), kube.as_ref());
+    if args.scale_to_zero {
+        start_scale_to_zero(&args, kube.as_ref(), provider(), &metrics)?;
+    }
+    let endpoints = endpoints(&args, kube).await?;
+    let tls = tls_configs(&args, endpoints.key, endpoints.security.is_some())?;
+    let api = Arc::new(Api::new(api_provider, endpoints.security, metrics.clone()));
+    let listener = bind(endpoints.api).await?;
+    let metrics_listener = bind(endpoints.metrics).await?;
+    tracing::info!(api = %endpoints.api, metrics = %endpoints.metrics, prometheus = %args.prometheus_url, "gpuscale-adapter listening");
+    let keda = keda_server(&args, tls.keda, provider(), metrics.clone()).await?;
+    let limits = args.limits();
+    tokio::spawn(server::serve_metrics(
+        metrics_listener,
+        metrics,
+        Some(cache),
+        limits,
+    ));
+    tokio::select! {
+        _ = server::serve_api(listener, tls.api, api, limits) => {}
+        _ = keda => {}
+        _ = shutdown() => tracing::info!("shutting down"),
+    }
+    Ok(())
+}
+
+/// The metrics config file, or the built-in presets without one.
+fn load_config(args: &Args) -> Result<MetricsConfig, AppError> {
+    let config = match &args.config {
+        Some(p) => MetricsConfig::load(p)?,
+        None => MetricsConfig::presets(),
+    };
     let names: Vec<&str> = config.metrics().iter().map(|m| m.name.as_str()).collect();
     tracing::info!(metrics = ?names, source = %args.config.as_ref().map_or("built-in presets".into(), |p| p.display().to_string()), "serving metrics");
+    Ok(config)
+}
 
-    let metrics = Arc::new(SelfMetrics::default());
-    metrics.serving(&names);
-    let client = Arc::new(PromClient::new(&ClientSettings {
+fn prom_client(args: &Args) -> Result<PromClient, AppError> {
+    Ok(PromClient::new(&ClientSettings {
         url: args.prometheus_url.clone(),
         bearer_token_file: args.prometheus_bearer_token_file.clone(),
         ca_file: args.prometheus_ca_file.clone(),
         headers: args.prometheus_header.clone(),
         timeout: args.prometheus_timeout,
         max_concurrency: args.prometheus_max_concurrency,
-    })?);
-    if args.check_prometheus {
-        return Ok(check::run(&config, &client).await?);
-    }
+    })?)
+}
+
+/// The poll cache every reader shares, its poller running.
+fn start_poll_cache(
+    args: &Args,
+    client: Arc<PromClient>,
+    metrics: Arc<SelfMetrics>,
+) -> Arc<PollCache> {
     let cache = Arc::new(PollCache::new(
         client,
-        metrics.clone(),
+        metrics,
         CacheSettings {
             poll_interval: args.poll_interval,
             idle_expiry: args.idle_expiry,
@@ -117,68 +164,85 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         },
     ));
     tokio::spawn(cache.clone().run_poller());
-    // The Kubernetes API: authentication and authorization, and the pod
-    // lists of per-pod custom metrics (in --dev only with --kubeconfig).
-    let kube = if args.dev && args.kubeconfig.is_none() {
-        None
-    } else {
-        Some(Arc::new(
-            KubeAuthApi::connect(args.kubeconfig.as_deref()).await?,
-        ))
+    cache
+}
+
+/// The Kubernetes API: authentication and authorization, and the pod lists
+/// of per-pod custom metrics (in --dev only with --kubeconfig).
+async fn connect_kube(args: &Args) -> Result<Option<Arc<KubeAuthApi>>, AppError> {
+    if args.dev && args.kubeconfig.is_none() {
+        return Ok(None);
+    }
+    let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
+    Ok(Some(Arc::new(kube)))
+}
+
+/// The custom metrics API's provider lists pods when it can reach the API.
+fn with_pod_cache(
+    args: &Args,
+    provider: PromProvider,
+    kube: Option<&Arc<KubeAuthApi>>,
+) -> PromProvider {
+    let Some(kube) = kube else {
+        return provider;
     };
-    let config = Arc::new(config);
-    let mut provider = PromProvider::new(config.clone(), cache.clone());
-    let keda_provider = Arc::new(PromProvider::new(config.clone(), cache.clone()));
-    if let Some(kube) = &kube {
-        let pods = Arc::new(PodCache::new(
-            kube.clone(),
-            args.poll_interval,
-            args.idle_expiry,
-        ));
-        tokio::spawn(pods.clone().run());
-        provider = provider.with_pods(pods);
-    }
+    let pods = Arc::new(PodCache::new(
+        kube.clone(),
+        args.poll_interval,
+        args.idle_expiry,
+    ));
+    tokio::spawn(pods.clone().run());
+    provider.with_pods(pods)
+}
 
-    if args.scale_to_zero {
-        let Some(kube) = &kube else {
-            return Err(AppError::AuthSetup(
-                "--scale-to-zero needs the Kubernetes API: give --kubeconfig with --dev".into(),
-            ));
-        };
-        start_scale_to_zero(
-            &args,
-            kube.client(),
-            PromProvider::new(config, cache.clone()),
-            &metrics,
-        );
-    }
+/// Where the adapter listens, with what certificate, guarded by what.
+struct Endpoints {
+    api: SocketAddr,
+    metrics: SocketAddr,
+    key: CertifiedKey,
+    /// `None` in --dev: no authentication, no authorization.
+    security: Option<Security>,
+}
 
-    let (listen, metrics_listen, key, security) = if args.dev {
-        let local = |a: SocketAddr| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), a.port());
+async fn endpoints(args: &Args, kube: Option<Arc<KubeAuthApi>>) -> Result<Endpoints, AppError> {
+    if args.dev {
         let banner = "DEV MODE: self-signed certificate, NO AUTHENTICATION, NO AUTHORIZATION; listening on 127.0.0.1 only. Never use --dev in a cluster.";
         eprintln!("\n*** {banner} ***\n");
         tracing::warn!("{banner}");
-        (
-            local(args.listen),
-            local(args.metrics_listen),
-            tls::self_signed()?,
-            None,
-        )
-    } else {
-        let (Some(cert), Some(key), Some(kube)) = (&args.tls_cert_file, &args.tls_key_file, kube)
-        else {
-            return Err(AppError::AuthSetup(
-                "--tls-cert-file and --tls-key-file are required (or --dev)".into(),
-            ));
-        };
-        let pair = tls::load_key_pair(cert, key)?;
-        (
-            args.listen,
-            args.metrics_listen,
-            pair,
-            Some(security(&args, kube).await?),
-        )
+        return Ok(Endpoints {
+            api: localhost(args.listen),
+            metrics: localhost(args.metrics_listen),
+            key: tls::self_signed()?,
+            security: None,
+        });
+    }
+    let (Some(cert), Some(key), Some(kube)) = (&args.tls_cert_file, &args.tls_key_file, kube)
+    else {
+        return Err(AppError::AuthSetup(
+            "--tls-cert-file and --tls-key-file are required (or --dev)".into(),
+        ));
     };
+    Ok(Endpoints {
+        api: args.listen,
+        metrics: args.metrics_listen,
+        key: tls::load_key_pair(cert, key)?,
+        security: Some(security(args, kube).await?),
+    })
+}
+
+/// --dev listens on loopback only, whatever the flags say.
+fn localhost(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
+}
+
+/// The API's and KEDA's TLS, both serving the (reloaded) certificate.
+struct TlsConfigs {
+    api: Arc<rustls::ServerConfig>,
+    /// `None` in --dev: KEDA's gRPC in plaintext.
+    keda: Option<Arc<rustls::ServerConfig>>,
+}
+
+fn tls_configs(args: &Args, key: CertifiedKey, client_auth: bool) -> Result<TlsConfigs, AppError> {
     let resolver = ReloadingResolver::new(key);
     if let (false, Some(c), Some(k)) = (args.dev, &args.tls_cert_file, &args.tls_key_file) {
         tokio::spawn(
@@ -187,60 +251,58 @@ pub async fn run(args: Args) -> Result<(), AppError> {
                 .watch(c.clone(), k.clone(), args.tls_reload_interval),
         );
     }
-    let keda_tls = match (args.dev, &args.keda_client_ca_file) {
+    let keda = match (args.dev, &args.keda_client_ca_file) {
         (true, Some(_)) => return Err(AppError::KedaDevClientCa),
         (true, None) => None,
         (false, ca) => Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?)),
     };
-    let tls_config = Arc::new(tls::server_config(resolver, security.is_some())?);
-    let api = Arc::new(Api::new(provider, security, metrics.clone()));
+    let api = Arc::new(tls::server_config(resolver, client_auth)?);
+    Ok(TlsConfigs { api, keda })
+}
 
-    let bind = |addr: SocketAddr| async move {
-        TcpListener::bind(addr).await.map_err(|e| AppError::Io {
-            what: format!("bind {addr}"),
-            source: e,
-        })
+async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr).await.map_err(|e| AppError::Io {
+        what: format!("bind {addr}"),
+        source: e,
+    })
+}
+
+/// KEDA's external scaler when --keda-listen is given; otherwise a future
+/// that never ends.
+async fn keda_server(
+    args: &Args,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    provider: PromProvider,
+    metrics: Arc<SelfMetrics>,
+) -> Result<impl Future<Output = ()>, AppError> {
+    let Some(addr) = args.keda_listen else {
+        return Ok(futures::future::Either::Right(std::future::pending()));
     };
-    let listener = bind(listen).await?;
-    let metrics_listener = bind(metrics_listen).await?;
-    tracing::info!(api = %listen, metrics = %metrics_listen, prometheus = %args.prometheus_url, "gpuscale-adapter listening");
-    let keda = match args.keda_listen {
-        Some(addr) => {
-            let addr = if args.dev {
-                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
-            } else {
-                addr
-            };
-            let l = bind(addr).await?;
-            tracing::info!(keda = %addr, tls = keda_tls.is_some(), client_ca = args.keda_client_ca_file.is_some(), "KEDA external scaler listening");
-            let scaler = keda::Scaler::new(keda_provider, metrics.clone());
-            futures::future::Either::Left(keda::serve(l, keda_tls, scaler, args.limits()))
-        }
-        None => futures::future::Either::Right(std::future::pending()),
-    };
-    let limits = args.limits();
-    tokio::spawn(server::serve_metrics(
-        metrics_listener,
-        metrics,
-        Some(cache),
-        limits,
-    ));
-    tokio::select! {
-        _ = server::serve_api(listener, tls_config, api, limits) => {}
-        _ = keda => {}
-        _ = shutdown() => tracing::info!("shutting down"),
-    }
-    Ok(())
+    let addr = if args.dev { localhost(addr) } else { addr };
+    let l = bind(addr).await?;
+    tracing::info!(keda = %addr, tls = tls.is_some(), client_ca = args.keda_client_ca_file.is_some(), "KEDA external scaler listening");
+    let scaler = keda::Scaler::new(Arc::new(provider), metrics);
+    Ok(futures::future::Either::Left(keda::serve(
+        l,
+        tls,
+        scaler,
+        args.limits(),
+    )))
 }
 
 /// The controller shares the poll cache with the APIs: one (metric,
 /// namespace, selector) costs one query however many readers it has.
 fn start_scale_to_zero(
     args: &Args,
-    client: kube::Client,
+    kube: Option<&Arc<KubeAuthApi>>,
     provider: PromProvider,
     metrics: &SelfMetrics,
-) {
+) -> Result<(), AppError> {
+    let Some(kube) = kube else {
+        return Err(AppError::AuthSetup(
+            "--scale-to-zero needs the Kubernetes API: give --kubeconfig with --dev".into(),
+        ));
+    };
     let report = Arc::new(scale_to_zero::report::Report::default());
     metrics.attach_scale_to_zero(report.clone());
     let identity = args.scale_to_zero_identity.clone().unwrap_or_else(|| {
@@ -262,12 +324,13 @@ fn start_scale_to_zero(
     };
     tracing::info!(lease = %lease.name, identity = %lease.identity, "scale-to-zero controller starting");
     tokio::spawn(scale_to_zero::run(
-        client,
+        kube.client(),
         Arc::new(provider),
         lease,
         settings,
         report,
     ));
+    Ok(())
 }
 
 async fn shutdown() {
