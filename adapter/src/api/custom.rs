@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{quantity, status};
 use crate::auth::Attributes;
 use crate::objects::ObjectKind;
-use crate::provider::{ObjectReading, ObjectRequest, Provider, ProviderError, Target};
+use crate::provider::{ObjectReading, ObjectRequest, Provider, Target};
 use crate::selector;
 
 pub const GROUP: &str = "custom.metrics.k8s.io";
@@ -197,14 +197,7 @@ pub async fn handle<P: Provider>(provider: &P, r: Route<'_>, query: &str) -> Res
     };
     match provider.get_objects(&req).await {
         Ok(reading) => render(version, namespace, kind, &reading),
-        Err(e) => {
-            let code = match &e {
-                ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
-                ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
-                ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            status::status(code, &e.to_string())
-        }
+        Err(e) => status::provider_error(&e),
     }
 }
 
@@ -222,10 +215,8 @@ fn render(
         let value = match quantity::format(it.value) {
             Ok(v) => v,
             Err(e) => {
-                return status::status(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("metric {} of {} {}: {e}", r.metric, kind.kind(), it.name),
-                );
+                let what = format!("metric {} of {} {}", r.metric, kind.kind(), it.name);
+                return status::not_a_quantity(&what, &e);
             }
         };
         let object = json!({

@@ -17,7 +17,7 @@ use rustls_pki_types::CertificateDer;
 use serde_json::json;
 
 use crate::auth::{Attributes, AuthError, Authenticator, Authorizer};
-use crate::provider::{Provider, ProviderError, Reading};
+use crate::provider::{Provider, Reading};
 use crate::selfmetrics::SelfMetrics;
 
 pub const GROUP: &str = "external.metrics.k8s.io";
@@ -165,14 +165,7 @@ impl<P: Provider> Api<P> {
         };
         match self.provider.get(metric, namespace, &selector).await {
             Ok(reading) => render(&reading),
-            Err(e) => {
-                let code = match &e {
-                    ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
-                    ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
-                    ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                };
-                status::status(code, &e.to_string())
-            }
+            Err(e) => status::provider_error(&e),
         }
     }
 }
@@ -232,12 +225,7 @@ pub fn render(r: &Reading) -> Response<Full<Bytes>> {
     for it in &r.items {
         let value = match quantity::format(it.value) {
             Ok(v) => v,
-            Err(e) => {
-                return status::status(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("metric {}: {e}", r.metric),
-                );
-            }
+            Err(e) => return status::not_a_quantity(&format!("metric {}", r.metric), &e),
         };
         items.push(json!({
             "metricName": r.metric,

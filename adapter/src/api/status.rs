@@ -5,6 +5,9 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
+use super::quantity::QuantityError;
+use crate::provider::ProviderError;
+
 /// The reason Kubernetes gives for a status code.
 pub fn reason(code: StatusCode) -> &'static str {
     match code.as_u16() {
@@ -31,6 +34,23 @@ pub fn status(code: StatusCode, message: &str) -> Response<Full<Bytes>> {
         "code": code.as_u16(),
     });
     json_response(code, &body)
+}
+
+/// The `Status` for a provider's refusal: an unknown metric is a 404, a
+/// selector that cannot be served a 400, missing data a 503.
+pub fn provider_error(e: &ProviderError) -> Response<Full<Bytes>> {
+    let code = match e {
+        ProviderError::UnknownMetric(_) => StatusCode::NOT_FOUND,
+        ProviderError::BadRequest(_) => StatusCode::BAD_REQUEST,
+        ProviderError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    status(code, &e.to_string())
+}
+
+/// The 503 for a value that is not a quantity (NaN, ±Inf, out of range):
+/// such a value is never sent as a number. `what` names the value.
+pub fn not_a_quantity(what: &str, e: &QuantityError) -> Response<Full<Bytes>> {
+    status(StatusCode::SERVICE_UNAVAILABLE, &format!("{what}: {e}"))
 }
 
 /// A JSON response.
