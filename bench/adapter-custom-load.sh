@@ -31,11 +31,9 @@ source "$(dirname "$0")/lib.sh"
 build -p gpuscale-adapter --bin gpuscale-adapter
 bin="$out/gpuscale-adapter"
 
-prom_port=$(free_port)
+adapter_ports
 target_port=$(free_port)
 kube_port=$(free_port)
-api_port=$(free_port)
-metrics_port=$(free_port)
 
 # Workload w<j> in namespace ns-<j % 10> has pods w<j>-0 … w<j>-(PODS-1),
 # each with one bench_queue series; the stand-in API lists them by app=w<j>.
@@ -79,9 +77,7 @@ scrape_configs:
     honor_labels: true
     static_configs: [{targets: ['127.0.0.1:$target_port']}]
 YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
+start_prometheus "$prom_port"
 
 cat >"$work/kubeconfig" <<YAML
 apiVersion: v1

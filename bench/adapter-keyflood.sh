@@ -33,18 +33,7 @@ source "$(dirname "$0")/lib.sh"
 build -p gpuscale-adapter --bin gpuscale-adapter
 bin="$out/gpuscale-adapter"
 
-cat >"$work/prometheus.yml" <<YAML
-global:
-  scrape_interval: 15s
-scrape_configs: []
-YAML
-
-# One metric whose query always has a value, so every accepted key is a 200.
-cat >"$work/bench.yaml" <<'YAML'
-metrics:
-  - name: bench_queue_depth
-    query: sum(bench_queue{${matchers}}) or vector(1)
-YAML
+bench_config
 
 # SELECTORS distinct selectors in one namespace, walked in order ROUNDS
 # times (as a caller retrying its refused keys would), CONNS at a time over
@@ -72,24 +61,16 @@ run() {
   local name=$1
   shift
   local prom_port api_port metrics_port dir="$work/$name"
-  prom_port=$(free_port)
-  api_port=$(free_port)
-  metrics_port=$(free_port)
+  adapter_ports
   mkdir -p "$dir"
-  prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$dir/data" \
-    --web.listen-address="127.0.0.1:$prom_port" >"$dir/prometheus.log" 2>&1 &
-  local prom=$!
-  pids+=("$prom")
+  start_prometheus "$prom_port" "$dir"
+  local prom=$prom_pid
   "$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
     --config "$work/bench.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
     --poll-interval "$POLL" --log-format json "$@" >"$dir/adapter.log" 2>&1 &
   local adapter=$!
   pids+=("$adapter")
-  for _ in $(seq 1 150); do
-    curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 &&
-      curl -fsS "http://127.0.0.1:$metrics_port/healthz" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  wait_ready "$prom_port" "$metrics_port"
   sleep 1
   local before q0 t0 q1 t1 q2 t2 q3 t3 after peak
   before=$(rss_kib "$adapter")

@@ -28,25 +28,9 @@ source "$(dirname "$0")/lib.sh"
 build -p gpuscale-adapter --bin gpuscale-adapter
 bin="$out/gpuscale-adapter"
 
-prom_port=$(free_port)
-api_port=$(free_port)
-metrics_port=$(free_port)
-
-cat >"$work/prometheus.yml" <<YAML
-global:
-  scrape_interval: 15s
-scrape_configs: []
-YAML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
-
-# One metric whose query always has a value, so every key is a cached 200.
-cat >"$work/bench.yaml" <<'YAML'
-metrics:
-  - name: bench_queue_depth
-    query: sum(bench_queue{${matchers}}) or vector(1)
-YAML
+adapter_ports
+start_prometheus "$prom_port"
+bench_config
 
 "$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
   --config "$work/bench.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
@@ -54,11 +38,7 @@ YAML
 adapter=$!
 pids+=($adapter)
 
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 &&
-    curl -fsS "http://127.0.0.1:$metrics_port/healthz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
+wait_ready "$prom_port" "$metrics_port"
 
 # KEYS distinct (namespace, selector) pairs: 10 namespaces × KEYS/10 workloads.
 cat >"$work/keys.lua" <<LUA

@@ -6,22 +6,19 @@
 #   bench/cardinality.sh
 set -euo pipefail
 PROFILE=${PROFILE:-debug}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-cardinality-XXXXXX)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-flag=$([ "$PROFILE" = release ] && echo --release || true)
-(cd "$root" && cargo build -q $flag -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
-bin="$root/target/$PROFILE/gpuscale-exporter"
-sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
+source "$(dirname "$0")/lib.sh"
+
+build -q -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib
+bin="$out/gpuscale-exporter"
+sim="$out/libgpuscale_nvml_sim.so"
 GPUS=8 PODS=110 "$root/bench/busy-scenario.sh" > "$work/busy.yaml"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 
 count() {
   local label=$1; shift
   "$bin" --simulator-lib "$sim" --listen "127.0.0.1:$port" --collect-interval 500ms "$@" > "$work/log" 2>&1 &
   pid=$!
+  pids+=("$pid")
   for _ in $(seq 1 100); do
     curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^gpuscale_exporter_pods [1-9]' && break
     sleep 0.2

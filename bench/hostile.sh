@@ -12,24 +12,17 @@ set -euo pipefail
 
 DURATION=${DURATION:-20s}
 PROFILE=${PROFILE:-release}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-hostile-XXXXXX)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-flag=; [ "$PROFILE" = release ] && flag=--release
-[ "${BUILD:-1}" = 0 ] || cargo build -q $flag -p gpuscale-exporter -p gpuscale-nvml-sim -p gpuscale-adapter --bins --lib
-bin=$root/target/$PROFILE/gpuscale-exporter
+source "$(dirname "$0")/lib.sh"
+
+build -q -p gpuscale-exporter -p gpuscale-nvml-sim -p gpuscale-adapter --bins --lib
+bin=$out/gpuscale-exporter
 py=$root/target/pyenv/bin/python3
 port=19400
 
 start() {
-  "$bin" --simulate --listen 127.0.0.1:$port --simulator-lib "$root/target/$PROFILE/libgpuscale_nvml_sim.so" "$@" 2>"$work/log" &
+  "$bin" --simulate --listen 127.0.0.1:$port --simulator-lib "$out/libgpuscale_nvml_sim.so" "$@" 2>"$work/log" &
   pid=$!
+  pids+=("$pid")
   until curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" "${auth[@]}" 2>/dev/null \
      || curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" | grep -q 401; do sleep 0.2; done
 }
@@ -103,9 +96,10 @@ kill $(jobs -p) 2>/dev/null || true
 # --max-connections 1024; Prometheus unreachable: no query is needed).
 api=16443
 mport=19102
-"$root/target/$PROFILE/gpuscale-adapter" --dev --listen 127.0.0.1:$api --metrics-listen 127.0.0.1:$mport \
+"$out/gpuscale-adapter" --dev --listen 127.0.0.1:$api --metrics-listen 127.0.0.1:$mport \
   --prometheus-url http://127.0.0.1:1 2>"$work/adapter.log" &
 pid=$!
+pids+=("$pid")
 until curl -sf -o /dev/null "http://127.0.0.1:$mport/healthz"; do sleep 0.2; done
 echo "adapter RSS before flood: $(rss)"
 flood $api

@@ -31,22 +31,10 @@ build -p gpuscale-adapter --bin gpuscale-adapter --example keda_load
 bin="$out/gpuscale-adapter"
 load="$out/examples/keda_load"
 
-prom_port=$(free_port)
-api_port=$(free_port)
-metrics_port=$(free_port)
+adapter_ports
 keda_port=$(free_port)
-
-printf 'global:\n  scrape_interval: 15s\nscrape_configs: []\n' >"$work/prometheus.yml"
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
-
-# One metric whose query always has a value (1: active), so every key is cached.
-cat >"$work/bench.yaml" <<'YAML'
-metrics:
-  - name: bench_queue_depth
-    query: sum(bench_queue{${matchers}}) or vector(1)
-YAML
+start_prometheus "$prom_port"
+bench_config
 
 "$bin" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
   --keda-listen "127.0.0.1:$keda_port" \
@@ -55,11 +43,7 @@ YAML
 adapter=$!
 pids+=($adapter)
 
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 &&
-    curl -fsS "http://127.0.0.1:$metrics_port/healthz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
+wait_ready "$prom_port" "$metrics_port"
 
 rss() { awk -v k="$1" '$1 == k":" { printf "%.1f MiB", $2 / 1024 }' "/proc/$adapter/status"; }
 

@@ -22,33 +22,17 @@ PROFILE=${PROFILE:-release}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 WORKERS=${WORKERS:-1}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-exporter-bench-XXXXXX)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-if [ "$PROFILE" = release ]; then
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q --release -p gpuscale-exporter -p gpuscale-nvml-sim)
-  dir="$root/target/release"
-else
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q -p gpuscale-exporter -p gpuscale-nvml-sim)
-  dir="$root/target/debug"
-fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+build -q -p gpuscale-exporter -p gpuscale-nvml-sim
+port=$(free_port)
 
 # shellcheck disable=SC2086
-"$dir/gpuscale-exporter" --simulate $SCENARIO --simulator-lib "$dir/libgpuscale_nvml_sim.so" \
+"$out/gpuscale-exporter" --simulate $SCENARIO --simulator-lib "$out/libgpuscale_nvml_sim.so" \
   --listen "127.0.0.1:$port" --collect-interval 1s --log-level warn --worker-threads "$WORKERS" $EXTRA_ARGS >"$work/exporter.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+pids+=("$pid")
+wait_for "http://127.0.0.1:$port/readyz"
 url="http://127.0.0.1:$port/metrics"
 sleep 3 # let the pod mapper's first refresh and watch land before measuring the body
 bytes=$(curl -fsS "$url" | wc -c)
@@ -79,11 +63,10 @@ echo "rss after load: $(( $(rss_kib) / 1024 )) MiB (VmHWM $(awk '/^VmHWM/ {print
 if [ "${BASELINE:-1}" = 1 ]; then
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  if [ "$PROFILE" = release ]; then flag=--release; else flag=; fi
-  # shellcheck disable=SC2086
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -q $flag -p gpuscale-exporter --example plain_server)
-  "$dir/examples/plain_server" "127.0.0.1:$port" "$bytes" "$WORKERS" &
+  build -q -p gpuscale-exporter --example plain_server
+  "$out/examples/plain_server" "127.0.0.1:$port" "$bytes" "$WORKERS" &
   pid=$!
+  pids+=("$pid")
   sleep 0.5
   echo "--- baseline: bare hyper server, fixed $bytes-byte body, $WORKERS worker(s), 8 connections, wrk -t1"
   wrk -t1 -c8 -d"$DURATION" --latency "$url" | grep -E "50%|99%|Requests/sec"

@@ -26,23 +26,11 @@ WORKERS=${WORKERS:-1}
 INTERVAL=${INTERVAL:-1s}
 PROFILE=${PROFILE:-release}
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d -t gpuscale-pods-bench-XXXXXX)
-pid=
-node_pid=
-cleanup() {
-  for p in $pid $node_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
-if [ "$PROFILE" = release ]; then
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build --release -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
-else
-  [ "${BUILD:-1}" = 0 ] || (cd "$root" && cargo build -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib)
-fi
-bin="$root/target/$PROFILE/gpuscale-exporter"
-sim="$root/target/$PROFILE/libgpuscale_nvml_sim.so"
+build -p gpuscale-exporter -p gpuscale-nvml-sim --bins --lib
+bin="$out/gpuscale-exporter"
+sim="$out/libgpuscale_nvml_sim.so"
 
 scenario="$work/busy.yaml"
 GPUS=$GPUS PODS=$PODS CLAIMS=$CLAIMS "$root/bench/busy-scenario.sh" > "$scenario"
@@ -51,12 +39,11 @@ metric() { curl -s "http://$addr/metrics" | awk -v n="$1" '$1 == n || index($1, 
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$pid/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$pid/status"; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 # The node: an exporter whose simulated pod servers the measured one reads.
 "$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "127.0.0.1:$(free_port)" \
   --collect-interval 1h --log-format json > "$work/node.log" 2>&1 &
 node_pid=$!
+pids+=("$node_pid")
 for _ in $(seq 1 100); do grep -qs '"socket"' "$work/node.log" && break; sleep 0.1; done
 field() { grep '"socket"' "$work/node.log" | head -1 | sed -E "s/.*\"$1\":\"([^\"]*)\".*/\1/"; }
 node_flags=(--pod-resources-socket "$(field socket)" --kube-api-url "$(field api)" --proc-root "$(field proc_root)")
@@ -67,10 +54,8 @@ run() {
   "$bin" --simulate "$scenario" --simulator-lib "$sim" --listen "$addr" \
     --collect-interval "$INTERVAL" --pod-label team --log-level warn --worker-threads "$WORKERS" "$@" > "$work/$label.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 100); do
-    curl -sf "http://$addr/readyz" > /dev/null 2>&1 && break
-    sleep 0.1
-  done
+  pids+=("$pid")
+  wait_for "http://$addr/readyz"
   if [ "$label" = pods ]; then
     for _ in $(seq 1 100); do
       [ "$(metric gpuscale_exporter_pods)" = "$PODS" ] && break
