@@ -142,7 +142,8 @@ fn idle_state(read: &Read, threshold: f64) -> ReadState {
     }
 }
 
-fn activation_state(read: &Read, threshold: f64) -> ReadState {
+/// Active above the threshold; unknown reads are neither.
+pub fn activation_state(read: &Read, threshold: f64) -> ReadState {
     match read {
         Read::Value(v) if *v > threshold => ReadState::Active,
         Read::Value(_) => ReadState::Inactive,

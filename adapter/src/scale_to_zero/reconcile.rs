@@ -490,7 +490,8 @@ async fn sight<P>(
     let replicas = target::replicas(&api, &spec.target).await?;
     // A parked target that activation does not wake needs nothing more: its
     // readiness, annotation and HPAs matter only to a park or a wake.
-    let wakes = matches!(activation, Read::Value(v) if *v > spec.activation.threshold);
+    let wakes =
+        decide::activation_state(activation, spec.activation.threshold) == ReadState::Active;
     let (read, hpas) = if replicas == 0 && !wakes {
         let read = target::TargetRead {
             replicas,
@@ -699,9 +700,8 @@ pub async fn watch_parked<P: Provider>(
 async fn activation_state<P: Provider>(policy: &ScaleToZeroPolicy, ctx: &Context<P>) -> ReadState {
     let source = &policy.spec.activation.source;
     match read_rule(policy, ctx, "activation", source).await {
-        Ok(Read::Value(v)) if v > policy.spec.activation.threshold => ReadState::Active,
-        Ok(Read::Value(_)) => ReadState::Inactive,
-        _ => ReadState::Unknown,
+        Ok(read) => decide::activation_state(&read, policy.spec.activation.threshold),
+        Err(_) => ReadState::Unknown,
     }
 }
 
