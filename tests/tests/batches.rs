@@ -3,11 +3,10 @@
 //! scalar, a selector whose query fails), and Prometheus sees a few
 //! requests per round instead of one per key.
 
-use gpuscale_e2e::adapter::client::{Adapter, Identity, curl};
+use gpuscale_e2e::adapter::client::{Adapter, Identity};
 use gpuscale_e2e::adapter::procs::eventually;
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
-use serde_json::Value;
 
 const NS: &str = "serving";
 const SERVERS: usize = 30;
@@ -45,13 +44,11 @@ fn exposition(scale: usize) -> String {
 
 /// (HTTP status, summed value) of one external metric read.
 fn read(adapter: &Adapter, metric: &str, selector: &str) -> (u16, Option<f64>) {
-    let url = format!(
-        "{}/apis/external.metrics.k8s.io/v1beta1/namespaces/{NS}/{metric}?labelSelector={}",
-        adapter.url(),
+    let path = format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{NS}/{metric}?labelSelector={}",
         gpuscale_e2e::adapter::prom::encode(selector)
     );
-    let (code, body) = curl(&url, None, &Identity::default(), &[]);
-    let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let (code, json) = adapter.curl_as(&Identity::default(), &path, &[]);
     let sum = json["items"].as_array().map(|items| {
         items
             .iter()
@@ -70,27 +67,33 @@ fn quantity(q: &str) -> f64 {
     }
 }
 
-/// Query requests Prometheus has served, by its own counter.
-fn prometheus_queries(prom: &Prometheus) -> f64 {
-    let (_, text) = gpuscale_e2e::adapter::procs::get(&format!("{}/metrics", prom.url))
-        .expect("Prometheus /metrics");
+/// The sum of the samples in `text` whose line starts with `prefix` and
+/// contains `having`.
+fn sum_of(text: &str, prefix: &str, having: &str) -> f64 {
     text.lines()
-        .filter(|l| {
-            l.starts_with("prometheus_http_requests_total{")
-                && l.contains("handler=\"/api/v1/query\"")
-        })
+        .filter(|l| l.starts_with(prefix) && l.contains(having))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
 
+/// Query requests Prometheus has served, by its own counter.
+fn prometheus_queries(prom: &Prometheus) -> f64 {
+    let (_, text) = gpuscale_e2e::adapter::procs::get(&format!("{}/metrics", prom.url))
+        .expect("Prometheus /metrics");
+    sum_of(
+        &text,
+        "prometheus_http_requests_total{",
+        "handler=\"/api/v1/query\"",
+    )
+}
+
 /// Re-reads of keys the adapter counts (one per key, batched or not).
 fn key_reads(adapter: &Adapter) -> f64 {
-    adapter
-        .self_metrics()
-        .lines()
-        .filter(|l| l.starts_with("gpuscale_adapter_prometheus_queries_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    sum_of(
+        &adapter.self_metrics(),
+        "gpuscale_adapter_prometheus_queries_total{",
+        "",
+    )
 }
 
 #[test]
