@@ -276,10 +276,6 @@ pub fn parse_value(s: &str) -> Result<f64, QueryError> {
 }
 
 /// Decode the JSON body of `/api/v1/query`.
-pub fn decode(body: &[u8]) -> Result<Vec<Series>, QueryError> {
-    decode_answer(body).map(|a| a.series)
-}
-
 fn decode_answer(body: &[u8]) -> Result<Answer, QueryError> {
     let r: ApiResponse =
         serde_json::from_slice(body).map_err(|e| QueryError::Decode(e.to_string()))?;
@@ -335,6 +331,10 @@ pub fn percent_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode(body: &[u8]) -> Result<Vec<Series>, QueryError> {
+        decode_answer(body).map(|a| a.series)
+    }
 
     #[test]
     fn decodes_vectors_scalars_and_special_values() {
