@@ -85,13 +85,7 @@ pub fn resource_slices(scenario: &Scenario) -> Vec<Value> {
     }
     let mut slices = vec![slice(node, NVIDIA_DRA_DRIVER, devices)];
     let mut others: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
-    for c in scenario
-        .pods
-        .iter()
-        .flat_map(|p| &p.containers)
-        .flat_map(|c| &c.claims)
-        .filter(|c| c.driver != NVIDIA_DRA_DRIVER)
-    {
+    for c in scenario.claims().filter(|c| c.driver != NVIDIA_DRA_DRIVER) {
         let devices = others.entry(&c.driver).or_default();
         for d in &c.devices {
             devices.push(json!({ "name": d, "attributes": { "type": { "string": "device" } } }));

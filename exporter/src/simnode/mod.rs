@@ -299,10 +299,7 @@ fn list<'a>(
 /// replicas as the pods use (at least the highest replica index + 1).
 fn allocatable(scenario: &Scenario) -> proto::AllocatableResourcesResponse {
     let claimed: HashSet<&str> = scenario
-        .pods
-        .iter()
-        .flat_map(|p| &p.containers)
-        .flat_map(|c| &c.claims)
+        .claims()
         .flat_map(|c| c.devices.iter().map(String::as_str))
         .collect();
     // device uuid → (resource, replicas)

@@ -679,6 +679,13 @@ impl DeviceAlloc {
 }
 
 impl Scenario {
+    /// Every DRA claim allocation of every container of every pod.
+    pub fn claims(&self) -> impl Iterator<Item = &ClaimAlloc> {
+        self.pods
+            .iter()
+            .flat_map(|p| &p.containers)
+            .flat_map(|c| &c.claims)
+    }
     /// The GPU (index, gpu) with this GPU uuid.
     pub fn gpu_by_uuid(&self, uuid: &str) -> Option<(usize, &Gpu)> {
         self.gpus.iter().enumerate().find(|(_, g)| g.uuid == uuid)

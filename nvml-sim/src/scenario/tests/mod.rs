@@ -57,10 +57,7 @@ fn default_scenario_loads_and_validates() {
     );
     // DRA: GPU 7 and the free 1g.10gb instance of GPU 5 are held through claims.
     let claimed: Vec<&str> = s
-        .pods
-        .iter()
-        .flat_map(|p| &p.containers)
-        .flat_map(|c| &c.claims)
+        .claims()
         .flat_map(|c| c.devices.iter().map(String::as_str))
         .collect();
     assert_eq!(
