@@ -11,6 +11,7 @@ pub mod kubeapi;
 pub mod pods;
 pub mod procs;
 pub mod python;
+pub mod victoria;
 
 /// A free port on 127.0.0.1 (bound, read back, released).
 pub fn free_port() -> u16 {

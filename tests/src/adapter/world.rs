@@ -128,13 +128,27 @@ impl Pki {
         extra: &[String],
         clean: bool,
     ) -> Adapter {
+        self.adapter_on(name, kube, config, &prom::shared().url, extra, clean)
+    }
+
+    /// [`Pki::adapter`] reading the Prometheus-compatible API at
+    /// `prometheus_url` instead of the shared Prometheus.
+    pub fn adapter_on(
+        &self,
+        name: &str,
+        kube: &KubeFake,
+        config: &str,
+        prometheus_url: &str,
+        extra: &[String],
+        clean: bool,
+    ) -> Adapter {
         let kubeconfig = self.write(&format!("{name}-kubeconfig"), &kube.kubeconfig());
         let config = self.write(&format!("{name}.yaml"), config);
         let mut args = self.tls_flags().to_vec();
         args.extend([
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--config={}", config.display()),
-            format!("--prometheus-url={}", prom::shared().url),
+            format!("--prometheus-url={prometheus_url}"),
             "--poll-interval=1s".into(),
         ]);
         args.extend_from_slice(extra);
