@@ -1,0 +1,232 @@
+//! One workload's facts turned into what the report shows: its devices,
+//! bottleneck, cost, cost per unit of work and how far to trust it.
+
+use serde::Serialize;
+
+use crate::bottleneck::{self, Activity, Bottleneck};
+use crate::history::{DeviceId, Facts, History, Key};
+use crate::recommend::Recommendation;
+use crate::tables::{GpuType, Tables};
+use crate::thresholds as t;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// How far the history lets the advisor go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Under a day seen: no recommendation.
+    Insufficient,
+    /// A day to a week.
+    Medium,
+    /// A week or more.
+    High,
+}
+
+/// What the report says of one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct Assessment {
+    pub workload: Key,
+    /// GPUs it holds now (MIG instances and time-sliced GPUs as fractions).
+    pub gpus_now: f64,
+    pub devices_now: usize,
+    pub model: Option<String>,
+    pub mig_profile: Option<String>,
+    /// The GPU type in the spec table, if known.
+    pub gpu_type: Option<String>,
+    pub history_hours: f64,
+    pub confidence: Confidence,
+    pub vram_peak_gib: Option<f64>,
+    pub vram_p99_gib: Option<f64>,
+    /// Memory of the device or slice it holds (the smallest, if several).
+    pub device_memory_gib: Option<f64>,
+    pub sm_active_p95: Option<f64>,
+    pub tensor_active_p95: Option<f64>,
+    pub dram_active_p95: Option<f64>,
+    pub utilization_p95: Option<f64>,
+    pub bottleneck: Bottleneck,
+    pub bottleneck_reason: String,
+    pub cost_usd_per_hour: Option<f64>,
+    /// GPU cost over the range (time-sliced GPUs split between pods).
+    pub cost_usd_range: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub generated_tokens: Option<f64>,
+    pub requests: Option<f64>,
+    pub cost_usd_per_million_tokens: Option<f64>,
+    pub cost_usd_per_1k_requests: Option<f64>,
+    pub idle_hours_per_day: Option<f64>,
+    pub recommendations: Vec<Recommendation>,
+    pub notes: Vec<String>,
+    /// Whole GPUs of one model, not shared: what MIG, type and
+    /// co-location recommendations need.
+    #[serde(skip)]
+    pub whole_gpus: Option<u32>,
+    #[serde(skip)]
+    pub price_usd_per_hour: Option<f64>,
+}
+
+/// A device's fraction of its GPU: 1 whole, compute slices over 7 (4 on
+/// an A30 or RTX PRO 6000) for a MIG instance, as the cost recording
+/// rules charge it; its memory share when the profile is unknown.
+pub fn gpu_share(h: &History, id: &DeviceId) -> Option<f64> {
+    if id.mig_uuid.is_empty() {
+        return Some(1.0);
+    }
+    let d = h.devices.get(id)?;
+    let slices = d
+        .profile
+        .as_deref()
+        .and_then(|p| p.rsplit_once("c.").map_or(Some(p), |(_, gi)| Some(gi)))
+        .and_then(|gi| gi.split_once('g').and_then(|(n, _)| n.parse::<f64>().ok()));
+    let of = if d
+        .model
+        .as_deref()
+        .is_some_and(|m| m.contains("A30") || m.contains("RTX PRO 6000"))
+    {
+        4.0
+    } else {
+        7.0
+    };
+    match slices {
+        Some(s) => Some(s / of),
+        None => Some(d.memory_bytes? / d.gpu_memory_bytes?),
+    }
+}
+
+/// A device's price per GPU-hour: the exporter's, else the table's.
+fn price(h: &History, tables: &Tables, id: &DeviceId) -> Option<f64> {
+    let d = h.devices.get(id)?;
+    d.price_usd_per_hour.or_else(|| {
+        tables
+            .gpu(d.model.as_deref()?)
+            .map(|g| g.price_usd_per_hour)
+    })
+}
+
+fn cost(h: &History, tables: &Tables, f: &Facts) -> (Option<f64>, Option<f64>) {
+    let mut now = Some(0.0);
+    for (id, sharing) in &f.devices_now {
+        let c = gpu_share(h, id)
+            .zip(price(h, tables, id))
+            .map(|(s, p)| s * p / f64::from(*sharing));
+        now = now.zip(c).map(|(a, b)| a + b);
+    }
+    let mut range = Some(0.0);
+    for (id, hours) in &f.device_hours {
+        let c = gpu_share(h, id)
+            .zip(price(h, tables, id))
+            .map(|(s, p)| s * p * hours);
+        range = range.zip(c).map(|(a, b)| a + b);
+    }
+    (now, range.filter(|_| !f.device_hours.is_empty()))
+}
+
+fn confidence(h: &History, f: &Facts, notes: &mut Vec<String>) -> Confidence {
+    if f.seen_seconds < t::MIN_HISTORY_S {
+        notes.push(format!(
+            "seen {:.0} min of the {:.0} h range: under {:.0} h, no recommendation",
+            f.seen_seconds / 60.0,
+            h.range_s / 3600.0,
+            t::MIN_HISTORY_S / 3600.0
+        ));
+        Confidence::Insufficient
+    } else if f.seen_seconds < t::FULL_HISTORY_S {
+        Confidence::Medium
+    } else {
+        Confidence::High
+    }
+}
+
+/// Cost over the range per million tokens and per 1,000 requests.
+fn unit_costs(cost_range: Option<f64>, f: &Facts) -> (Option<f64>, Option<f64>) {
+    let tokens = match (f.prompt_tokens, f.generated_tokens) {
+        (None, None) => None,
+        (p, g) => Some(p.unwrap_or(0.0) + g.unwrap_or(0.0)),
+    };
+    let per = |work: Option<f64>, unit: f64| {
+        cost_range
+            .zip(work.filter(|w| *w > 0.0))
+            .map(|(c, w)| c / w * unit)
+    };
+    (per(tokens, 1e6), per(f.requests, 1e3))
+}
+
+/// The facts of one workload, judged.
+pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment {
+    let mut notes = Vec::new();
+    let devices: Vec<_> = f
+        .devices_now
+        .iter()
+        .filter_map(|(id, _)| h.devices.get(id))
+        .collect();
+    let model = devices.iter().find_map(|d| d.model.clone());
+    let gpu: Option<&GpuType> = model.as_deref().and_then(|m| tables.gpu(m));
+    if let (Some(m), None) = (&model, gpu) {
+        notes.push(format!(
+            "{m} is not in the GPU table: no type or MIG advice"
+        ));
+    }
+    let device_memory = devices
+        .iter()
+        .filter_map(|d| d.memory_bytes)
+        .reduce(f64::min);
+    let (cost_now, cost_range) = cost(h, tables, f);
+    if cost_now.is_none() {
+        notes.push("no price for its GPU (no gpu_price_usd_per_hour, model not in the table): cost unknown".into());
+    }
+    let (per_mtok, per_1k) = unit_costs(cost_range, f);
+    let (bottleneck, bottleneck_reason) = bottleneck::classify(&Activity {
+        utilization: f.utilization_p95,
+        sm: f.sm_active_p95,
+        tensor: f.tensor_active_p95,
+        dram: f.dram_active_p95,
+        memory_used: f.vram_peak_bytes.zip(device_memory).map(|(v, m)| v / m),
+    });
+    let confidence = confidence(h, f, &mut notes);
+    let whole = f
+        .devices_now
+        .iter()
+        .all(|(id, n)| id.mig_uuid.is_empty() && *n == 1)
+        && devices.len() == f.devices_now.len()
+        && devices.iter().all(|d| d.model == model);
+    Assessment {
+        workload: key.clone(),
+        gpus_now: f
+            .devices_now
+            .iter()
+            .map(|(id, n)| gpu_share(h, id).unwrap_or(0.0) / f64::from(*n))
+            .sum(),
+        devices_now: f.devices_now.len(),
+        gpu_type: gpu.map(|g| g.name.clone()),
+        mig_profile: devices.iter().find_map(|d| d.profile.clone()),
+        model,
+        history_hours: f.seen_seconds / 3600.0,
+        confidence,
+        vram_peak_gib: f.vram_peak_bytes.map(|b| b / GIB),
+        vram_p99_gib: f.vram_p99_bytes.map(|b| b / GIB),
+        device_memory_gib: device_memory.map(|b| b / GIB),
+        sm_active_p95: f.sm_active_p95,
+        tensor_active_p95: f.tensor_active_p95,
+        dram_active_p95: f.dram_active_p95,
+        utilization_p95: f.utilization_p95,
+        bottleneck,
+        bottleneck_reason,
+        cost_usd_per_hour: cost_now,
+        cost_usd_range: cost_range,
+        prompt_tokens: f.prompt_tokens,
+        generated_tokens: f.generated_tokens,
+        requests: f.requests,
+        cost_usd_per_million_tokens: per_mtok,
+        cost_usd_per_1k_requests: per_1k,
+        idle_hours_per_day: f.idle_fraction.map(|x| x * 24.0),
+        recommendations: Vec::new(),
+        notes,
+        whole_gpus: whole
+            .then_some(f.devices_now.len() as u32)
+            .filter(|n| *n > 0),
+        price_usd_per_hour: f
+            .devices_now
+            .first()
+            .and_then(|(id, _)| price(h, tables, id)),
+    }
+}

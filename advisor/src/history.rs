@@ -1,0 +1,339 @@
+//! What Prometheus saw of each workload over the range: the facts the
+//! advisor judges. One PromQL query per fact for all workloads at once,
+//! evaluated at the range's end with subqueries at the step, so the cost
+//! is a few dozen queries whatever the number of workloads.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::Error;
+use crate::prom::{Prometheus, Sample};
+
+/// The labels that name a workload (the pod mapper's owner walk).
+const KEY: &str = "cluster, namespace, workload_kind, workload";
+
+/// A workload: the top owner of its pods.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Key {
+    pub cluster: String,
+    pub namespace: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl Key {
+    fn of(s: &Sample) -> Self {
+        Self {
+            cluster: s.label("cluster").to_string(),
+            namespace: s.label("namespace").to_string(),
+            kind: s.label("workload_kind").to_string(),
+            name: s.label("workload").to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.cluster.is_empty() {
+            write!(f, "{}/", self.cluster)?;
+        }
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A whole GPU or a MIG instance.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct DeviceId {
+    pub cluster: String,
+    pub node: String,
+    pub uuid: String,
+    pub mig_uuid: String,
+}
+
+impl DeviceId {
+    fn of(s: &Sample) -> Self {
+        Self {
+            cluster: s.label("cluster").to_string(),
+            node: s.label("node").to_string(),
+            uuid: s.label("uuid").to_string(),
+            mig_uuid: s.label("mig_uuid").to_string(),
+        }
+    }
+    fn gpu(&self) -> Self {
+        Self {
+            mig_uuid: String::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// What is known of one device from its own series.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Device {
+    pub model: Option<String>,
+    /// MIG profile (`3g.40gb`) of a MIG instance.
+    pub profile: Option<String>,
+    pub memory_bytes: Option<f64>,
+    /// The GPU's own memory, for a MIG instance whose profile is unknown.
+    pub gpu_memory_bytes: Option<f64>,
+    /// `gpu_price_usd_per_hour` of its GPU.
+    pub price_usd_per_hour: Option<f64>,
+}
+
+/// The facts of one workload over the range.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Facts {
+    /// Devices it holds at the range's end, with how many pods share each.
+    pub devices_now: Vec<(DeviceId, u32)>,
+    /// Seconds it held a GPU within the range.
+    pub seen_seconds: f64,
+    pub vram_peak_bytes: Option<f64>,
+    pub vram_p99_bytes: Option<f64>,
+    pub sm_active_p95: Option<f64>,
+    pub tensor_active_p95: Option<f64>,
+    pub dram_active_p95: Option<f64>,
+    pub utilization_p95: Option<f64>,
+    /// Share of its samples with the GPU under the idle threshold.
+    pub idle_fraction: Option<f64>,
+    /// Device-hours per device over the range (time-sliced GPUs split).
+    pub device_hours: Vec<(DeviceId, f64)>,
+    pub prompt_tokens: Option<f64>,
+    pub generated_tokens: Option<f64>,
+    pub requests: Option<f64>,
+}
+
+/// Everything the advisor read.
+#[derive(Debug, Default)]
+pub struct History {
+    pub workloads: BTreeMap<Key, Facts>,
+    pub devices: BTreeMap<DeviceId, Device>,
+    /// Range and step, seconds.
+    pub range_s: f64,
+    pub step_s: f64,
+}
+
+/// The range and step as PromQL durations, and in seconds.
+pub struct Window {
+    pub range: String,
+    pub step: String,
+    pub range_s: f64,
+    pub step_s: f64,
+}
+
+/// Utilization under this is no work (same as the `idle` bottleneck).
+pub const IDLE_UTILIZATION: f64 = 0.05;
+
+/// Token and request counters per serving framework, as they emit them.
+/// (prompt tokens, generated tokens, requests).
+pub const SERVING_COUNTERS: &[(&str, &str, &str, &str)] = &[
+    (
+        "vLLM",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:request_success_total",
+    ),
+    (
+        "TGI",
+        "tgi_request_input_length_sum",
+        "tgi_request_generated_tokens_sum",
+        "tgi_request_success",
+    ),
+    (
+        "Triton (TensorRT-LLM)",
+        "nv_llm_input_token_len_sum{response_metric_type=\"total_input_tokens\"}",
+        "nv_llm_output_token_len_sum{response_metric_type=\"total_output_tokens\"}",
+        "nv_inference_request_success",
+    ),
+];
+
+/// A device series per workload: the whole GPU's `dev` family, or the MIG
+/// instance's `mig` family, for every allocation; the busiest replica.
+pub fn per_workload(dev: &str, mig: &str) -> String {
+    format!(
+        "max by ({KEY}) (\
+         (gpu_pod_allocation{{mig_uuid=\"\"}} * on (cluster, node, uuid) group_left () max by (cluster, node, uuid) ({dev})) \
+         or (gpu_pod_allocation{{mig_uuid!=\"\"}} * on (cluster, node, uuid, mig_uuid) group_left () max by (cluster, node, uuid, mig_uuid) ({mig})))"
+    )
+}
+
+fn by_key(samples: Vec<Sample>) -> BTreeMap<Key, f64> {
+    samples
+        .into_iter()
+        .map(|s| (Key::of(&s), s.value))
+        .collect()
+}
+
+impl History {
+    /// Reads every fact from Prometheus.
+    pub fn read(p: &Prometheus, w: &Window) -> Result<Self, Error> {
+        let mut h = Self {
+            range_s: w.range_s,
+            step_s: w.step_s,
+            ..Self::default()
+        };
+        h.read_allocations(p)?;
+        h.read_devices(p, w)?;
+        h.read_usage(p, w)?;
+        h.read_device_hours(p, w)?;
+        h.read_tokens(p, w)?;
+        Ok(h)
+    }
+
+    fn read_allocations(&mut self, p: &Prometheus) -> Result<(), Error> {
+        let now = p.query(&format!(
+            "count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"
+        ))?;
+        let sharing = p.query("count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation)")?;
+        let sharing: BTreeMap<DeviceId, u32> = sharing
+            .iter()
+            .map(|s| (DeviceId::of(s), s.value as u32))
+            .collect();
+        for s in &now {
+            let d = DeviceId::of(s);
+            let n = sharing.get(&d).copied().unwrap_or(1).max(1);
+            let f = self.workloads.entry(Key::of(s)).or_default();
+            f.devices_now.push((d, n));
+        }
+        Ok(())
+    }
+
+    fn read_devices(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let r = &w.range;
+        for s in p.query(&format!(
+            "max by (cluster, node, uuid, model) (last_over_time(gpu_info[{r}]))"
+        ))? {
+            self.devices.entry(DeviceId::of(&s)).or_default().model =
+                Some(s.label("model").to_string());
+        }
+        for s in p.query(&format!(
+            "max by (cluster, node, uuid) (last_over_time(gpu_memory_total_bytes[{r}]))"
+        ))? {
+            self.devices
+                .entry(DeviceId::of(&s))
+                .or_default()
+                .memory_bytes = Some(s.value);
+        }
+        for s in p.query(&format!(
+            "max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour[{r}]))"
+        ))? {
+            self.devices
+                .entry(DeviceId::of(&s))
+                .or_default()
+                .price_usd_per_hour = Some(s.value);
+        }
+        for s in p.query(&format!(
+            "max by (cluster, node, uuid, mig_uuid, profile) (last_over_time(gpu_mig_info[{r}]))"
+        ))? {
+            self.devices.entry(DeviceId::of(&s)).or_default().profile =
+                Some(s.label("profile").to_string());
+        }
+        for s in p.query(&format!(
+            "max by (cluster, node, uuid, mig_uuid) (last_over_time(gpu_mig_memory_total_bytes[{r}]))"
+        ))? {
+            self.devices.entry(DeviceId::of(&s)).or_default().memory_bytes = Some(s.value);
+        }
+        // A MIG instance inherits its GPU's model, price and memory.
+        let gpus: BTreeMap<DeviceId, Device> = self
+            .devices
+            .iter()
+            .filter(|(id, _)| id.mig_uuid.is_empty())
+            .map(|(id, d)| (id.clone(), d.clone()))
+            .collect();
+        for (id, d) in self
+            .devices
+            .iter_mut()
+            .filter(|(id, _)| !id.mig_uuid.is_empty())
+        {
+            if let Some(g) = gpus.get(&id.gpu()) {
+                d.model = d.model.take().or_else(|| g.model.clone());
+                d.price_usd_per_hour = d.price_usd_per_hour.or(g.price_usd_per_hour);
+                d.gpu_memory_bytes = g.memory_bytes;
+            }
+        }
+        Ok(())
+    }
+
+    fn read_usage(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let (r, st) = (&w.range, &w.step);
+        let seen = by_key(p.query(&format!(
+            "count_over_time((max by ({KEY}) (gpu_pod_allocation))[{r}:{st}])"
+        ))?);
+        let vram =
+            "max by (cluster, namespace, workload_kind, workload) (gpu_pod_memory_used_bytes)";
+        let peak = by_key(p.query(&format!("max_over_time(({vram})[{r}:{st}])"))?);
+        let p99 = by_key(p.query(&format!("quantile_over_time(0.99, ({vram})[{r}:{st}])"))?);
+        let p95 = |dev: &str, mig: &str| -> Result<BTreeMap<Key, f64>, Error> {
+            Ok(by_key(p.query(&format!(
+                "quantile_over_time(0.95, ({})[{r}:{st}])",
+                per_workload(dev, mig)
+            ))?))
+        };
+        let sm = p95("gpu_sm_active_ratio", "gpu_mig_sm_active_ratio")?;
+        let tensor = p95("gpu_tensor_active_ratio", "gpu_mig_tensor_active_ratio")?;
+        let dram = p95("gpu_dram_active_ratio", "gpu_mig_dram_active_ratio")?;
+        // NVML has no utilization per MIG instance: its SM activity stands in.
+        let util_expr = per_workload("gpu_utilization_ratio", "gpu_mig_sm_active_ratio");
+        let util = p95("gpu_utilization_ratio", "gpu_mig_sm_active_ratio")?;
+        let samples = by_key(p.query(&format!("count_over_time(({util_expr})[{r}:{st}])"))?);
+        let idle = by_key(p.query(&format!(
+            "count_over_time(({util_expr} < {IDLE_UTILIZATION})[{r}:{st}])"
+        ))?);
+        for (k, f) in &mut self.workloads {
+            f.seen_seconds = seen.get(k).copied().unwrap_or(0.0) * w.step_s;
+            f.vram_peak_bytes = peak.get(k).copied();
+            f.vram_p99_bytes = p99.get(k).copied();
+            f.sm_active_p95 = sm.get(k).copied();
+            f.tensor_active_p95 = tensor.get(k).copied();
+            f.dram_active_p95 = dram.get(k).copied();
+            f.utilization_p95 = util.get(k).copied();
+            f.idle_fraction = samples
+                .get(k)
+                .filter(|n| **n > 0.0)
+                .map(|n| idle.get(k).copied().unwrap_or(0.0) / n);
+        }
+        Ok(())
+    }
+
+    fn read_device_hours(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let q = format!(
+            "sum_over_time((sum by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation) \
+             / on (cluster, node, uuid, mig_uuid) group_left () \
+             count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation))[{}:{}])",
+            w.range, w.step
+        );
+        for s in p.query(&q)? {
+            if let Some(f) = self.workloads.get_mut(&Key::of(&s)) {
+                f.device_hours
+                    .push((DeviceId::of(&s), s.value * w.step_s / 3600.0));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_tokens(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let r = &w.range;
+        let per = |series: &str| -> Result<BTreeMap<Key, f64>, Error> {
+            Ok(by_key(p.query(&format!(
+                "sum by ({KEY}) (increase({series}[{r}]) \
+                 * on (cluster, namespace, pod) group_left (workload_kind, workload) \
+                 max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))"
+            ))?))
+        };
+        for (_, prompt, generated, requests) in SERVING_COUNTERS {
+            let (pt, gt, rq) = (per(prompt)?, per(generated)?, per(requests)?);
+            for (k, f) in &mut self.workloads {
+                add(&mut f.prompt_tokens, pt.get(k));
+                add(&mut f.generated_tokens, gt.get(k));
+                add(&mut f.requests, rq.get(k));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn add(to: &mut Option<f64>, v: Option<&f64>) {
+    if let Some(v) = v {
+        *to = Some(to.unwrap_or(0.0) + v);
+    }
+}

@@ -1,0 +1,159 @@
+//! `gpuscale-advisor`: reads a Prometheus range and tells, per workload,
+//! what limits it, what it costs per million tokens, and which GPU, MIG
+//! slice or neighbour it should have (docs/right-sizing.md).
+
+pub mod assess;
+pub mod bottleneck;
+pub mod colocate;
+pub mod history;
+pub mod prom;
+pub mod recommend;
+pub mod report;
+pub mod tables;
+pub mod thresholds;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::assess::Assessment;
+use crate::colocate::Group;
+use crate::history::{History, Window};
+use crate::prom::Prometheus;
+use crate::tables::Tables;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("table: {0}")]
+    Table(String),
+    #[error("Prometheus {url}: {problem} (query: {query})")]
+    Prometheus {
+        url: String,
+        query: String,
+        problem: String,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// A PromQL duration (`30s`, `5m`, `1h`, `7d`, `1w`) in seconds.
+pub fn parse_duration(s: &str) -> Result<f64, Error> {
+    let bad = || Error::Usage(format!("{s:?} is not a duration like 5m, 1h or 7d"));
+    let unit = s.chars().last().ok_or_else(bad)?;
+    let n: u64 = s[..s.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let mult = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        'w' => 604_800,
+        _ => return Err(bad()),
+    };
+    if n == 0 {
+        return Err(bad());
+    }
+    Ok((n * mult) as f64)
+}
+
+/// What to read and where.
+pub struct Options {
+    pub prometheus: String,
+    /// End of the range, Unix seconds.
+    pub end: f64,
+    pub range: String,
+    pub step: String,
+    pub timeout: Duration,
+}
+
+/// The whole answer.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub prometheus: String,
+    pub end: f64,
+    pub range: String,
+    pub step: String,
+    pub gpu_table: String,
+    pub mig_table: String,
+    pub workloads: Vec<Assessment>,
+    pub colocation: Vec<Group>,
+    /// MIG, GPU type (the larger per workload) and co-location savings.
+    pub placement_saving_usd_per_month: f64,
+    /// Scale-to-zero savings (they overlap with placement savings).
+    pub scale_to_zero_saving_usd_per_month: f64,
+    pub queries: u32,
+}
+
+/// Reads the range and judges every workload.
+pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
+    let w = Window {
+        range_s: parse_duration(&o.range)?,
+        step_s: parse_duration(&o.step)?,
+        range: o.range.clone(),
+        step: o.step.clone(),
+    };
+    if w.step_s > w.range_s {
+        return Err(Error::Usage(format!(
+            "step {} is longer than the range {}",
+            o.step, o.range
+        )));
+    }
+    let p = Prometheus::new(&o.prometheus, o.end, o.timeout);
+    let h = History::read(&p, &w)?;
+    tracing::info!(
+        workloads = h.workloads.len(),
+        queries = p.queries.get(),
+        "history read"
+    );
+    let mut all: Vec<Assessment> = h
+        .workloads
+        .iter()
+        .map(|(k, f)| assess::assess(&h, tables, k, f))
+        .collect();
+    let colocation = colocate::plan(tables, &mut all);
+    for a in &mut all {
+        recommend::add(tables, a);
+    }
+    let best = |a: &Assessment, kinds: &[&str]| {
+        a.recommendations
+            .iter()
+            .filter(|r| kinds.contains(&r.kind))
+            .map(|r| r.saving_usd_per_month)
+            .fold(0.0, f64::max)
+    };
+    let placement = all
+        .iter()
+        .map(|a| best(a, &["mig", "gpu_type"]))
+        .sum::<f64>()
+        + colocation
+            .iter()
+            .map(|g| g.saving_usd_per_month)
+            .sum::<f64>();
+    let stz = all.iter().map(|a| best(a, &["scale_to_zero"])).sum();
+    Ok(Report {
+        prometheus: o.prometheus.clone(),
+        end: o.end,
+        range: o.range.clone(),
+        step: o.step.clone(),
+        gpu_table: format!("{} ({})", tables.gpus.source, tables.gpus.date),
+        mig_table: format!("{} ({})", tables.mig.source, tables.mig.date),
+        workloads: all,
+        colocation,
+        placement_saving_usd_per_month: placement,
+        scale_to_zero_saving_usd_per_month: stz,
+        queries: p.queries.get(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m").unwrap(), 300.0);
+        assert_eq!(parse_duration("7d").unwrap(), 604_800.0);
+        for bad in ["", "5", "m", "0m", "5x", "-5m", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

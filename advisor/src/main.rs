@@ -1,0 +1,95 @@
+//! `gpuscale-advisor`: right-sizing advice from a Prometheus range.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use gpuscale_advisor::tables::Tables;
+use gpuscale_advisor::{Options, report, run};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+/// Per workload: what limits it, what it costs per million tokens, and
+/// which GPU, MIG slice or neighbour it should have.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Prometheus (or Thanos, Mimir) base URL.
+    #[arg(long, env = "GPUSCALE_PROMETHEUS_URL")]
+    prometheus: String,
+    /// History to read, back from --end (PromQL duration).
+    #[arg(long, default_value = "7d")]
+    range: String,
+    /// Sample step of the history (PromQL duration).
+    #[arg(long, default_value = "5m")]
+    step: String,
+    /// End of the range, Unix seconds (default: now).
+    #[arg(long)]
+    end: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    output: Format,
+    /// Spec-and-price table replacing the built-in one (same format).
+    #[arg(long)]
+    gpu_table: Option<PathBuf>,
+    /// MIG profile table replacing the built-in one (same format).
+    #[arg(long)]
+    mig_table: Option<PathBuf>,
+    /// Timeout of one Prometheus query, seconds.
+    #[arg(long, default_value_t = 120)]
+    query_timeout: u64,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let tables = match Tables::load(cli.gpu_table.as_deref(), cli.mig_table.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("gpuscale-advisor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let end = cli.end.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    });
+    let o = Options {
+        prometheus: cli.prometheus,
+        end,
+        range: cli.range,
+        step: cli.step,
+        timeout: Duration::from_secs(cli.query_timeout),
+    };
+    match run(&o, &tables) {
+        Ok(r) => {
+            match cli.output {
+                Format::Table => print!("{}", report::table(&r)),
+                Format::Json => match serde_json::to_string_pretty(&r) {
+                    Ok(j) => println!("{j}"),
+                    Err(e) => {
+                        eprintln!("gpuscale-advisor: encoding JSON: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gpuscale-advisor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

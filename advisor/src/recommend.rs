@@ -1,0 +1,185 @@
+//! Per-workload recommendations: a MIG slice of the same GPU, a cheaper
+//! GPU type, scale to zero. Each only where it fits, with its saving.
+
+use serde::Serialize;
+
+use crate::assess::{Assessment, Confidence};
+use crate::bottleneck::Bottleneck;
+use crate::tables::{GpuType, MigProfile, Tables};
+use crate::thresholds as t;
+
+/// One thing to change and what it saves.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// `mig`, `gpu_type`, `colocate` or `scale_to_zero`.
+    pub kind: &'static str,
+    pub action: String,
+    pub why: String,
+    pub saving_usd_per_month: f64,
+    /// A command that checks it first, where there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+}
+
+/// The activity a smaller share must carry: SM activity, or utilization
+/// where GPM is missing.
+fn compute_p95(a: &Assessment) -> Option<f64> {
+    a.sm_active_p95.or(a.utilization_p95)
+}
+
+/// The smallest MIG profile (not the whole GPU) that holds the peak VRAM
+/// with headroom and keeps SM and DRAM activity, scaled to the slice,
+/// under the ceiling.
+pub fn smallest_profile<'a>(
+    tables: &'a Tables,
+    gpu: &GpuType,
+    vram_gib: f64,
+    compute: f64,
+    dram: Option<f64>,
+) -> Option<&'a MigProfile> {
+    tables.mig_profiles(gpu).into_iter().find(|p| {
+        p.compute_slices < 7
+            && p.memory_gib >= vram_gib * t::MEMORY_HEADROOM
+            && compute * 7.0 / f64::from(p.compute_slices) <= t::ACTIVITY_CEILING
+            && dram.is_none_or(|d| d * 8.0 / f64::from(p.memory_eighths) <= t::ACTIVITY_CEILING)
+    })
+}
+
+fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
+    let n = a.whole_gpus?;
+    let gpu = tables.gpu(a.model.as_deref()?)?;
+    if matches!(
+        a.bottleneck,
+        Bottleneck::Compute | Bottleneck::MemoryCapacity
+    ) {
+        return None;
+    }
+    let vram = a.vram_peak_gib?;
+    let p = smallest_profile(tables, gpu, vram, compute_p95(a)?, a.dram_active_p95)?;
+    let price = a.price_usd_per_hour?;
+    let share = f64::from(p.compute_slices) / 7.0;
+    Some(Recommendation {
+        kind: "mig",
+        action: format!(
+            "MIG {} of the same {} instead of the whole GPU{}",
+            p.profile,
+            gpu.name,
+            per_replica(n)
+        ),
+        why: format!(
+            "peak VRAM {vram:.1} GiB x {} fits its {:.2} GiB; SM p95 {:.0} % is {:.0} % of {} slice(s)",
+            t::MEMORY_HEADROOM,
+            p.memory_gib,
+            compute_p95(a).unwrap_or(0.0) * 100.0,
+            compute_p95(a).unwrap_or(0.0) * 7.0 / f64::from(p.compute_slices) * 100.0,
+            p.compute_slices
+        ),
+        saving_usd_per_month: f64::from(n) * price * (1.0 - share) * t::HOURS_PER_MONTH,
+        check: None,
+    })
+}
+
+fn per_replica(n: u32) -> String {
+    if n > 1 {
+        format!(", for each of its {n} GPUs")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether `c` can carry what the workload does on `cur`.
+fn type_fits(a: &Assessment, cur: &GpuType, c: &GpuType, vram: f64) -> bool {
+    if c.memory_gib < vram * t::MEMORY_HEADROOM {
+        return false;
+    }
+    // Decode speed is bandwidth: a bandwidth-bound workload keeps at least
+    // the bandwidth it has; others must stay under the ceiling on `c`.
+    let bw_ok = match (a.bottleneck, a.dram_active_p95) {
+        (Bottleneck::MemoryBandwidth, _) | (_, None) => c.bandwidth_gbps >= cur.bandwidth_gbps,
+        (_, Some(d)) => d * cur.bandwidth_gbps <= t::ACTIVITY_CEILING * c.bandwidth_gbps,
+    };
+    let fp8_ok = c.fp8 || !cur.fp8 || a.tensor_active_p95.is_some_and(|x| x < t::FP8_TENSOR);
+    bw_ok && fp8_ok
+}
+
+fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
+    let n = a.whole_gpus?;
+    let cur = tables.gpu(a.model.as_deref()?)?;
+    // The table has no FLOPs: a compute-bound workload is not moved.
+    if matches!(a.bottleneck, Bottleneck::Compute | Bottleneck::Unknown) {
+        return None;
+    }
+    let vram = a.vram_peak_gib?;
+    let price = a.price_usd_per_hour?;
+    let best = tables
+        .gpus
+        .gpus
+        .iter()
+        .filter(|c| {
+            c.name != cur.name && c.price_usd_per_hour < price && type_fits(a, cur, c, vram)
+        })
+        .min_by(|x, y| x.price_usd_per_hour.total_cmp(&y.price_usd_per_hour))?;
+    Some(Recommendation {
+        kind: "gpu_type",
+        action: format!("{} instead of {}{}", best.name, cur.name, per_replica(n)),
+        why: format!(
+            "peak VRAM {vram:.1} GiB x {} fits {:.1} GiB; bandwidth {} GB/s vs {} GB/s{}; ${:.2}/h vs ${price:.2}/h ({} {})",
+            t::MEMORY_HEADROOM,
+            best.memory_gib,
+            best.bandwidth_gbps,
+            cur.bandwidth_gbps,
+            a.dram_active_p95.map_or(String::new(), |d| format!(
+                " (DRAM active p95 {:.0} %)",
+                d * 100.0
+            )),
+            best.price_usd_per_hour,
+            tables.gpus.source,
+            tables.gpus.date
+        ),
+        saving_usd_per_month: f64::from(n) * (price - best.price_usd_per_hour) * t::HOURS_PER_MONTH,
+        check: None,
+    })
+}
+
+fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
+    let idle = a
+        .idle_hours_per_day
+        .filter(|h| *h >= t::SCALE_TO_ZERO_IDLE_HOURS)?;
+    let cost = a.cost_usd_per_hour?;
+    let w = &a.workload;
+    let query = format!(
+        "sum(rate(vllm:request_success_total[1m]) * on (namespace, pod) group_left () max by (namespace, pod) (gpu_pod_info{{namespace=\"{}\",workload=\"{}\"}}))",
+        w.namespace, w.name
+    );
+    Some(Recommendation {
+        kind: "scale_to_zero",
+        action: format!("scale to zero when idle ({idle:.1} h a day without work)"),
+        why: format!(
+            "utilization under {:.0} % for {:.0} % of its samples",
+            t::IDLE * 100.0,
+            idle / 24.0 * 100.0
+        ),
+        saving_usd_per_month: cost * idle / 24.0 * t::HOURS_PER_MONTH,
+        check: Some(format!(
+            "gpuscale-replay run --prometheus $PROMETHEUS --query '{query}' --start $(($(date +%s)-604800)) --end $(date +%s) --step 60"
+        )),
+    })
+}
+
+/// Adds the per-workload recommendations, largest saving first. Co-location
+/// (fleet-wide) comes from `colocate` before this runs.
+pub fn add(tables: &Tables, a: &mut Assessment) {
+    if a.confidence == Confidence::Insufficient {
+        return;
+    }
+    let grouped = a.recommendations.iter().any(|r| r.kind == "colocate");
+    let mut recs: Vec<Recommendation> = Vec::new();
+    if !grouped {
+        recs.extend(mig(tables, a));
+        recs.extend(gpu_type(tables, a));
+    }
+    recs.extend(scale_to_zero(a));
+    a.recommendations.extend(recs);
+    a.recommendations
+        .sort_by(|x, y| y.saving_usd_per_month.total_cmp(&x.saving_usd_per_month));
+}

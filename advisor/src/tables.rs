@@ -1,0 +1,210 @@
+//! The spec-and-price table and the MIG profile tables (`advisor/data/`),
+//! built in and replaceable by a file of the same format.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+const GPUS: &str = include_str!("../data/gpus.yaml");
+const MIG: &str = include_str!("../data/mig-profiles.yaml");
+
+/// One GPU type the advisor knows.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuType {
+    pub name: String,
+    /// Substrings of the NVML model name that mean this type.
+    #[serde(rename = "match")]
+    pub matches: Vec<String>,
+    pub memory_gib: f64,
+    pub bandwidth_gbps: f64,
+    pub fp8: bool,
+    /// Key of its MIG profile table, if it has MIG.
+    pub mig: Option<String>,
+    pub price_usd_per_hour: f64,
+}
+
+/// `gpus.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuTable {
+    pub source: String,
+    pub date: String,
+    pub gpus: Vec<GpuType>,
+}
+
+/// One MIG profile: its share of the GPU and the memory it gives.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigProfile {
+    pub profile: String,
+    pub compute_slices: u32,
+    pub memory_eighths: u32,
+    pub memory_gib: f64,
+}
+
+/// `mig-profiles.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigTable {
+    pub source: String,
+    pub date: String,
+    pub models: BTreeMap<String, Vec<MigProfile>>,
+}
+
+/// Both tables, checked.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    pub gpus: GpuTable,
+    pub mig: MigTable,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Error> {
+    yaml_serde::from_str(text).map_err(|e| Error::Table(format!("{what}: {e}")))
+}
+
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::Table(format!("{}: {e}", path.display())))
+}
+
+impl Tables {
+    /// The built-in tables, or the files given instead.
+    pub fn load(gpus: Option<&Path>, mig: Option<&Path>) -> Result<Self, Error> {
+        let gpus: GpuTable = match gpus {
+            Some(p) => parse(&p.display().to_string(), &read(p)?)?,
+            None => parse("built-in gpus.yaml", GPUS)?,
+        };
+        let mig: MigTable = match mig {
+            Some(p) => parse(&p.display().to_string(), &read(p)?)?,
+            None => parse("built-in mig-profiles.yaml", MIG)?,
+        };
+        let t = Self { gpus, mig };
+        t.check()?;
+        Ok(t)
+    }
+
+    /// Numbers that would make a recommendation nonsense are refused.
+    fn check(&self) -> Result<(), Error> {
+        for g in &self.gpus.gpus {
+            let bad = |what: &str| Error::Table(format!("GPU {}: {what}", g.name));
+            if g.matches.iter().all(|m| m.trim().is_empty()) {
+                return Err(bad("`match` is empty"));
+            }
+            for (what, v) in [
+                ("memory_gib", g.memory_gib),
+                ("bandwidth_gbps", g.bandwidth_gbps),
+                ("price_usd_per_hour", g.price_usd_per_hour),
+            ] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(bad(&format!("{what} must be a positive number, not {v}")));
+                }
+            }
+            if let Some(m) = &g.mig
+                && !self.mig.models.contains_key(m)
+            {
+                return Err(bad(&format!("MIG table {m:?} is not in the MIG profiles")));
+            }
+        }
+        for (model, profiles) in &self.mig.models {
+            for p in profiles {
+                if p.compute_slices == 0
+                    || p.compute_slices > 7
+                    || p.memory_eighths == 0
+                    || p.memory_eighths > 8
+                    || !(p.memory_gib.is_finite() && p.memory_gib > 0.0)
+                {
+                    return Err(Error::Table(format!(
+                        "MIG {model} {}: compute_slices 1-7, memory_eighths 1-8 and a positive memory_gib",
+                        p.profile
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The type an NVML model name is, if the table knows it.
+    pub fn gpu(&self, model: &str) -> Option<&GpuType> {
+        let model = model.to_ascii_lowercase();
+        self.gpus.gpus.iter().find(|g| {
+            g.matches
+                .iter()
+                .any(|m| !m.is_empty() && model.contains(&m.to_ascii_lowercase()))
+        })
+    }
+
+    /// The MIG profiles of a GPU type, smallest first.
+    pub fn mig_profiles(&self, gpu: &GpuType) -> Vec<&MigProfile> {
+        let mut v: Vec<&MigProfile> = gpu
+            .mig
+            .as_ref()
+            .and_then(|m| self.mig.models.get(m))
+            .map(|p| p.iter().collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| {
+            (a.compute_slices, a.memory_eighths).cmp(&(b.compute_slices, b.memory_eighths))
+        });
+        v
+    }
+
+    /// A MIG profile by name (`3g.40gb`, or `1c.3g.40gb`: its GPU instance)
+    /// on a GPU type.
+    pub fn mig_profile(&self, gpu: &GpuType, name: &str) -> Option<&MigProfile> {
+        let gi = name.rsplit_once("c.").map_or(name, |(_, gi)| gi);
+        let gi = gi.trim_end_matches("+me");
+        self.mig_profiles(gpu).into_iter().find(|p| p.profile == gi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_tables_load_and_match_nvml_names() {
+        let t = Tables::load(None, None).unwrap();
+        for (nvml, want) in [
+            ("NVIDIA H100 80GB HBM3", "H100-80GB"),
+            ("NVIDIA H100 NVL", "H100-94GB"),
+            ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+            ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+            ("NVIDIA A100 80GB PCIe", "A100-80GB"),
+            ("Tesla T4", "T4"),
+            ("NVIDIA L40S", "L40S"),
+            ("NVIDIA L4", "L4"),
+            ("NVIDIA A10G", "A10G"),
+            ("NVIDIA H200", "H200"),
+        ] {
+            assert_eq!(t.gpu(nvml).map(|g| g.name.as_str()), Some(want), "{nvml}");
+        }
+        assert!(t.gpu("NVIDIA GeForce RTX 4090").is_none());
+        let h100 = t.gpu("NVIDIA H100 80GB HBM3").unwrap();
+        let names: Vec<_> = t
+            .mig_profiles(h100)
+            .iter()
+            .map(|p| p.profile.clone())
+            .collect();
+        assert_eq!(names[0], "1g.10gb");
+        assert_eq!(t.mig_profile(h100, "1c.3g.40gb").unwrap().compute_slices, 3);
+    }
+
+    #[test]
+    fn a_bad_override_is_an_error_naming_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("gpus.yaml");
+        std::fs::write(
+            &p,
+            "source: x\ndate: y\ngpus:\n- {name: X, match: [X], memory_gib: 10, bandwidth_gbps: 100, fp8: false, mig: null, price_usd_per_hour: -1}\n",
+        )
+        .unwrap();
+        let e = Tables::load(Some(&p), None).unwrap_err().to_string();
+        assert!(e.contains("price_usd_per_hour"), "{e}");
+        std::fs::write(&p, "gpus: [").unwrap();
+        assert!(Tables::load(Some(&p), None).is_err());
+        let missing = Tables::load(Some(&dir.path().join("none.yaml")), None).unwrap_err();
+        assert!(missing.to_string().contains("none.yaml"));
+    }
+}
