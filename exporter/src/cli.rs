@@ -72,6 +72,11 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_NVLINK_PER_LINK")]
     pub nvlink_per_link: bool,
 
+    /// Series to serve: full (every series) or fleet (the label values rules
+    /// and dashboards read; flags and error counters only while non-zero).
+    #[arg(long, env = "GPUSCALE_PROFILE", value_enum, default_value = "full")]
+    pub profile: collectors::profile::Profile,
+
     /// Also (dcgm) or only (dcgm-only) serve dcgm-exporter's metric and label names.
     #[arg(long, env = "GPUSCALE_COMPAT", value_enum, default_value = "off")]
     pub compat: Compat,
@@ -109,6 +114,24 @@ pub struct Cli {
           allow_hyphen_values = true)]
     pub tls_handshake_timeout: Duration,
 
+    /// Once a write blocks, time a client has to take the responses it asked
+    /// for; a client that does not read is closed after it.
+    #[arg(long, env = "GPUSCALE_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_interval,
+          allow_hyphen_values = true)]
+    pub write_timeout: Duration,
+
+    /// Requests answered from one read of a client's bytes (pipelined); the
+    /// next gets 429 and the connection closes.
+    #[arg(long, env = "GPUSCALE_MAX_PIPELINED_REQUESTS", default_value_t = 16,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_pipelined_requests: u64,
+
+    /// Time a request may wait for its turn of the password checker
+    /// (basic auth); after it, 503.
+    #[arg(long, env = "GPUSCALE_AUTH_QUEUE_TIMEOUT", default_value = "5s", value_parser = parse_interval,
+          allow_hyphen_values = true)]
+    pub auth_queue_timeout: Duration,
+
     /// Threads serving HTTP and the pod mapping (1-64); collection has its own.
     #[arg(long, env = "GPUSCALE_WORKER_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -132,6 +155,9 @@ impl Cli {
             max_connections: self.max_connections as usize,
             read_header_timeout: self.read_header_timeout,
             tls_handshake_timeout: self.tls_handshake_timeout,
+            write_timeout: self.write_timeout,
+            max_pipelined: self.max_pipelined_requests,
+            auth_queue_timeout: self.auth_queue_timeout,
         }
     }
 

@@ -21,6 +21,13 @@ pub struct Limits {
     /// previous response; idle keep-alive connections close after it too.
     pub read_header_timeout: Duration,
     pub tls_handshake_timeout: Duration,
+    /// Once a write blocks, time the client has to take the responses it
+    /// asked for (`slow_reader`).
+    pub write_timeout: Duration,
+    /// Requests answered from one read of the client's bytes (pipelined).
+    pub max_pipelined: u64,
+    /// Time a request may wait for its turn of the bcrypt checker.
+    pub auth_queue_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -29,6 +36,9 @@ impl Default for Limits {
             max_connections: 512,
             read_header_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            max_pipelined: 16,
+            auth_queue_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -4,9 +4,12 @@
 pub mod accept;
 pub mod auth;
 pub mod negotiate;
+pub mod slow_reader;
+pub mod verify_queue;
 pub mod webconfig;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,10 +21,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::snapshot::Store;
 use accept::{Accepted, Acceptor, Limits};
+use auth::Verdict;
+use slow_reader::{Guarded, Reads};
 use webconfig::WebConfig;
 
 const LANDING: &str = "<!doctype html><html><head><title>gpuscale exporter</title></head><body>\
@@ -53,15 +58,18 @@ impl Server {
     }
 
     /// One connection: TLS handshake (bounded), then HTTP/1.1 with a header
-    /// read timeout that also closes idle keep-alive connections.
+    /// read timeout that also closes idle keep-alive connections and a write
+    /// timeout that closes clients which do not read.
     async fn serve(self: Arc<Self>, conn: Accepted, tls: Option<tokio_rustls::TlsAcceptor>) {
         let Accepted { stream, peer, slot } = conn;
         let _ = stream.set_nodelay(true);
         let limits = self.limits;
+        let reads = Arc::new(Reads::default());
+        let stream = Guarded::new(stream, limits.write_timeout, reads.clone());
         let this = self.clone();
         let service = service_fn(move |req| {
-            let this = this.clone();
-            async move { Ok::<_, Infallible>(this.handle(req).await) }
+            let (this, reads) = (this.clone(), reads.clone());
+            async move { Ok::<_, Infallible>(this.respond(req, peer, &reads).await) }
         });
         let mut http = http1::Builder::new();
         http.timer(TokioTimer::new())
@@ -90,7 +98,25 @@ impl Server {
         drop(slot);
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    /// Answers one request, unless the client pipelines past its cap.
+    async fn respond(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        reads: &Reads,
+    ) -> Response<Full<Bytes>> {
+        let pipelined = reads.request();
+        if pipelined > self.limits.max_pipelined {
+            debug!(%peer, pipelined, "too many pipelined requests; closing");
+            return closing(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many pipelined requests (--max-pipelined-requests)\n",
+            );
+        }
+        self.handle(req, peer).await
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
         // Health endpoints stay open, as on Kubernetes' own components: the
         // kubelet's probes carry no credentials, and they reveal nothing.
         let health = matches!(req.uri().path(), "/healthz" | "/readyz");
@@ -99,12 +125,33 @@ impl Server {
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok());
-            if !auth.check(header).await {
-                return Response::builder()
-                    .status(StatusCode::UNAUTHORIZED)
-                    .header(header::WWW_AUTHENTICATE, "Basic realm=\"gpuscale\"")
-                    .body(Full::new(Bytes::from_static(b"Unauthorized\n")))
-                    .unwrap_or_default();
+            match auth
+                .check(header, peer.ip(), self.limits.auth_queue_timeout)
+                .await
+            {
+                Verdict::Allow => {}
+                Verdict::Deny => {
+                    return Response::builder()
+                        .status(StatusCode::UNAUTHORIZED)
+                        .header(header::WWW_AUTHENTICATE, "Basic realm=\"gpuscale\"")
+                        .body(Full::new(Bytes::from_static(b"Unauthorized\n")))
+                        .unwrap_or_default();
+                }
+                // Closing frees the slot: a flood cannot hold connections
+                // waiting for checks it will not get.
+                Verdict::Busy => {
+                    return closing(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too many password checks waiting; retry\n",
+                    );
+                }
+                Verdict::TimedOut => {
+                    warn_throttled(peer);
+                    return closing(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "password check not reached within --auth-queue-timeout; retry\n",
+                    );
+                }
             }
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -147,6 +194,27 @@ impl Server {
             resp = resp.header(header::CONTENT_ENCODING, "gzip");
         }
         resp.body(Full::new(body)).unwrap_or_default()
+    }
+}
+
+/// An error after which the connection closes; the client may retry in 1 s.
+fn closing(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header(header::CONNECTION, "close")
+        .header(header::RETRY_AFTER, "1")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap_or_default()
+}
+
+/// One warning per 10 s for checks that timed out in the queue.
+fn warn_throttled(peer: SocketAddr) {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10)) {
+        *last = Some(std::time::Instant::now());
+        warn!(%peer, "password checks are waiting past --auth-queue-timeout (a flood of wrong passwords?); answering 503");
     }
 }
 
