@@ -246,6 +246,10 @@ struct ApiResponse {
     data: Option<ApiData>,
     #[serde(default)]
     error: Option<String>,
+    /// VictoriaMetrics cluster: some vmstorage nodes did not answer, so
+    /// series may be missing (a sum too low, a key empty).
+    #[serde(default, rename = "isPartial")]
+    is_partial: bool,
 }
 
 #[derive(Deserialize)]
@@ -284,6 +288,11 @@ fn decode_answer(body: &[u8]) -> Result<Answer, QueryError> {
             "query failed: {}",
             r.error.unwrap_or_else(|| r.status.clone())
         )));
+    }
+    if r.is_partial {
+        return Err(QueryError::Decode(
+            "partial response (isPartial): some storage nodes did not answer".into(),
+        ));
     }
     match r.data {
         Some(ApiData::Vector(v)) => Ok(Answer {
@@ -349,6 +358,15 @@ mod tests {
             decode(br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#).is_err()
         );
         assert!(decode(b"<html>").is_err());
+    }
+
+    #[test]
+    fn a_partial_answer_is_an_error_never_fewer_series() {
+        let full = br#"{"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"7"]}]}}"#;
+        assert_eq!(decode(full).unwrap()[0].value, 7.0);
+        let partial = br#"{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"3"]}]}}"#;
+        let err = decode(partial).unwrap_err().to_string();
+        assert!(err.contains("partial response"), "{err}");
     }
 
     #[test]
