@@ -89,7 +89,7 @@ impl Loop {
             xids: XidLog::default(),
         };
         Self {
-            selfm: SelfMetrics::new(&cfg.node),
+            selfm: SelfMetrics::new(&cfg.node).with_profile(cfg.options.profile),
             gpm_on: collectors::is_enabled(&cfg.collectors, &collectors::gpm::SPEC),
             xid_on: collectors::is_enabled(&cfg.collectors, &xid::SPEC),
             cfg,

@@ -171,6 +171,7 @@ async fn run(
         collectors: cli.enabled_collectors(),
         options: gpuscale_exporter::collectors::Options {
             nvlink_per_link: cli.nvlink_per_link,
+            profile: cli.profile,
         },
         node: node_name(&cli, simulated.as_ref()),
         exposition: cli.exposition(),

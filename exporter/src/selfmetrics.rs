@@ -163,6 +163,8 @@ pub struct SelfMetrics {
     collections: IntCounterVec,
     last_collection: GaugeVec,
     nvml_errors: IntCounterVec,
+    /// `--profile fleet`: only the state each GPU is in, not its 0 states.
+    current_state_only: bool,
 }
 
 /// Registration fails only on a duplicate or malformed name, fixed in code:
@@ -228,7 +230,15 @@ impl SelfMetrics {
             last_collection: gauge(&r, &LAST_COLLECTION),
             nvml_errors: counter(&r, &NVML_ERRORS),
             registry: r,
+            current_state_only: false,
         }
+    }
+
+    /// Serves the GPU state families as `profile` asks.
+    #[must_use]
+    pub fn with_profile(mut self, profile: crate::collectors::profile::Profile) -> Self {
+        self.current_state_only = profile == crate::collectors::profile::Profile::Fleet;
+        self
     }
 
     /// Brings the registry up to the loop's state. Before the first
@@ -246,6 +256,9 @@ impl SelfMetrics {
         for (index, s) in gpus {
             let (gpu, uuid) = (index.to_string(), s.uuid.as_deref().unwrap_or(""));
             for health in GpuHealth::ALL {
+                if self.current_state_only && s.state != health {
+                    continue;
+                }
                 let labels = [gpu.as_str(), uuid, health.as_str()];
                 let g = self.gpu_state.with_label_values(&labels);
                 g.set((s.state == health).into());

@@ -12,6 +12,7 @@ mod nvlink;
 mod pcie;
 mod power;
 mod processes;
+pub mod profile;
 mod thermal;
 mod utilization;
 pub mod xid;
@@ -101,6 +102,8 @@ pub fn is_enabled(enabled: &[String], spec: &Spec) -> bool {
 pub struct Options {
     /// One NVLink traffic series per link instead of per GPU.
     pub nvlink_per_link: bool,
+    /// Which of the collected series are served.
+    pub profile: profile::Profile,
 }
 
 /// What collectors are built from.
@@ -122,11 +125,39 @@ pub fn build<'n>(nvml: &'n Nvml, enabled: &[String], setup: &Setup) -> Vec<Runni
     REGISTRY
         .iter()
         .filter(|spec| is_enabled(enabled, spec))
-        .map(|spec| Running {
-            spec,
-            collector: (spec.build)(nvml, setup),
+        .map(|spec| {
+            let collector = (spec.build)(nvml, setup);
+            let profile = setup.options.profile;
+            Running {
+                spec,
+                collector: if profile == profile::Profile::Full {
+                    collector
+                } else {
+                    Box::new(Trimmed {
+                        inner: collector,
+                        profile,
+                    })
+                },
+            }
         })
         .collect()
+}
+
+/// A collector whose families are trimmed to a profile as they are built,
+/// before the pod join and the encoder see them.
+struct Trimmed<'n> {
+    inner: Box<dyn Collector<'n> + 'n>,
+    profile: profile::Profile,
+}
+
+impl<'n> Collector<'n> for Trimmed<'n> {
+    fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
+        let from = out.families.len();
+        self.inner.collect(cx, out);
+        for family in &mut out.families[from..] {
+            self.profile.trim(family);
+        }
+    }
 }
 
 pub(crate) fn pct(v: u32) -> f64 {

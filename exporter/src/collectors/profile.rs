@@ -1,0 +1,169 @@
+//! `--profile`: how many series a GPU costs. `full` serves every series the
+//! collectors build; `fleet` keeps the label values that rules, dashboards
+//! and presets read, and sends 0/1 flags and error counters only while they
+//! are non-zero, so a healthy GPU costs about half as many series. (The
+//! fleet profile's GPU states are trimmed where they are recorded,
+//! `selfmetrics.rs`.)
+
+use clap::ValueEnum;
+
+use crate::metrics::{Family, Labels};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Profile {
+    /// Every series of every enabled collector.
+    #[default]
+    Full,
+    /// Fewer series per GPU for large fleets (docs/operations.md).
+    Fleet,
+}
+
+/// What the fleet profile keeps of a family's samples.
+#[derive(Debug, Clone, Copy)]
+pub enum Keep {
+    /// Samples whose `label` is one of the values.
+    Only(&'static str, &'static [&'static str]),
+    /// Samples whose value is not 0: flags while set, counters once counted.
+    NonZero,
+    /// `Only`, and the other values while they are not 0.
+    OnlyOrNonZero(&'static str, &'static [&'static str]),
+}
+
+/// The fleet profile's trims; families not listed are kept whole.
+pub const FLEET: &[(&str, Keep)] = &[
+    // Read by GPUTemperatureNearSlowdown and GPUMemoryTemperatureHigh.
+    (
+        "gpu_temperature_threshold_celsius",
+        Keep::Only("threshold", &["slowdown", "memory_max"]),
+    ),
+    // Charted, and the sources of DCGM_FI_DEV_SM_CLOCK / MEM_CLOCK.
+    ("gpu_clock_hertz", Keep::Only("clock", &["sm", "memory"])),
+    ("gpu_clock_max_hertz", Keep::Only("clock", &["sm"])),
+    ("gpu_clock_event_active", Keep::NonZero),
+    ("gpu_clock_event_seconds_total", Keep::NonZero),
+    ("gpu_ecc_errors_total", Keep::NonZero),
+    // A first recovery must raise GPUNVLinkErrors, whose rate needs the
+    // series before it.
+    (
+        "gpu_nvlink_errors_total",
+        Keep::OnlyOrNonZero("type", &["recovery"]),
+    ),
+    // GPURowRemapUncorrectable alerts on a rise of the uncorrectable count,
+    // which it can only see from a series that was there before.
+    (
+        "gpu_remapped_rows",
+        Keep::OnlyOrNonZero("cause", &["uncorrectable"]),
+    ),
+    ("gpu_remapped_rows_pending", Keep::NonZero),
+    ("gpu_remapped_rows_failure", Keep::NonZero),
+    ("gpu_retired_pages", Keep::NonZero),
+    ("gpu_retired_pages_pending", Keep::NonZero),
+];
+
+fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+impl Keep {
+    fn keeps(self, labels: &Labels, value: f64) -> bool {
+        let listed =
+            |key: &str, values: &[&str]| label(labels, key).is_some_and(|v| values.contains(&v));
+        match self {
+            Keep::Only(key, values) => listed(key, values),
+            Keep::NonZero => value != 0.0,
+            Keep::OnlyOrNonZero(key, values) => listed(key, values) || value != 0.0,
+        }
+    }
+}
+
+impl Profile {
+    /// Drops the samples of `family` this profile does not serve.
+    pub fn trim(self, family: &mut Family) {
+        if self == Profile::Full {
+            return;
+        }
+        if let Some((_, keep)) = FLEET.iter().find(|(name, _)| *name == family.name) {
+            family.samples.retain(|s| keep.keeps(&s.labels, s.value));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::metrics::{DeviceRef, Subject};
+
+    fn family(name: &'static str, samples: &[(&'static str, &str, f64)]) -> Family {
+        let gpu = Subject::Device(Arc::new(DeviceRef {
+            index: 0,
+            uuid: "GPU-0".into(),
+        }));
+        let mut f = Family::gauge(name, "");
+        for (k, v, value) in samples {
+            f.push(gpu.clone(), vec![(*k, v.to_string())], *value);
+        }
+        f
+    }
+
+    fn kept(f: &Family) -> Vec<(String, f64)> {
+        f.samples
+            .iter()
+            .map(|s| (s.labels[0].1.clone(), s.value))
+            .collect()
+    }
+
+    #[test]
+    fn every_trimmed_family_exists() {
+        let names: Vec<&str> = crate::catalog::native().iter().map(|d| d.name).collect();
+        for (name, keep) in FLEET {
+            assert!(names.contains(name), "fleet trims unknown family {name}");
+            if let Keep::Only(key, _) | Keep::OnlyOrNonZero(key, _) = keep {
+                let desc = crate::catalog::native()
+                    .into_iter()
+                    .find(|d| d.name == *name);
+                assert!(
+                    desc.is_some_and(|d| d.labels.contains(key)),
+                    "{name} has no label {key}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fleet_keeps_listed_values_and_non_zero_samples() {
+        let mut t = family(
+            "gpu_temperature_threshold_celsius",
+            &[
+                ("threshold", "shutdown", 92.0),
+                ("threshold", "slowdown", 87.0),
+            ],
+        );
+        Profile::Fleet.trim(&mut t);
+        assert_eq!(kept(&t), [("slowdown".to_string(), 87.0)]);
+
+        let mut rows = family(
+            "gpu_remapped_rows",
+            &[
+                ("cause", "correctable", 0.0),
+                ("cause", "uncorrectable", 0.0),
+            ],
+        );
+        Profile::Fleet.trim(&mut rows);
+        assert_eq!(kept(&rows), [("uncorrectable".to_string(), 0.0)]);
+
+        let mut events = family(
+            "gpu_clock_event_active",
+            &[("reason", "gpu_idle", 1.0), ("reason", "sw_thermal", 0.0)],
+        );
+        let full = events.clone();
+        Profile::Full.trim(&mut events);
+        assert_eq!(events, full);
+        Profile::Fleet.trim(&mut events);
+        assert_eq!(kept(&events), [("gpu_idle".to_string(), 1.0)]);
+    }
+}
