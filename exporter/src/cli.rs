@@ -77,11 +77,6 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_PROFILE", value_enum, default_value = "full")]
     pub profile: collectors::profile::Profile,
 
-    /// Series to serve: full (every series) or fleet (the label values rules
-    /// and dashboards read; flags and error counters only while non-zero).
-    #[arg(long, env = "GPUSCALE_PROFILE", value_enum, default_value = "full")]
-    pub profile: collectors::profile::Profile,
-
     /// Also (dcgm) or only (dcgm-only) serve dcgm-exporter's metric and label names.
     #[arg(long, env = "GPUSCALE_COMPAT", value_enum, default_value = "off")]
     pub compat: Compat,
