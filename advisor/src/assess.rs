@@ -52,6 +52,8 @@ pub struct Assessment {
     pub prompt_tokens: Option<f64>,
     pub generated_tokens: Option<f64>,
     pub requests: Option<f64>,
+    /// Its serving framework's request counter, if it has one.
+    pub request_series: Option<&'static str>,
     pub cost_usd_per_million_tokens: Option<f64>,
     pub cost_usd_per_1k_requests: Option<f64>,
     pub idle_hours_per_day: Option<f64>,
@@ -216,6 +218,7 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
         prompt_tokens: f.prompt_tokens,
         generated_tokens: f.generated_tokens,
         requests: f.requests,
+        request_series: f.request_series,
         cost_usd_per_million_tokens: per_mtok,
         cost_usd_per_1k_requests: per_1k,
         idle_hours_per_day: f.idle_fraction.map(|x| x * 24.0),

@@ -101,6 +101,8 @@ pub struct Facts {
     pub prompt_tokens: Option<f64>,
     pub generated_tokens: Option<f64>,
     pub requests: Option<f64>,
+    /// The request counter its serving framework exports, if any.
+    pub request_series: Option<&'static str>,
 }
 
 /// Everything the advisor read.
@@ -326,6 +328,9 @@ impl History {
                 add(&mut f.prompt_tokens, pt.get(k));
                 add(&mut f.generated_tokens, gt.get(k));
                 add(&mut f.requests, rq.get(k));
+                if rq.contains_key(k) {
+                    f.request_series = Some(requests);
+                }
             }
         }
         Ok(())

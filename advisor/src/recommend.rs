@@ -147,22 +147,32 @@ fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
         .filter(|h| *h >= t::SCALE_TO_ZERO_IDLE_HOURS)?;
     let cost = a.cost_usd_per_hour?;
     let w = &a.workload;
-    let query = format!(
-        "sum(rate(vllm:request_success_total[1m]) * on (namespace, pod) group_left () max by (namespace, pod) (gpu_pod_info{{namespace=\"{}\",workload=\"{}\"}}))",
-        w.namespace, w.name
-    );
+    // The replay needs requests per second: the framework's counter,
+    // joined to the workload through gpu_pod_info like the presets.
+    let check = a.request_series.map(|series| {
+        let query = format!(
+            "sum(rate({series}[1m]) * on (namespace, pod) group_left () max by (namespace, pod) (gpu_pod_info{{namespace=\"{}\",workload=\"{}\"}}))",
+            w.namespace, w.name
+        );
+        format!(
+            "gpuscale-replay run --prometheus $PROMETHEUS --query '{query}' --start $(($(date +%s)-604800)) --end $(date +%s) --step 60"
+        )
+    });
     Some(Recommendation {
         kind: "scale_to_zero",
         action: format!("scale to zero when idle ({idle:.1} h a day without work)"),
         why: format!(
-            "utilization under {:.0} % for {:.0} % of its samples",
+            "utilization under {:.0} % for {:.0} % of its samples{}",
             t::IDLE * 100.0,
-            idle / 24.0 * 100.0
+            idle / 24.0 * 100.0,
+            if a.request_series.is_none() {
+                "; no request counter to replay: check who uses it before parking"
+            } else {
+                ""
+            }
         ),
         saving_usd_per_month: cost * idle / 24.0 * t::HOURS_PER_MONTH,
-        check: Some(format!(
-            "gpuscale-replay run --prometheus $PROMETHEUS --query '{query}' --start $(($(date +%s)-604800)) --end $(date +%s) --step 60"
-        )),
+        check,
     })
 }
 

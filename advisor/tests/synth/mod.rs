@@ -1,0 +1,324 @@
+//! A synthetic week of fleet history, as the exporter and the serving
+//! frameworks expose it, in OpenMetrics for
+//! `promtool tsdb create-blocks-from openmetrics`: per GPU its info, memory,
+//! price, utilization and (Hopper) GPM activity; per pod its allocation,
+//! info and VRAM; vLLM token and request counters. Load follows the day:
+//! 08:00-20:00 UTC at the day level, the rest at the night level.
+
+use std::fmt::Write as _;
+
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// A GPU model as NVML names it.
+#[derive(Clone, Copy)]
+pub struct Gpu {
+    pub model: &'static str,
+    pub memory_gib: f64,
+    /// The exporter's `--gpu-price`.
+    pub price: f64,
+    /// Hopper: GPM series.
+    pub gpm: bool,
+}
+
+pub const H100: Gpu = Gpu {
+    model: "NVIDIA H100 80GB HBM3",
+    memory_gib: 79.6,
+    price: 4.0,
+    gpm: true,
+};
+pub const A100: Gpu = Gpu {
+    model: "NVIDIA A100-SXM4-80GB",
+    memory_gib: 79.2,
+    price: 2.5,
+    gpm: false,
+};
+
+/// (day, night) levels.
+pub type Level = (f64, f64);
+
+/// One workload on one whole GPU.
+#[derive(Clone)]
+pub struct Workload {
+    pub namespace: String,
+    pub name: String,
+    pub kind: &'static str,
+    pub gpu: Gpu,
+    pub vram_gib: Level,
+    pub utilization: Level,
+    pub sm: Level,
+    pub tensor: Level,
+    pub dram: Level,
+    /// vLLM prompt and generated tokens per second, requests per second.
+    pub tokens: Option<(Level, Level, Level)>,
+    /// Seconds of history before the end (None: the whole range).
+    pub seen_s: Option<f64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn workload(
+    namespace: &str,
+    name: &str,
+    kind: &'static str,
+    gpu: Gpu,
+    vram_gib: Level,
+    utilization: Level,
+    sm: Level,
+    tensor: Level,
+    dram: Level,
+) -> Workload {
+    Workload {
+        namespace: namespace.into(),
+        name: name.into(),
+        kind,
+        gpu,
+        vram_gib,
+        utilization,
+        sm,
+        tensor,
+        dram,
+        tokens: None,
+        seen_s: None,
+    }
+}
+
+/// The built-in scenario: an embedding model on a whole H100, a 70B model
+/// filling one, a decode-heavy vLLM chat service, two idle notebooks and a
+/// small classifier on A100s, and a workload started 20 minutes ago.
+/// Levels: VRAM GiB, utilization, SM, tensor, DRAM active.
+#[rustfmt::skip]
+pub fn scenario() -> Vec<Workload> {
+    let mut chat = workload("ml-serve", "chat", "Deployment", H100,
+        (40.0, 40.0), (1.0, 0.6), (0.55, 0.3), (0.25, 0.1), (0.65, 0.3));
+    chat.tokens = Some(((900.0, 200.0), (2400.0, 500.0), (3.0, 0.6)));
+    let mut fresh = workload("ml-serve", "fresh", "Deployment", H100,
+        (5.0, 5.0), (0.2, 0.2), (0.05, 0.05), (0.02, 0.02), (0.03, 0.03));
+    fresh.seen_s = Some(20.0 * 60.0);
+    vec![
+        workload("ml-serve", "embedder", "Deployment", H100,
+            (6.0, 5.5), (0.3, 0.1), (0.08, 0.02), (0.03, 0.01), (0.05, 0.01)),
+        workload("ml-serve", "llama-70b", "Deployment", H100,
+            (75.0, 75.0), (0.9, 0.4), (0.6, 0.2), (0.35, 0.1), (0.45, 0.2)),
+        chat,
+        workload("research", "nb-alice", "StatefulSet", A100,
+            (2.0, 2.0), (0.01, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+        workload("research", "nb-bob", "StatefulSet", A100,
+            (3.0, 3.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+        workload("research", "classifier", "Deployment", A100,
+            (4.0, 4.0), (0.2, 0.06), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
+        fresh,
+    ]
+}
+
+/// `n` workloads cycling through the scenario's shapes (for the bench,
+/// `examples/synth.rs`).
+#[allow(dead_code)]
+pub fn fleet(n: usize) -> Vec<Workload> {
+    let base = scenario();
+    (0..n)
+        .map(|i| {
+            let mut w = base[i % base.len()].clone();
+            w.namespace = format!("team-{}", i / base.len());
+            w
+        })
+        .collect()
+}
+
+fn is_day(t: i64) -> bool {
+    (8..20).contains(&((t % 86_400) / 3600))
+}
+
+fn at(l: Level, t: i64) -> f64 {
+    if is_day(t) { l.0 } else { l.1 }
+}
+
+/// Timestamps of the samples: `end` back over `range_s`, every `step_s`.
+pub fn times(end: i64, range_s: i64, step_s: i64) -> Vec<i64> {
+    let n = range_s / step_s;
+    (0..n).map(|i| end - (n - 1 - i) * step_s).collect()
+}
+
+#[allow(dead_code)]
+/// The hand computation of the test: (prompt + generated) tokens over the
+/// samples, and GPU-hours x price.
+pub fn tokens_and_cost(w: &Workload, end: i64, range_s: i64, step_s: i64) -> (f64, f64) {
+    let ts = times(end, range_s, step_s);
+    let (p, g, _) = w.tokens.expect("a serving workload");
+    // A counter's increase over the range is the sum of rate x step of
+    // every sample after the first.
+    let tokens: f64 = ts[1..]
+        .iter()
+        .map(|t| (at(p, *t) + at(g, *t)) * step_s as f64)
+        .sum();
+    let hours = ts.len() as f64 * step_s as f64 / 3600.0;
+    (tokens, hours * w.gpu.price)
+}
+
+struct Family {
+    name: &'static str,
+    series: Vec<(String, Vec<(i64, f64)>)>,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    let inner: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+fn family<'a>(fams: &'a mut Vec<Family>, name: &'static str) -> &'a mut Family {
+    if let Some(i) = fams.iter().position(|f| f.name == name) {
+        return &mut fams[i];
+    }
+    fams.push(Family {
+        name,
+        series: Vec::new(),
+    });
+    let last = fams.len() - 1;
+    &mut fams[last]
+}
+
+fn gauge(
+    fams: &mut Vec<Family>,
+    name: &'static str,
+    l: String,
+    ts: &[i64],
+    f: impl Fn(i64) -> f64,
+) {
+    let pts = ts.iter().map(|t| (*t, f(*t))).collect();
+    family(fams, name).series.push((l, pts));
+}
+
+fn counter(
+    fams: &mut Vec<Family>,
+    name: &'static str,
+    l: String,
+    ts: &[i64],
+    step: i64,
+    rate: Level,
+) {
+    let mut total = 0.0;
+    let pts = ts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if i > 0 {
+                total += at(rate, *t) * step as f64;
+            }
+            (*t, total)
+        })
+        .collect();
+    family(fams, name).series.push((l, pts));
+}
+
+fn add_workload(fams: &mut Vec<Family>, i: usize, w: &Workload, all: &[i64], step: i64) {
+    let node = format!("gpu-node-{}", i / 8);
+    let gpu = (i % 8).to_string();
+    let uuid = format!("GPU-{i:08x}-0000-4000-8000-000000000000");
+    let dev = [
+        ("node", node.as_str()),
+        ("gpu", gpu.as_str()),
+        ("uuid", uuid.as_str()),
+    ];
+    let g = w.gpu;
+    gauge(
+        fams,
+        "gpu_info",
+        labels(&[dev[0], dev[1], dev[2], ("model", g.model)]),
+        all,
+        |_| 1.0,
+    );
+    gauge(fams, "gpu_memory_total_bytes", labels(&dev), all, |_| {
+        g.memory_gib * GIB
+    });
+    gauge(fams, "gpu_price_usd_per_hour", labels(&dev), all, |_| {
+        g.price
+    });
+    let first = w
+        .seen_s
+        .map_or(i64::MIN, |s| all[all.len() - 1] - s as i64 + step);
+    let ts: Vec<i64> = all.iter().copied().filter(|t| *t >= first).collect();
+    let (u, sm, tc, dr) = (w.utilization, w.sm, w.tensor, w.dram);
+    gauge(fams, "gpu_utilization_ratio", labels(&dev), &ts, |t| {
+        at(u, t)
+    });
+    if g.gpm {
+        gauge(fams, "gpu_sm_active_ratio", labels(&dev), &ts, |t| {
+            at(sm, t)
+        });
+        gauge(fams, "gpu_tensor_active_ratio", labels(&dev), &ts, |t| {
+            at(tc, t)
+        });
+        gauge(fams, "gpu_dram_active_ratio", labels(&dev), &ts, |t| {
+            at(dr, t)
+        });
+    }
+    add_pod(fams, w, &dev, &ts, step);
+}
+
+/// The pod's series: allocation, info, VRAM, and vLLM counters.
+fn add_pod(fams: &mut Vec<Family>, w: &Workload, dev: &[(&str, &str); 3], ts: &[i64], step: i64) {
+    let pod = format!("{}-0", w.name);
+    let ts = ts.to_vec();
+    let podl = [
+        ("namespace", w.namespace.as_str()),
+        ("pod", pod.as_str()),
+        ("workload", w.name.as_str()),
+        ("workload_kind", w.kind),
+    ];
+    let alloc = labels(&[
+        dev[0],
+        dev[1],
+        dev[2],
+        podl[0],
+        podl[1],
+        ("container", "main"),
+        podl[2],
+        podl[3],
+        ("resource", "nvidia.com/gpu"),
+        ("allocation", "device_plugin"),
+    ]);
+    gauge(fams, "gpu_pod_allocation", alloc, &ts, |_| 1.0);
+    gauge(
+        fams,
+        "gpu_pod_info",
+        labels(&[dev[0], podl[0], podl[1], podl[2], podl[3]]),
+        &ts,
+        |_| 1.0,
+    );
+    let vram = w.vram_gib;
+    let meml = labels(&[dev[0], dev[1], dev[2], podl[0], podl[1], podl[2], podl[3]]);
+    gauge(fams, "gpu_pod_memory_used_bytes", meml, &ts, |t| {
+        at(vram, t) * GIB
+    });
+    if let Some((p, gen_, rq)) = w.tokens {
+        let l = labels(&[podl[0], podl[1], ("model_name", "llama-3-8b")]);
+        counter(fams, "vllm:prompt_tokens_total", l.clone(), &ts, step, p);
+        counter(
+            fams,
+            "vllm:generation_tokens_total",
+            l.clone(),
+            &ts,
+            step,
+            gen_,
+        );
+        counter(fams, "vllm:request_success_total", l, &ts, step, rq);
+    }
+}
+
+/// The OpenMetrics text of the workloads' history.
+pub fn openmetrics(ws: &[Workload], end: i64, range_s: i64, step_s: i64) -> String {
+    let all = times(end, range_s, step_s);
+    let mut fams = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        add_workload(&mut fams, i, w, &all, step_s);
+    }
+    let mut s = String::new();
+    for f in &fams {
+        let _ = writeln!(s, "# TYPE {} gauge", f.name);
+        for (l, pts) in &f.series {
+            for (t, v) in pts {
+                let _ = writeln!(s, "{}{l} {v} {t}", f.name);
+            }
+        }
+    }
+    s.push_str("# EOF\n");
+    s
+}
