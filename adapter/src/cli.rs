@@ -22,6 +22,26 @@ fn budget(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A size in bytes: a whole number, optionally with Ki, Mi or Gi.
+fn bytes(s: &str) -> Result<usize, String> {
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => s.split_at(at),
+        None => (s, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        _ => 0,
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&n| n >= 1 << 20)
+        .ok_or_else(|| format!("invalid size {s:?} (bytes, or with Ki, Mi, Gi; at least 1Mi)"))
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -87,6 +107,9 @@ pub struct Args {
     /// Keys (metric, namespace, selector) the poll cache holds at most; a new one beyond gets 503.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub max_cached_queries: u32,
+    /// Bytes the poll cache holds at most (keys and values, estimated); a new key beyond gets 503.
+    #[arg(long, default_value = "64Mi", value_parser = bytes)]
+    pub max_cached_bytes: usize,
     /// Re-reads per second sent to Prometheus at most; with more keys the poll interval stretches (0: no budget).
     #[arg(long, default_value_t = 500.0, value_parser = budget)]
     pub prometheus_query_budget: f64,
@@ -166,6 +189,12 @@ pub struct Args {
     /// CA (PEM) that KEDA's client certificate must chain to; without it the KEDA listener asks for none.
     #[arg(long, requires = "keda_listen")]
     pub keda_client_ca_file: Option<PathBuf>,
+    /// Keys the poll cache holds for push streams alone at most (their own budget, apart from --max-cached-queries).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub keda_max_stream_keys: u32,
+    /// StreamIsActive streams one client (source address) holds open at most, over all its connections.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub keda_max_streams_per_client: u32,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,

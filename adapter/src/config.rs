@@ -71,7 +71,7 @@ impl MetricsConfig {
 
     /// Load a config file; all problems are collected into one error.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        let text = crate::yaml_guard::read(path).map_err(|e| ConfigError::Read {
             path: path.display().to_string(),
             source: e,
         })?;
@@ -83,6 +83,15 @@ impl MetricsConfig {
 
     /// Parse config text; `Err` holds every issue found.
     pub fn parse(text: &str) -> Result<Self, Vec<Issue>> {
+        if let Some(line) = crate::yaml_guard::too_deep(text) {
+            return Err(vec![issue(
+                "",
+                format!(
+                    "line {line}: [ and {{ nest deeper than {} levels",
+                    crate::yaml_guard::MAX_FLOW_DEPTH
+                ),
+            )]);
+        }
         let root: Value = yaml_serde::from_str(text).map_err(|e| {
             vec![Issue {
                 key: String::new(),

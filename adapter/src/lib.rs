@@ -21,6 +21,7 @@ pub mod duration;
 pub mod exposition;
 pub mod hash;
 pub mod keda;
+pub mod limits;
 pub mod logging;
 pub mod metric_def;
 pub mod objects;
@@ -33,6 +34,7 @@ pub mod selector;
 pub mod selfmetrics;
 pub mod server;
 pub mod tls;
+pub mod yaml_guard;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -159,6 +161,8 @@ fn start_poll_cache(
             idle_expiry: args.idle_expiry,
             refresh_concurrency: args.prometheus_max_concurrency,
             max_keys: args.max_cached_queries as usize,
+            max_bytes: args.max_cached_bytes,
+            max_stream_keys: args.keda_max_stream_keys as usize,
             query_budget: args.prometheus_query_budget,
             batch_size: args.prometheus_batch_size as usize,
         },
@@ -281,7 +285,8 @@ async fn keda_server(
     let addr = if args.dev { localhost(addr) } else { addr };
     let l = bind(addr).await?;
     tracing::info!(keda = %addr, tls = tls.is_some(), client_ca = args.keda_client_ca_file.is_some(), "KEDA external scaler listening");
-    let scaler = keda::Scaler::new(Arc::new(provider), metrics);
+    let scaler = keda::Scaler::new(Arc::new(provider), metrics)
+        .with_max_streams_per_client(args.keda_max_streams_per_client as usize);
     Ok(futures::future::Either::Left(keda::serve(
         l,
         tls,

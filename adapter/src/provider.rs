@@ -71,7 +71,7 @@ pub const QUERY_METRIC: &str = "scale_to_zero_query";
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
     /// 404: no such metric is configured.
-    #[error("the server could not find the metric {0:?}")]
+    #[error("the server could not find the metric {}", crate::limits::excerpt(.0))]
     UnknownMetric(String),
     /// 400: the selector or namespace cannot be translated safely.
     #[error("{0}")]

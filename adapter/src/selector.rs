@@ -3,21 +3,34 @@
 //! labels) and the pod selector an HPA sends (Kubernetes keys). The PromQL
 //! translation lives with the provider, in `prometheus::matchers`.
 
-/// Why a selector (or namespace) was refused.
+use crate::limits::{MAX_REQUIREMENTS, MAX_SELECTOR_BYTES, MAX_SET_VALUES, excerpt};
+
+/// Why a selector (or namespace) was refused. Client input is quoted
+/// through [`excerpt`] (bounded), never whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
     #[error("invalid label selector at byte {pos}: {msg}")]
     Syntax { pos: usize, msg: String },
-    #[error("label key {0:?} is not a valid Prometheus label name (use [a-zA-Z_][a-zA-Z0-9_]*)")]
+    #[error("label key {0} is not a valid Prometheus label name (use [a-zA-Z_][a-zA-Z0-9_]*)")]
     NotPromLabel(String),
-    #[error("label key {0:?} is reserved: the namespace comes from the request path")]
+    #[error("label key {0} is reserved: the namespace comes from the request path")]
     Reserved(String),
-    #[error("invalid label value {0:?}")]
+    #[error("invalid label value {0}")]
     BadValue(String),
-    #[error("invalid namespace {0:?}")]
+    #[error("invalid namespace {0}")]
     BadNamespace(String),
     #[error("operator {0:?} cannot be translated to PromQL")]
     Unsupported(String),
+    #[error("label selector is {0} bytes, over the limit of {MAX_SELECTOR_BYTES}")]
+    TooLong(usize),
+    #[error(
+        "label selector has more than {MAX_SET_VALUES} values in one in/notin set (at byte {0})"
+    )]
+    TooManyValues(usize),
+    #[error("label selector has more than {MAX_REQUIREMENTS} requirements")]
+    TooManyRequirements,
+    #[error("the query this selector renders is {0} bytes, over the limit of {max}", max = crate::limits::MAX_QUERY_BYTES)]
+    QueryTooLong(usize),
 }
 
 /// One requirement of a label selector.
@@ -239,6 +252,9 @@ impl Parser {
         }
         let mut values = Vec::new();
         loop {
+            if values.len() >= MAX_SET_VALUES {
+                return Err(SelectorError::TooManyValues(self.pos()));
+            }
             match self.peek() {
                 // `in ()` is the set holding the empty value, as in Kubernetes.
                 Some(Tok::Close) if values.is_empty() => values.push(String::new()),
@@ -276,6 +292,9 @@ fn parse_with(
     input: &str,
     validate_key: fn(&str) -> Result<(), SelectorError>,
 ) -> Result<Vec<Requirement>, SelectorError> {
+    if input.len() > MAX_SELECTOR_BYTES {
+        return Err(SelectorError::TooLong(input.len()));
+    }
     let toks = lex(input)?;
     let mut p = Parser {
         toks,
@@ -287,6 +306,9 @@ fn parse_with(
         return Ok(reqs);
     }
     loop {
+        if reqs.len() >= MAX_REQUIREMENTS {
+            return Err(SelectorError::TooManyRequirements);
+        }
         let r = p.requirement()?;
         validate_key(r.key())?;
         match &r {
@@ -320,10 +342,10 @@ fn parse_with(
 pub fn validate_key(key: &str) -> Result<(), SelectorError> {
     validate_kube_key(key)?;
     if !is_prom_label(key) {
-        return Err(SelectorError::NotPromLabel(key.to_string()));
+        return Err(SelectorError::NotPromLabel(excerpt(key)));
     }
     if key == "namespace" || key.starts_with("__") {
-        return Err(SelectorError::Reserved(key.to_string()));
+        return Err(SelectorError::Reserved(excerpt(key)));
     }
     Ok(())
 }
@@ -353,7 +375,7 @@ fn validate_kube_key(key: &str) -> Result<(), SelectorError> {
     if !(name_ok && prefix_ok) {
         return Err(SelectorError::Syntax {
             pos: 0,
-            msg: format!("invalid label key {key:?}"),
+            msg: format!("invalid label key {}", excerpt(key)),
         });
     }
     Ok(())
@@ -370,7 +392,7 @@ fn validate_value(v: &str) -> Result<(), SelectorError> {
     if ok {
         Ok(())
     } else {
-        Err(SelectorError::BadValue(v.to_string()))
+        Err(SelectorError::BadValue(excerpt(v)))
     }
 }
 
@@ -394,7 +416,7 @@ pub fn validate_namespace(ns: &str) -> Result<(), SelectorError> {
     if ok {
         Ok(())
     } else {
-        Err(SelectorError::BadNamespace(ns.to_string()))
+        Err(SelectorError::BadNamespace(excerpt(ns)))
     }
 }
 

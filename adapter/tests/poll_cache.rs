@@ -123,6 +123,8 @@ fn cache_with(
             idle_expiry: Duration::from_secs(600),
             refresh_concurrency: 4,
             max_keys,
+            max_bytes: 64 << 20,
+            max_stream_keys: 1000,
             query_budget,
             // Per-key semantics; batches are read against a real
             // Prometheus in the end-to-end tests.

@@ -150,8 +150,8 @@ impl<P: Provider> Api<P> {
             Route::NotFound => status::status(
                 StatusCode::NOT_FOUND,
                 &format!(
-                    "the server could not find the requested resource {:?}",
-                    uri.path()
+                    "the server could not find the requested resource {}",
+                    crate::limits::excerpt(uri.path())
                 ),
             ),
         }

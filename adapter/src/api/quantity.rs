@@ -12,21 +12,32 @@ pub enum QuantityError {
     OutOfRange(f64),
 }
 
-/// Format `v` as a canonical decimal-SI quantity, as
-/// `resource.Quantity.String()` would: `1500m`, `3`, `2k`; milli precision,
-/// except that a non-zero value below 0.5m keeps nano precision (`250u`),
-/// and one below 1n reads as `1n` (or `-1n`): a positive activation signal
-/// must never read as zero.
-pub fn format(v: f64) -> Result<String, QuantityError> {
+/// The largest magnitude reported: a quantity's milli value and KEDA's
+/// int64 metric value both stay within `i64` (about 9.2e18).
+pub const MAX_ABS: f64 = 9.0e18;
+
+/// `v` as a number a quantity and an int64 metric can carry, or why not
+/// (never clamped: a clamped value would be a made-up number).
+pub fn check(v: f64) -> Result<f64, QuantityError> {
     if v.is_nan() {
         return Err(QuantityError::NaN);
     }
     if v.is_infinite() {
         return Err(QuantityError::Infinite);
     }
-    if v.abs() >= 9.0e18 {
+    if v.abs() >= MAX_ABS {
         return Err(QuantityError::OutOfRange(v));
     }
+    Ok(v)
+}
+
+/// Format `v` as a canonical decimal-SI quantity, as
+/// `resource.Quantity.String()` would: `1500m`, `3`, `2k`; milli precision,
+/// except that a non-zero value below 0.5m keeps nano precision (`250u`),
+/// and one below 1n reads as `1n` (or `-1n`): a positive activation signal
+/// must never read as zero.
+pub fn format(v: f64) -> Result<String, QuantityError> {
+    check(v)?;
     // Milli precision, as the HPA reads values (`NewMilliQuantity`); a
     // non-zero value that would round to 0m keeps nano precision instead.
     let (mut mantissa, mut idx) = ((v * 1e3).round() as i128, 2);

@@ -4,6 +4,7 @@
 //! serving certificate; client certificates verified at the handshake when
 //! `--keda-client-ca-file` is set; plaintext only with `--dev`.
 
+pub mod clients;
 pub mod service;
 pub mod trigger;
 
@@ -37,9 +38,11 @@ pub mod proto {
 
 use proto::external_scaler_server::ExternalScalerServer;
 
-/// KEDA multiplexes the push streams of all its ScaledObjects over one
-/// connection, so the API's 250-stream cap would be too low here.
-const MAX_STREAMS: u32 = 4096;
+/// Streams of one connection at once. KEDA multiplexes the push streams of
+/// all its ScaledObjects over one connection, so the API's 250-stream cap
+/// would be too low here; what one client holds over all its connections
+/// is bounded by `--keda-max-streams-per-client` ([`clients`]).
+pub const MAX_STREAMS: u32 = 4096;
 
 /// The TLS set-up of the listener: the API's certificate resolver (so a
 /// reloaded certificate is served here too) and, with a client CA,
@@ -108,7 +111,7 @@ pub async fn serve(
                     }
                 }
             };
-            serve_connection(io, grpc, &builder, limits).await;
+            serve_connection(io, grpc, &builder, limits, clients::Peer(peer.ip())).await;
             drop(slot);
         });
     }
@@ -119,12 +122,14 @@ async fn serve_connection<I>(
     grpc: ExternalScalerServer<Scaler>,
     builder: &auto::Builder<TokioExecutor>,
     limits: Limits,
+    peer: clients::Peer,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();
     let busy = activity.clone();
-    let svc = service_fn(move |req: http::Request<Incoming>| {
+    let svc = service_fn(move |mut req: http::Request<Incoming>| {
+        req.extensions_mut().insert(peer);
         let mut grpc = grpc.clone();
         let in_flight = busy.begin();
         async move {

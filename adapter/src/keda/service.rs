@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::{Code, Request, Response, Status};
 
+use super::clients::{Peer, Slot, StreamSlots};
 use super::proto::external_scaler_server::ExternalScaler;
 use super::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
@@ -18,6 +19,8 @@ use super::proto::{
 };
 use super::trigger::Trigger;
 use crate::activation::{self, Activity};
+use crate::api::quantity;
+use crate::limits::excerpt;
 use crate::metric_def::MetricDef;
 use crate::prometheus::PromProvider;
 use crate::provider::{Provider, ProviderError, Reading};
@@ -27,11 +30,15 @@ use crate::selfmetrics::SelfMetrics;
 /// and for KEDA), besides sending at once when the state changes.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
+/// `--keda-max-streams-per-client`'s default.
+pub const DEFAULT_STREAMS_PER_CLIENT: usize = 4096;
+
 /// The KEDA external scaler.
 #[derive(Clone)]
 pub struct Scaler {
     provider: Arc<PromProvider>,
     metrics: Arc<SelfMetrics>,
+    slots: Arc<StreamSlots>,
 }
 
 /// One request, checked: the trigger, its definition and threshold.
@@ -45,7 +52,8 @@ struct Checked {
 fn status(e: ProviderError) -> Status {
     match e {
         ProviderError::UnknownMetric(m) => Status::invalid_argument(format!(
-            "scalerMetadata.metric: no metric named {m:?} is configured"
+            "scalerMetadata.metric: no metric named {} is configured",
+            excerpt(&m)
         )),
         ProviderError::BadRequest(m) => {
             Status::invalid_argument(format!("scalerMetadata.labelSelector: {m}"))
@@ -62,7 +70,17 @@ fn unknown(why: &str) -> Status {
 
 impl Scaler {
     pub fn new(provider: Arc<PromProvider>, metrics: Arc<SelfMetrics>) -> Self {
-        Self { provider, metrics }
+        Self {
+            provider,
+            metrics,
+            slots: StreamSlots::new(DEFAULT_STREAMS_PER_CLIENT),
+        }
+    }
+
+    /// Bound the streams one client holds open (`--keda-max-streams-per-client`).
+    pub fn with_max_streams_per_client(mut self, max: usize) -> Self {
+        self.slots = StreamSlots::new(max);
+        self
     }
 
     fn check(&self, r: &ScaledObjectRef) -> Result<Checked, Status> {
@@ -127,12 +145,19 @@ impl Scaler {
         let c = self.check(r)?;
         if !req.metric_name.is_empty() && !req.metric_name.eq_ignore_ascii_case(&c.def.name) {
             return Err(Status::invalid_argument(format!(
-                "metricName: {:?} is not this trigger's metric ({})",
-                req.metric_name, c.def.name
+                "metricName: {} is not this trigger's metric ({})",
+                excerpt(&req.metric_name),
+                c.def.name
             )));
         }
         let reading = self.read(&c).await.map_err(status)?;
         let value = activation::total(&reading).map_err(|why| unknown(&why))?;
+        let value = quantity::check(value).map_err(|e| {
+            Status::unavailable(format!(
+                "metric {}: {e}; gpuscale never reports a clamped number",
+                c.def.name
+            ))
+        })?;
         Ok(GetMetricsResponse {
             metric_values: vec![MetricValue {
                 metric_name: c.def.name.clone(),
@@ -157,6 +182,7 @@ fn code_name(c: Code) -> &'static str {
         Code::InvalidArgument => "INVALID_ARGUMENT",
         Code::NotFound => "NOT_FOUND",
         Code::Unavailable => "UNAVAILABLE",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
         Code::Unimplemented => "UNIMPLEMENTED",
         Code::Unauthenticated => "UNAUTHENTICATED",
         Code::PermissionDenied => "PERMISSION_DENIED",
@@ -183,11 +209,19 @@ impl ExternalScaler for Scaler {
         &self,
         req: Request<ScaledObjectRef>,
     ) -> Result<Response<Push>, Status> {
-        let res = self.check(req.get_ref()).map(|c| {
-            tracing::info!(namespace = %c.namespace, scaledobject = %req.get_ref().name, metric = %c.def.name, "push stream opened");
-            PushState::new(self.clone(), c).into_stream()
+        // Counted when the stream ends, with the code it ends with; a
+        // stream refused at once is counted here. Opening and closing log
+        // at debug: KEDA's churn would be thousands of lines a second.
+        let opened = self.check(req.get_ref()).and_then(|c| {
+            let slot = self.slots.acquire(req.extensions().get::<Peer>().copied())?;
+            tracing::debug!(namespace = %c.namespace, scaledobject = %excerpt(&req.get_ref().name), metric = %c.def.name, "push stream opened");
+            Ok(PushState::new(self.clone(), c, slot).into_stream())
         });
-        self.count("StreamIsActive", res).map(Response::new)
+        if let Err(e) = &opened {
+            self.metrics
+                .keda_request("StreamIsActive", code_name(e.code()));
+        }
+        opened.map(Response::new)
     }
 
     async fn get_metric_spec(
@@ -232,11 +266,12 @@ struct PushState {
     changes: Option<watch::Receiver<u64>>,
     sent: Option<bool>,
     beat: Instant,
-    _open: OpenStream,
+    open: OpenStream,
+    _slot: Slot,
 }
 
 impl PushState {
-    fn new(scaler: Scaler, c: Checked) -> Self {
+    fn new(scaler: Scaler, c: Checked, slot: Slot) -> Self {
         let open = OpenStream::new(scaler.metrics.clone());
         Self {
             scaler,
@@ -244,14 +279,23 @@ impl PushState {
             changes: None,
             sent: None,
             beat: Instant::now() + HEARTBEAT,
-            _open: open,
+            open,
+            _slot: slot,
         }
     }
 
+    /// The stream of states; it ends after its first error (the status
+    /// KEDA sees, and the code it is counted with).
     fn into_stream(self) -> Push {
-        Box::pin(futures::stream::unfold(self, |mut s| async move {
-            let msg = s.next().await;
-            Some((msg, s))
+        Box::pin(futures::stream::unfold(Some(self), |s| async move {
+            let mut s = s?;
+            match s.next().await {
+                Ok(msg) => Some((Ok(msg), Some(s))),
+                Err(status) => {
+                    s.open.end = code_name(status.code());
+                    Some((Err(status), None))
+                }
+            }
         }))
     }
 
@@ -305,19 +349,28 @@ impl PushState {
     }
 }
 
-/// Counts an open push stream while it lives.
-struct OpenStream(Arc<SelfMetrics>);
+/// Counts an open push stream while it lives, and the call when it ends:
+/// with the code of the error that ended it, else `CANCELLED` (the client
+/// went away, the only other way a stream ends).
+struct OpenStream {
+    metrics: Arc<SelfMetrics>,
+    end: &'static str,
+}
 
 impl OpenStream {
-    fn new(m: Arc<SelfMetrics>) -> Self {
-        m.keda_streams(1);
-        Self(m)
+    fn new(metrics: Arc<SelfMetrics>) -> Self {
+        metrics.keda_streams(1);
+        Self {
+            metrics,
+            end: "CANCELLED",
+        }
     }
 }
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.keda_streams(-1);
-        tracing::debug!("push stream closed");
+        self.metrics.keda_streams(-1);
+        self.metrics.keda_request("StreamIsActive", self.end);
+        tracing::debug!(code = self.end, "push stream closed");
     }
 }

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use crate::limits::{EXCERPT_CHARS, excerpt};
+
 /// Keys gpuscale reads.
 pub const KEYS: &[&str] = &[
     "metric",
@@ -52,7 +54,7 @@ fn number(meta: &HashMap<String, String>, key: &str) -> Result<Option<f64>, Trig
                 .parse::<f64>()
                 .ok()
                 .filter(|n| n.is_finite())
-                .ok_or_else(|| err(key, format!("expected a number, got {v:?}")))
+                .ok_or_else(|| err(key, format!("expected a number, got {}", excerpt(v))))
         })
         .transpose()
 }
@@ -66,7 +68,13 @@ impl Trigger {
             .collect();
         unknown.sort_unstable();
         if let Some(k) = unknown.first() {
-            return Err(err(k, format!("unknown key (expected one of {KEYS:?})")));
+            // The key is client input: a long one is named by its excerpt.
+            let k = if k.len() > EXCERPT_CHARS {
+                excerpt(k)
+            } else {
+                k.to_string()
+            };
+            return Err(err(&k, format!("unknown key (expected one of {KEYS:?})")));
         }
         let metric = match meta.get("metric").map(|m| m.trim()) {
             Some(m) if !m.is_empty() => m.to_string(),
@@ -75,6 +83,15 @@ impl Trigger {
         let target = number(meta, "targetValue")?;
         if target.is_some_and(|t| t <= 0.0) {
             return Err(err("targetValue", "must be above 0"));
+        }
+        if target.is_some_and(|t| t >= crate::api::quantity::MAX_ABS) {
+            return Err(err(
+                "targetValue",
+                format!(
+                    "must be below {:e} (an int64 target)",
+                    crate::api::quantity::MAX_ABS
+                ),
+            ));
         }
         Ok(Self {
             metric,

@@ -7,8 +7,9 @@
 //! - a failed read (timeout, transport, HTTP error) keeps the last good value
 //!   until it is older than the metric's freshness bound, then the error is served;
 //! - an empty result is an error unless the metric's policy is `zero`;
-//! - at most `max_keys` keys are held: a new key beyond is refused (503),
-//!   keys already held keep being served;
+//! - at most `max_keys` keys and `max_bytes` bytes are held (keys only push
+//!   streams hold have their own budget, see [`super::budget`]): a new key
+//!   beyond is refused (503), keys already held keep being served;
 //! - re-reads stay within `query_budget` per second: with more keys the
 //!   poll interval stretches instead of the load on Prometheus growing;
 //! - the poller re-reads keys in batches of up to `batch_size` (one HTTP
@@ -25,6 +26,7 @@ use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::batch;
+use super::budget::{self, Origin, Usage};
 use super::client::{PromClient, QueryError, Series};
 use crate::metric_def::{EmptyPolicy, MetricDef};
 use crate::provider::{MetricValue, ProviderError};
@@ -44,6 +46,10 @@ pub struct CacheSettings {
     pub refresh_concurrency: usize,
     /// Keys held at most; a request for a new key beyond is refused.
     pub max_keys: usize,
+    /// Bytes held at most (keys and values, estimated), all keys together.
+    pub max_bytes: usize,
+    /// Keys held only by push streams at most (their own budget).
+    pub max_stream_keys: usize,
     /// Re-reads per second at most, over all keys (0: no budget).
     pub query_budget: f64,
     /// Keys re-read in one Prometheus request at most (1: one by one).
@@ -84,6 +90,20 @@ struct Entry {
     failing: AtomicBool,
     /// Bumped after every read, so push streams wake when the value may have changed.
     version: watch::Sender<u64>,
+    /// Only push streams asked for the key: it counts against their budget.
+    /// Changed under the map's lock, as are `bytes` and `listed`.
+    stream_only: AtomicBool,
+    /// What the key costs its pool (strings and values, estimated).
+    bytes: AtomicUsize,
+    /// Still in the map (a read that ends after the key expired pays nothing).
+    listed: AtomicBool,
+}
+
+/// The keys and what they cost.
+#[derive(Default)]
+struct Keys {
+    map: HashMap<Key, Arc<Entry>>,
+    usage: Usage,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,7 +117,7 @@ pub struct PollCache {
     client: Arc<PromClient>,
     metrics: Arc<SelfMetrics>,
     settings: CacheSettings,
-    entries: Mutex<HashMap<Key, Arc<Entry>>>,
+    entries: Mutex<Keys>,
     /// The poll interval in use (stretched by the budget), f64 bits of seconds.
     interval: AtomicU64,
     /// Keys per batch now: `batch_size`, halved after a batch failed whose
@@ -117,7 +137,7 @@ impl PollCache {
             interval: AtomicU64::new(settings.poll_interval.as_secs_f64().to_bits()),
             batch_limit: AtomicUsize::new(settings.batch_size.max(1)),
             settings,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Keys::default()),
         }
     }
 
@@ -129,7 +149,7 @@ impl PollCache {
         query: String,
         id: Identity,
     ) -> Result<Vec<MetricValue>, ProviderError> {
-        let entry = self.entry(def, query, id)?;
+        let entry = self.entry(def, query, id, Origin::Poll)?;
         entry
             .first
             .get_or_init(|| async {
@@ -140,7 +160,8 @@ impl PollCache {
     }
 
     /// Like [`PollCache::get`], plus a receiver that changes after each
-    /// re-read of the key (for push streams).
+    /// re-read of the key (for push streams: a key that only streams ask
+    /// for counts against their own budget).
     pub async fn get_watched(
         &self,
         def: Arc<MetricDef>,
@@ -153,7 +174,7 @@ impl PollCache {
         ),
         ProviderError,
     > {
-        let entry = self.entry(def, query, id)?;
+        let entry = self.entry(def, query, id, Origin::Stream)?;
         let rx = entry.version.subscribe();
         entry
             .first
@@ -164,24 +185,35 @@ impl PollCache {
         Ok((answer(&entry), rx))
     }
 
-    /// The entry of a key (created on first use unless the cache is full),
-    /// marked as requested now.
+    /// The entry of a key (created on first use unless its budget is
+    /// spent), marked as requested now.
     fn entry(
         &self,
         def: Arc<MetricDef>,
         query: String,
         id: Identity,
+        origin: Origin,
     ) -> Result<Arc<Entry>, ProviderError> {
         let entry = {
-            let mut map = lock(&self.entries);
+            let mut keys = lock(&self.entries);
             let key = (def.name.clone(), query);
-            match map.get(&key) {
-                Some(e) => e.clone(),
-                None if map.len() >= self.settings.max_keys => {
-                    drop(map);
-                    return Err(self.refuse(&def.name));
+            match keys.map.get(&key).cloned() {
+                Some(e) => {
+                    if origin == Origin::Poll {
+                        self.promote(&mut keys.usage, &e);
+                    }
+                    e
                 }
                 None => {
+                    let cost = budget::key_cost(&def.name, &key.1, &id.namespace, &id.selector);
+                    if let Err(why) = keys.usage.admit(origin, cost, &self.limits()) {
+                        drop(keys);
+                        return Err(self.refuse(&def.name, why));
+                    }
+                    let stream = origin == Origin::Stream;
+                    let pool = keys.usage.pool(stream);
+                    pool.keys += 1;
+                    pool.bytes += cost;
                     let e = Arc::new(Entry {
                         def,
                         query: key.1.clone(),
@@ -193,8 +225,11 @@ impl PollCache {
                         scalar: AtomicBool::new(false),
                         failing: AtomicBool::new(false),
                         version: watch::Sender::new(0),
+                        stream_only: AtomicBool::new(stream),
+                        bytes: AtomicUsize::new(cost),
+                        listed: AtomicBool::new(true),
                     });
-                    map.insert(key, e.clone());
+                    keys.map.insert(key, e.clone());
                     e
                 }
             }
@@ -203,22 +238,47 @@ impl PollCache {
         Ok(entry)
     }
 
-    /// A new key while full: counted, logged at debug (a flood must not
-    /// flood the log; the counter and its alert say it), and a 503 for the
-    /// caller, so an HPA keeps its replicas and KEDA sees an error, never 0.
-    fn refuse(&self, metric: &str) -> ProviderError {
+    /// A stream's key that a poll asks for moves to the polls' budget when
+    /// a key slot is free there (else it stays where it is, still served).
+    fn promote(&self, usage: &mut Usage, e: &Entry) {
+        if !e.stream_only.load(Ordering::Relaxed) || usage.poll.keys >= self.settings.max_keys {
+            return;
+        }
+        let bytes = e.bytes.load(Ordering::Relaxed);
+        usage.stream.keys -= 1;
+        usage.stream.bytes -= bytes;
+        usage.poll.keys += 1;
+        usage.poll.bytes += bytes;
+        e.stream_only.store(false, Ordering::Relaxed);
+    }
+
+    fn limits(&self) -> budget::Limits {
+        budget::Limits {
+            max_keys: self.settings.max_keys,
+            max_bytes: self.settings.max_bytes,
+            max_stream_keys: self.settings.max_stream_keys,
+        }
+    }
+
+    /// A new key over its budget: counted, logged at debug (a flood must
+    /// not flood the log; the counter and its alert say it), and a 503 for
+    /// the caller, so an HPA keeps its replicas and KEDA sees an error, never 0.
+    fn refuse(&self, metric: &str, why: budget::Refusal) -> ProviderError {
         self.metrics.cache_refusal(metric);
-        tracing::debug!(
-            metric,
-            max = self.settings.max_keys,
-            "poll cache full, new key refused"
-        );
-        ProviderError::Unavailable(format!(
-            "metric {metric}: the adapter's poll cache is full ({} keys, --max-cached-queries); \
-             a new (metric, namespace, selector) is refused until idle keys expire \
-             (--idle-expiry), keys already cached are served",
-            self.settings.max_keys
-        ))
+        tracing::debug!(metric, reason = ?why, "poll cache budget spent, new key refused");
+        ProviderError::Unavailable(why.message(metric, &self.limits()))
+    }
+
+    /// A key's values changed size: its pool pays the difference.
+    fn account(&self, e: &Entry, values: usize) {
+        let fixed = budget::key_cost(&e.def.name, &e.query, &e.id.namespace, &e.id.selector);
+        let mut keys = lock(&self.entries);
+        if !e.listed.load(Ordering::Relaxed) {
+            return;
+        }
+        let old = e.bytes.swap(fixed + values, Ordering::Relaxed);
+        let pool = keys.usage.pool(e.stream_only.load(Ordering::Relaxed));
+        pool.bytes = pool.bytes - old + fixed + values;
     }
 
     /// Re-read one key alone.
@@ -347,7 +407,12 @@ impl PollCache {
                 }
             }
         };
+        let values = st
+            .good
+            .as_ref()
+            .map_or(0, |g| budget::values_cost(&g.items));
         drop(st);
+        self.account(e, values);
         self.metrics.query(name, outcome, took);
         e.refreshing.store(false, Ordering::Release);
         e.version.send_modify(|v| *v = v.wrapping_add(1));
@@ -371,9 +436,19 @@ impl PollCache {
 
     /// Drop idle keys; the rest that have been read once are due.
     fn sweep(&self) -> Vec<Arc<Entry>> {
-        let mut map = lock(&self.entries);
+        let mut keys = lock(&self.entries);
+        let Keys { map, usage } = &mut *keys;
         let idle = self.settings.idle_expiry;
-        map.retain(|_, e| lock(&e.last_requested).elapsed() < idle);
+        map.retain(|_, e| {
+            let keep = lock(&e.last_requested).elapsed() < idle;
+            if !keep {
+                e.listed.store(false, Ordering::Relaxed);
+                let pool = usage.pool(e.stream_only.load(Ordering::Relaxed));
+                pool.keys -= 1;
+                pool.bytes -= e.bytes.load(Ordering::Relaxed);
+            }
+            keep
+        });
         map.values()
             .filter(|e| e.first.initialized())
             .cloned()
@@ -458,9 +533,14 @@ impl PollCache {
         while running.join_next().await.is_some() {}
     }
 
-    /// Number of cached keys.
+    /// Number of cached keys (both pools).
     pub fn len(&self) -> usize {
-        lock(&self.entries).len()
+        lock(&self.entries).map.len()
+    }
+
+    /// Keys and bytes held: the polls' pool and the streams' pool.
+    pub fn usage(&self) -> Usage {
+        lock(&self.entries).usage
     }
 
     pub fn is_empty(&self) -> bool {
@@ -473,12 +553,16 @@ impl PollCache {
         let mut r = CacheReport {
             keys: 0,
             max_keys: self.settings.max_keys,
+            max_bytes: self.settings.max_bytes,
             poll_interval_secs: f64::from_bits(self.interval.load(Ordering::Relaxed)),
             ..CacheReport::default()
         };
-        let map = lock(&self.entries);
-        r.keys = map.len();
-        for e in map.values() {
+        let keys = lock(&self.entries);
+        r.keys = keys.usage.poll.keys;
+        r.stream_keys = keys.usage.stream.keys;
+        r.bytes = keys.usage.poll.bytes;
+        r.stream_bytes = keys.usage.stream.bytes;
+        for e in keys.map.values() {
             let st = lock(&e.state);
             let Some(g) = &st.good else { continue };
             let age = g.at.elapsed().as_secs_f64();

@@ -89,16 +89,20 @@ fn kube_state_metrics(namespace: &str, pod_reqs: &[Requirement]) -> Result<Strin
 
 /// Fill a metric's template for one request (placeholders in
 /// [`crate::config::PLACEHOLDERS`], see [`Matchers`]); every matcher list
-/// starts with the namespace.
+/// starts with the namespace. A query over
+/// [`crate::limits::MAX_QUERY_BYTES`] is refused: a template may repeat
+/// the selector several times.
 pub fn render(
     def: &MetricDef,
     namespace: &str,
     reqs: &[Requirement],
 ) -> Result<String, SelectorError> {
     let m = Matchers::new(namespace, reqs, def.pod_metadata)?;
-    Ok(fill(&def.query, |name| {
-        m.get(name, namespace).map(str::to_owned)
-    }))
+    let query = fill(&def.query, |name| m.get(name, namespace).map(str::to_owned));
+    if query.len() > crate::limits::MAX_QUERY_BYTES {
+        return Err(SelectorError::QueryTooLong(query.len()));
+    }
+    Ok(query)
 }
 
 /// Fill `${name}` placeholders in one pass (a value never contains `${`, but

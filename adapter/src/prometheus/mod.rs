@@ -2,6 +2,7 @@
 //! poll cache that answers HPA requests from memory.
 
 pub mod batch;
+pub mod budget;
 pub mod cache;
 pub mod client;
 pub mod join;
@@ -34,12 +35,20 @@ pub struct PromProvider {
     /// same few thousand keys are asked for again and again (the HPA every
     /// 15 s, the scale-to-zero controller every few seconds), and parsing
     /// and rendering each time was most of a cached read's cost.
-    resolved: Mutex<HashMap<String, (Arc<MetricDef>, String)>>,
+    resolved: Mutex<Memo>,
 }
 
-/// Resolutions kept at most; past it the memo starts afresh (a flood of
-/// distinct selectors costs a parse each, as without the memo).
+/// Resolutions kept at most, and their bytes (keys and queries) at most;
+/// past either the memo starts afresh (a flood of distinct selectors costs
+/// a parse each, as without the memo).
 const RESOLVED_MAX: usize = 10_000;
+const RESOLVED_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+#[derive(Default)]
+struct Memo {
+    map: HashMap<String, (Arc<MetricDef>, String)>,
+    bytes: usize,
+}
 
 impl PromProvider {
     pub fn new(config: Arc<MetricsConfig>, cache: Arc<PollCache>) -> Self {
@@ -47,7 +56,7 @@ impl PromProvider {
             config,
             cache,
             pods: None,
-            resolved: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(Memo::default()),
         }
     }
 
@@ -66,15 +75,18 @@ impl PromProvider {
     ) -> Result<(Arc<MetricDef>, String), ProviderError> {
         let key = format!("{metric}\0{namespace}\0{selector_text}");
         let lock = || self.resolved.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(hit) = lock().get(&key) {
+        if let Some(hit) = lock().map.get(&key) {
             return Ok(hit.clone());
         }
         let got = self.resolve_uncached(metric, namespace, selector_text)?;
+        let cost = key.len() + got.1.len();
         let mut memo = lock();
-        if memo.len() >= RESOLVED_MAX {
-            memo.clear();
+        if memo.map.len() >= RESOLVED_MAX || memo.bytes + cost > RESOLVED_MAX_BYTES {
+            memo.map.clear();
+            memo.bytes = 0;
         }
-        memo.insert(key, got.clone());
+        memo.bytes += cost;
+        memo.map.insert(key, got.clone());
         Ok(got)
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::matchers::{names_matcher, to_matchers};
 use super::{Identity, PollCache};
 use crate::config::MetricsConfig;
+use crate::limits::excerpt;
 use crate::objects::ObjectKind;
 use crate::pods::PodCache;
 use crate::provider::{ObjectReading, ObjectRequest, ObjectValue, ProviderError, Target};
@@ -34,11 +35,12 @@ async fn objects(
 ) -> Result<Arc<Vec<String>>, ProviderError> {
     match (req.target.clone(), req.kind) {
         (Target::Name(n), ObjectKind::Namespaces) if n != req.namespace => Err(bad(format!(
-            "namespace {n:?} does not match the request's namespace {:?}",
+            "namespace {} does not match the request's namespace {:?}",
+            excerpt(n),
             req.namespace
         ))),
         (Target::Name(n), _) if valid_object_name(n) => Ok(Arc::new(vec![n.to_string()])),
-        (Target::Name(n), _) => Err(bad(format!("invalid object name {n:?}"))),
+        (Target::Name(n), _) => Err(bad(format!("invalid object name {}", excerpt(n)))),
         (Target::Selector(s), ObjectKind::Pods) => {
             let text = selector::to_text(&selector::parse_kube(s).map_err(bad)?);
             let pods = pods.ok_or_else(|| {

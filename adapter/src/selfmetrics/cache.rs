@@ -24,8 +24,15 @@ pub struct CacheReport {
     /// Per metric, the age in seconds of the oldest cached good value.
     pub ages: BTreeMap<String, f64>,
     pub values: Vec<KeyValue>,
+    /// Keys counted against --max-cached-queries.
     pub keys: usize,
     pub max_keys: usize,
+    /// Keys held only by push streams (their own budget).
+    pub stream_keys: usize,
+    /// Bytes of the polls' keys and of the streams' keys (estimated).
+    pub bytes: usize,
+    pub stream_bytes: usize,
+    pub max_bytes: usize,
     /// The poll interval in use (stretched when the query budget needs it).
     pub poll_interval_secs: f64,
 }
@@ -50,6 +57,21 @@ pub const MAX_CACHED: Family = Family::new(
     "Keys the poll cache holds at most (--max-cached-queries).",
     &[],
 );
+pub const CACHED_STREAM: Family = Family::new(
+    "gpuscale_adapter_cached_stream_queries",
+    "Keys in the poll cache that only KEDA push streams hold (their own budget, --keda-max-stream-keys).",
+    &[],
+);
+pub const CACHED_BYTES: Family = Family::new(
+    "gpuscale_adapter_cached_bytes",
+    "Bytes the poll cache holds (keys and values, estimated), by pool: poll (HPAs and other polls) or stream (keys only push streams hold).",
+    &["pool"],
+);
+pub const MAX_CACHED_BYTES: Family = Family::new(
+    "gpuscale_adapter_max_cached_bytes",
+    "Bytes the poll cache holds at most, both pools together (--max-cached-bytes).",
+    &[],
+);
 pub const POLL_INTERVAL: Family = Family::new(
     "gpuscale_adapter_poll_interval_seconds",
     "Poll interval in use: --poll-interval, stretched to keys / --prometheus-query-budget when that is longer.",
@@ -62,10 +84,15 @@ pub fn families(c: &CacheReport) -> Vec<MetricFamily> {
     for (m, v) in &c.ages {
         ages.push(&[m], *v);
     }
-    let mut out = vec![values(&c.values), ages.done()];
+    let mut bytes = CACHED_BYTES.snapshot(MetricType::GAUGE);
+    bytes.push(&["poll"], c.bytes as f64);
+    bytes.push(&["stream"], c.stream_bytes as f64);
+    let mut out = vec![values(&c.values), ages.done(), bytes.done()];
     for (family, v) in [
         (CACHED, c.keys as f64),
         (MAX_CACHED, c.max_keys as f64),
+        (CACHED_STREAM, c.stream_keys as f64),
+        (MAX_CACHED_BYTES, c.max_bytes as f64),
         (POLL_INTERVAL, c.poll_interval_secs),
     ] {
         let mut f = family.snapshot(MetricType::GAUGE);
