@@ -1,0 +1,113 @@
+//! Command-line flags (documented in docs/activator.md; a test keeps the two
+//! in step). Each flag is also a `GPUSCALE_ACTIVATOR_*` variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+fn duration(s: &str) -> Result<Duration, String> {
+    let ok = s.ends_with(|c: char| c.is_ascii_alphabetic())
+        && s.split(|c: char| !c.is_ascii_alphabetic())
+            .all(|u| u.is_empty() || ["ms", "s", "m", "h"].contains(&u));
+    ok.then(|| humantime::parse_duration(s).ok())
+        .flatten()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
+}
+
+/// A size in bytes: a whole number, optionally with Ki or Mi.
+pub fn bytes(s: &str) -> Result<usize, String> {
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => s.split_at(at),
+        None => (s, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        _ => 0,
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("invalid size {s:?} (bytes, or with Ki, Mi)"))
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Holds HTTP requests for a model Service at zero replicas, wakes its
+/// workload and forwards them once it is Ready.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gpuscale-activator", version)]
+pub struct Args {
+    /// Address of the proxy (HTTP/1.1 and HTTP/2 cleartext).
+    #[arg(
+        long,
+        env = "GPUSCALE_ACTIVATOR_LISTEN",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub listen: SocketAddr,
+    /// Address of the self-metrics endpoint (/metrics, /healthz, /readyz).
+    #[arg(
+        long,
+        env = "GPUSCALE_ACTIVATOR_METRICS_LISTEN",
+        default_value = "0.0.0.0:9103"
+    )]
+    pub metrics_listen: SocketAddr,
+    /// Routes file (YAML).
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_CONFIG")]
+    pub config: PathBuf,
+    /// Validate the routes file, print the routes and exit.
+    #[arg(long)]
+    pub check_config: bool,
+    /// Kubeconfig (default: in-cluster config or $KUBECONFIG).
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Requests held per route at most; more get 503 with Retry-After.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_QUEUE_LENGTH", default_value = "1000")]
+    pub queue_length: usize,
+    /// Longest a request is held; past it, 503 with Retry-After.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_MAX_WAIT", default_value = "5m", value_parser = duration)]
+    pub max_wait: Duration,
+    /// Largest declared body (Content-Length) of a request that may be held; larger ones get 413 while the target is not Ready.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_MAX_HELD_BODY", default_value = "1Mi", value_parser = bytes)]
+    pub max_held_body: usize,
+    /// Most bytes of a JSON body read to find its `model` field (routes with `model` only); a larger body gets 413.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_MODEL_PEEK_LIMIT", default_value = "1Mi", value_parser = bytes)]
+    pub model_peek_limit: usize,
+    /// Seconds sent in Retry-After with a 503.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_RETRY_AFTER", default_value = "10")]
+    pub retry_after: u32,
+    /// How often a wake is retried while requests are held and the target is still not Ready (the first wake is immediate).
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_WAKE_RETRY", default_value = "5s", value_parser = duration)]
+    pub wake_retry: Duration,
+    /// Connections served at once on each listener.
+    #[arg(
+        long,
+        env = "GPUSCALE_ACTIVATOR_MAX_CONNECTIONS",
+        default_value = "20000"
+    )]
+    pub max_connections: usize,
+    /// A connection with no request in flight for this long is closed.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_IDLE_TIMEOUT", default_value = "90s", value_parser = duration)]
+    pub idle_timeout: Duration,
+    /// Time to connect to a Ready endpoint.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_CONNECT_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub connect_timeout: Duration,
+    /// Log format.
+    #[arg(
+        long,
+        env = "GPUSCALE_ACTIVATOR_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}

@@ -1,0 +1,197 @@
+//! One request through the activator: find its route, forward it at once
+//! to a Ready endpoint or hold it (bounded) until one is Ready.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+
+use crate::metrics::Metrics;
+use crate::proxy::{self, Body, BoxError, Upstream};
+use crate::route::{Admit, Route};
+use crate::router::{self, Miss, Router};
+
+/// What every request shares.
+pub struct App {
+    pub router: Router,
+    pub upstream: Upstream,
+    pub metrics: Arc<Metrics>,
+    pub bounds: Bounds,
+}
+
+/// Bounds on holding, from flags.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub queue_length: usize,
+    pub max_wait: Duration,
+    pub max_held_body: usize,
+    pub model_peek_limit: usize,
+    pub retry_after: u32,
+}
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    let (route, req) = match select(&app, req).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let name = route.spec.name.clone();
+    let holdable = declared_len(&req).is_none_or(|n| n <= app.bounds.max_held_body as u64);
+    let (addr, was_held) = match route.admit(app.bounds.queue_length, holdable) {
+        Admit::Ready(addr) => (addr, false),
+        Admit::QueueFull => {
+            app.metrics
+                .refused
+                .with_label_values(&[&name, "queue_full"])
+                .inc();
+            return proxy::unavailable(
+                &format!(
+                    "route {name}: {} requests already wait for the model to start; try again later",
+                    app.bounds.queue_length
+                ),
+                app.bounds.retry_after,
+            );
+        }
+        Admit::TooLarge => {
+            app.metrics
+                .refused
+                .with_label_values(&[&name, "body_too_large"])
+                .inc();
+            return proxy::text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "route {name}: the model is not ready and a request body over {} bytes is not held",
+                    app.bounds.max_held_body
+                ),
+            );
+        }
+        Admit::Held(mut held) => {
+            match tokio::time::timeout(app.bounds.max_wait, held.released()).await {
+                Ok(Some(addr)) => (addr, true),
+                Ok(None) => {
+                    return proxy::unavailable(
+                        &format!("route {name}: the request was not released"),
+                        app.bounds.retry_after,
+                    );
+                }
+                Err(_) => {
+                    held.expire();
+                    return proxy::unavailable(
+                        &format!(
+                            "route {name}: the model did not become ready within {:?}",
+                            app.bounds.max_wait
+                        ),
+                        app.bounds.retry_after,
+                    );
+                }
+            }
+        }
+    };
+    match app.upstream.forward(addr, req, peer).await {
+        Ok(resp) => {
+            app.metrics.forwarded.with_label_values(&[&name]).inc();
+            if was_held {
+                route.first_response();
+            }
+            resp
+        }
+        Err(e) => {
+            app.metrics
+                .upstream_errors
+                .with_label_values(&[&name])
+                .inc();
+            tracing::warn!(route = %name, %addr, error = %e, "forwarding failed");
+            proxy::text(
+                StatusCode::BAD_GATEWAY,
+                &format!("route {name}: the model at {addr} did not answer: {e}"),
+            )
+        }
+    }
+}
+
+fn declared_len<B>(req: &Request<B>) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn host_of<B>(req: &Request<B>) -> Option<&str> {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().host())
+}
+
+/// The route, and the request with its body (peeked when a `model` route
+/// needed it), or the answer for a request no route takes.
+async fn select(
+    app: &App,
+    req: Request<Incoming>,
+) -> Result<(Arc<Route>, Request<Body>), Response<Body>> {
+    let candidates = app.router.candidates(host_of(&req), req.uri().path());
+    let miss = |reason: &str, code: StatusCode, msg: String| {
+        app.metrics.unrouted.with_label_values(&[reason]).inc();
+        proxy::text(code, &msg)
+    };
+    let Some(first) = candidates.first().cloned() else {
+        let msg = format!(
+            "no route for host {:?} and path {:?}",
+            host_of(&req).unwrap_or(""),
+            req.uri().path()
+        );
+        return Err(miss("no_route", StatusCode::NOT_FOUND, msg));
+    };
+    if !Router::needs_model(&candidates) {
+        return Ok((first, req.map(|b| b.map_err(BoxError::from).boxed())));
+    }
+    let limit = app.bounds.model_peek_limit;
+    let (parts, body) = req.into_parts();
+    let bytes: Bytes = match Limited::new(body, limit).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            let msg =
+                format!("the body is over {limit} bytes, the most read to find its \"model\"");
+            return Err(miss("body_too_large", StatusCode::PAYLOAD_TOO_LARGE, msg));
+        }
+        Err(e) => {
+            return Err(miss(
+                "bad_body",
+                StatusCode::BAD_REQUEST,
+                format!("reading the body failed: {e}"),
+            ));
+        }
+    };
+    let model = match router::model_of(&bytes) {
+        Ok(m) => m,
+        Err(e) if candidates.iter().any(|r| r.spec.model.is_none()) => {
+            tracing::debug!(error = %e, "no model in the body; the route without a model takes it");
+            None
+        }
+        Err(e) => return Err(miss("bad_body", StatusCode::BAD_REQUEST, e)),
+    };
+    let route = match Router::by_model(&candidates, model.as_deref()) {
+        Ok(r) => r,
+        Err(Miss::NoModelRoute(m)) => {
+            return Err(miss(
+                "no_route",
+                StatusCode::NOT_FOUND,
+                format!("no route serves model {m:?} here"),
+            ));
+        }
+        Err(Miss::NoRoute) => {
+            return Err(miss(
+                "bad_body",
+                StatusCode::BAD_REQUEST,
+                "the body has no \"model\" and every route here needs one".into(),
+            ));
+        }
+    };
+    let body = Full::new(bytes).map_err(|never| match never {}).boxed();
+    Ok((route, Request::from_parts(parts, body)))
+}

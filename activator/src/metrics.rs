@@ -1,0 +1,174 @@
+//! The activator's own metrics, in a `prometheus` crate registry with the
+//! standard `process_*` families.
+
+use prometheus::{
+    Encoder as _, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Seconds from a few milliseconds (warm) to a 10-minute model load.
+const HOLD_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+const SIGNAL_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// Every family: (name, type, labels, help). The docs test reads it.
+pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
+    (
+        "gpuscale_activator_pending_requests",
+        "gauge",
+        "route",
+        "Requests held now, waiting for a Ready endpoint.",
+    ),
+    (
+        "gpuscale_activator_held_seconds",
+        "histogram",
+        "route",
+        "How long forwarded requests were held.",
+    ),
+    (
+        "gpuscale_activator_refused_total",
+        "counter",
+        "route, reason",
+        "Requests answered 503 (queue_full, wait_limit) or 413 (body_too_large) instead of being held.",
+    ),
+    (
+        "gpuscale_activator_abandoned_total",
+        "counter",
+        "route",
+        "Held requests whose client went away before the target was Ready.",
+    ),
+    (
+        "gpuscale_activator_cold_start_seconds",
+        "histogram",
+        "route",
+        "Observed cold start: first held request to the first response from the woken target.",
+    ),
+    (
+        "gpuscale_activator_wake_signal_seconds",
+        "histogram",
+        "route",
+        "First held request to the scale patch accepted by the Kubernetes API.",
+    ),
+    (
+        "gpuscale_activator_wakes_total",
+        "counter",
+        "route, result",
+        "Wake attempts: patched (0 to wakeReplicas), already_up (replicas above 0), error.",
+    ),
+    (
+        "gpuscale_activator_ready_endpoints",
+        "gauge",
+        "route",
+        "Ready endpoints of the route's Service, from its EndpointSlices.",
+    ),
+    (
+        "gpuscale_activator_forwarded_total",
+        "counter",
+        "route",
+        "Requests forwarded to a Ready endpoint.",
+    ),
+    (
+        "gpuscale_activator_upstream_errors_total",
+        "counter",
+        "route",
+        "Forwarded requests that failed before a response (answered 502).",
+    ),
+    (
+        "gpuscale_activator_unrouted_total",
+        "counter",
+        "reason",
+        "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large).",
+    ),
+];
+
+pub struct Metrics {
+    registry: Registry,
+    pub pending: IntGaugeVec,
+    pub held: HistogramVec,
+    pub refused: IntCounterVec,
+    pub abandoned: IntCounterVec,
+    pub cold_start: HistogramVec,
+    pub wake_signal: HistogramVec,
+    pub wakes: IntCounterVec,
+    pub ready_endpoints: IntGaugeVec,
+    pub forwarded: IntCounterVec,
+    pub upstream_errors: IntCounterVec,
+    pub unrouted: IntCounterVec,
+}
+
+fn opts(i: usize) -> (Opts, Vec<&'static str>) {
+    let (name, _, labels, help) = FAMILIES[i];
+    (
+        Opts::new(name, help),
+        labels.split(", ").filter(|l| !l.is_empty()).collect(),
+    )
+}
+
+fn gauge(r: &Registry, i: usize) -> prometheus::Result<IntGaugeVec> {
+    let (o, l) = opts(i);
+    let v = IntGaugeVec::new(o, &l)?;
+    r.register(Box::new(v.clone()))?;
+    Ok(v)
+}
+
+fn counter(r: &Registry, i: usize) -> prometheus::Result<IntCounterVec> {
+    let (o, l) = opts(i);
+    let v = IntCounterVec::new(o, &l)?;
+    r.register(Box::new(v.clone()))?;
+    Ok(v)
+}
+
+fn histogram(r: &Registry, i: usize, buckets: &[f64]) -> prometheus::Result<HistogramVec> {
+    let (o, l) = opts(i);
+    let v = HistogramVec::new(HistogramOpts::from(o).buckets(buckets.to_vec()), &l)?;
+    r.register(Box::new(v.clone()))?;
+    Ok(v)
+}
+
+impl Metrics {
+    pub fn new() -> prometheus::Result<Self> {
+        let r = Registry::new();
+        r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok(Self {
+            pending: gauge(&r, 0)?,
+            held: histogram(&r, 1, HOLD_BUCKETS)?,
+            refused: counter(&r, 2)?,
+            abandoned: counter(&r, 3)?,
+            cold_start: histogram(&r, 4, HOLD_BUCKETS)?,
+            wake_signal: histogram(&r, 5, SIGNAL_BUCKETS)?,
+            wakes: counter(&r, 6)?,
+            ready_endpoints: gauge(&r, 7)?,
+            forwarded: counter(&r, 8)?,
+            upstream_errors: counter(&r, 9)?,
+            unrouted: counter(&r, 10)?,
+            registry: r,
+        })
+    }
+
+    /// Starts every route's series at zero, so "no request yet" reads 0
+    /// and not an absent series.
+    pub fn init_route(&self, route: &str) {
+        self.pending.with_label_values(&[route]).set(0);
+        self.ready_endpoints.with_label_values(&[route]).set(0);
+        self.abandoned.with_label_values(&[route]);
+        self.forwarded.with_label_values(&[route]);
+        self.upstream_errors.with_label_values(&[route]);
+        for reason in ["queue_full", "wait_limit", "body_too_large"] {
+            self.refused.with_label_values(&[route, reason]);
+        }
+        for result in ["patched", "already_up", "error"] {
+            self.wakes.with_label_values(&[route, result]);
+        }
+    }
+
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "encoding self-metrics failed");
+        }
+        out
+    }
+}

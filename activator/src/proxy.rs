@@ -1,0 +1,178 @@
+//! Forwarding one request to a Ready endpoint: bodies stream both ways
+//! unbuffered (server-sent events arrive token by token), hop-by-hop
+//! headers are dropped and `X-Forwarded-*` added, as a proxy must.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Body = BoxBody<Bytes, BoxError>;
+
+/// HTTP/1.1 to the endpoints, connections pooled per endpoint.
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client<HttpConnector, Body>,
+}
+
+impl Upstream {
+    pub fn new(connect_timeout: Duration) -> Self {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(http);
+        Self { client }
+    }
+
+    /// Sends `req` to `addr`; the response body streams as it arrives.
+    pub async fn forward(
+        &self,
+        addr: SocketAddr,
+        mut req: Request<Body>,
+        peer: SocketAddr,
+    ) -> Result<Response<Body>, String> {
+        prepare(&mut req, addr, peer)?;
+        let mut resp = self.client.request(req).await.map_err(|e| {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg = format!("{msg}: {s}");
+                src = s.source();
+            }
+            msg
+        })?;
+        strip_hop_by_hop(resp.headers_mut());
+        Ok(resp.map(|b| b.map_err(BoxError::from).boxed()))
+    }
+}
+
+/// Headers that belong to one connection, not to the message (RFC 9110
+/// 7.6.1), and those the `Connection` header names.
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ] {
+        h.remove(n);
+    }
+}
+
+fn prepare(req: &mut Request<Body>, addr: SocketAddr, peer: SocketAddr) -> Result<(), String> {
+    // HTTP/2 carries the host in the URI (`:authority`), HTTP/1 in `Host`.
+    let host = req.headers().get(header::HOST).cloned().or_else(|| {
+        req.uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    *req.uri_mut() = Uri::builder()
+        .scheme("http")
+        .authority(addr.to_string())
+        .path_and_query(path)
+        .build()
+        .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
+    *req.version_mut() = Version::HTTP_11;
+    let h = req.headers_mut();
+    strip_hop_by_hop(h);
+    if let Some(host) = host {
+        if !h.contains_key("x-forwarded-host") {
+            h.insert("x-forwarded-host", host.clone());
+        }
+        h.insert(header::HOST, host);
+    }
+    let ip = peer.ip().to_string();
+    let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior}, {ip}"),
+        None => ip,
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        h.insert("x-forwarded-for", v);
+    }
+    if !h.contains_key("x-forwarded-proto") {
+        h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    }
+    Ok(())
+}
+
+/// A plain-text answer of the activator's own.
+pub fn text(code: StatusCode, msg: &str) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("{msg}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// 503 with `Retry-After`.
+pub fn unavailable(msg: &str, retry_after: u32) -> Response<Body> {
+    let mut r = text(StatusCode::SERVICE_UNAVAILABLE, msg);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_go_and_forwarded_headers_come() {
+        let mut req = Request::builder()
+            .uri("/v1/chat?x=1")
+            .header("host", "chat.example")
+            .header("connection", "keep-alive, x-secret")
+            .header("x-secret", "1")
+            .header("te", "trailers")
+            .header("x-forwarded-for", "10.0.0.1")
+            .header("authorization", "Bearer t")
+            .body(text(StatusCode::OK, "").into_body())
+            .unwrap();
+        let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
+        prepare(&mut req, "10.1.2.3:8000".parse().unwrap(), peer).unwrap();
+        let h = req.headers();
+        assert_eq!(req.uri().to_string(), "http://10.1.2.3:8000/v1/chat?x=1");
+        assert!(
+            h.get("connection").is_none() && h.get("x-secret").is_none() && h.get("te").is_none()
+        );
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 192.0.2.7");
+        assert_eq!(h["x-forwarded-host"], "chat.example");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["host"], "chat.example");
+        assert_eq!(h["authorization"], "Bearer t");
+    }
+}

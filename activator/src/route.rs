@@ -1,0 +1,208 @@
+//! One route's state: its Ready endpoints and the requests held while it
+//! has none, under one lock so a request is never held after the release
+//! it should have seen.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use tokio::sync::{Notify, oneshot};
+
+use crate::config::RouteSpec;
+use crate::metrics::Metrics;
+
+pub struct Route {
+    pub spec: RouteSpec,
+    state: Mutex<State>,
+    next: AtomicUsize,
+    /// Woken when a request is held (the waker patches the scale).
+    pub wake: Notify,
+    metrics: Arc<Metrics>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: Vec<SocketAddr>,
+    waiters: VecDeque<(u64, oneshot::Sender<SocketAddr>)>,
+    next_id: u64,
+    /// The first request held since the target was last Ready: starts the
+    /// observed cold start and the wake signal's clock.
+    cold_since: Option<Instant>,
+    signal_since: Option<Instant>,
+}
+
+/// What a request gets on arrival.
+pub enum Admit {
+    Ready(SocketAddr),
+    Held(Held),
+    QueueFull,
+    /// Not Ready, and the request's body is over the bound for holding.
+    TooLarge,
+}
+
+/// A held request; leaves the queue when dropped before its release (its
+/// client went away) and is counted as abandoned.
+pub struct Held {
+    route: Arc<Route>,
+    id: u64,
+    rx: Option<oneshot::Receiver<SocketAddr>>,
+    since: Instant,
+    done: bool,
+}
+
+impl Route {
+    pub fn new(spec: RouteSpec, metrics: Arc<Metrics>) -> Arc<Self> {
+        metrics.init_route(&spec.name);
+        Arc::new(Self {
+            spec,
+            state: Mutex::new(State::default()),
+            next: AtomicUsize::new(0),
+            wake: Notify::new(),
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pick(&self, ready: &[SocketAddr]) -> Option<SocketAddr> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        ready.get(i % ready.len().max(1)).copied()
+    }
+
+    /// Forward at once to a Ready endpoint, or hold (bounded by `max`,
+    /// and only a request that may be held).
+    pub fn admit(self: &Arc<Self>, max: usize, holdable: bool) -> Admit {
+        let mut st = self.lock();
+        if let Some(addr) = self.pick(&st.ready) {
+            return Admit::Ready(addr);
+        }
+        if !holdable {
+            return Admit::TooLarge;
+        }
+        if st.waiters.len() >= max {
+            return Admit::QueueFull;
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = st.next_id;
+        st.next_id += 1;
+        st.waiters.push_back((id, tx));
+        let now = Instant::now();
+        st.cold_since.get_or_insert(now);
+        st.signal_since.get_or_insert(now);
+        self.metrics
+            .pending
+            .with_label_values(&[&self.spec.name])
+            .set(st.waiters.len() as i64);
+        drop(st);
+        self.wake.notify_one();
+        Admit::Held(Held {
+            route: self.clone(),
+            id,
+            rx: Some(rx),
+            since: now,
+            done: false,
+        })
+    }
+
+    /// New Ready endpoints: held requests are released in arrival order.
+    pub fn set_ready(&self, ready: Vec<SocketAddr>) {
+        let mut st = self.lock();
+        self.metrics
+            .ready_endpoints
+            .with_label_values(&[&self.spec.name])
+            .set(ready.len() as i64);
+        st.ready = ready;
+        if st.ready.is_empty() {
+            return;
+        }
+        while let Some((_, tx)) = st.waiters.pop_front() {
+            if let Some(addr) = self.pick(&st.ready) {
+                // A receiver gone has already left through its drop.
+                let _ = tx.send(addr);
+            }
+        }
+        self.metrics
+            .pending
+            .with_label_values(&[&self.spec.name])
+            .set(0);
+    }
+
+    /// Requests are held and no endpoint is Ready: a wake is wanted.
+    pub fn needs_wake(&self) -> bool {
+        let st = self.lock();
+        st.ready.is_empty() && !st.waiters.is_empty()
+    }
+
+    /// The wake signal's start, taken once per cold start.
+    pub fn take_signal_since(&self) -> Option<Instant> {
+        self.lock().signal_since.take()
+    }
+
+    /// A released request got its first response: the cold start ends.
+    pub fn first_response(&self) {
+        let since = self.lock().cold_since.take();
+        if let Some(since) = since {
+            let secs = since.elapsed().as_secs_f64();
+            tracing::info!(route = %self.spec.name, cold_start_s = secs, "cold start observed");
+            self.metrics
+                .cold_start
+                .with_label_values(&[&self.spec.name])
+                .observe(secs);
+        }
+    }
+
+    fn leave(&self, id: u64) -> bool {
+        let mut st = self.lock();
+        let before = st.waiters.len();
+        st.waiters.retain(|(i, _)| *i != id);
+        let left = st.waiters.len() < before;
+        self.metrics
+            .pending
+            .with_label_values(&[&self.spec.name])
+            .set(st.waiters.len() as i64);
+        left
+    }
+}
+
+impl Held {
+    /// Waits for the release; `None` if the route dropped the sender.
+    pub async fn released(&mut self) -> Option<SocketAddr> {
+        let addr = self.rx.take()?.await.ok()?;
+        self.done = true;
+        self.route
+            .metrics
+            .held
+            .with_label_values(&[&self.route.spec.name])
+            .observe(self.since.elapsed().as_secs_f64());
+        Some(addr)
+    }
+
+    /// The wait limit passed: leave the queue and count a refusal.
+    pub fn expire(mut self) {
+        self.done = true;
+        // Counted even when a release raced the limit: the client gets 503.
+        self.route.leave(self.id);
+        self.route
+            .metrics
+            .refused
+            .with_label_values(&[&self.route.spec.name, "wait_limit"])
+            .inc();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.done && self.route.leave(self.id) {
+            tracing::debug!(route = %self.route.spec.name, "a held client went away");
+            self.route
+                .metrics
+                .abandoned
+                .with_label_values(&[&self.route.spec.name])
+                .inc();
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The listeners: the proxy (HTTP/1.1 and HTTP/2 cleartext) and the
+//! self-metrics port, each with a connection cap and an `accept` that backs
+//! off when it fails (out of file descriptors) instead of spinning.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::conn::{self, Activity, Limits};
+use crate::handler::{self, App};
+use crate::proxy;
+
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => return Some((tcp, peer, slot)),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Serves the proxy until the task is dropped.
+pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let builder = Arc::new(conn::builder(false));
+    while let Some((tcp, peer, slot)) = accept(&listener, &slots).await {
+        let _ = tcp.set_nodelay(true);
+        let app = app.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let activity = Activity::new();
+            let busy = activity.clone();
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let app = app.clone();
+                let in_flight = busy.begin();
+                async move {
+                    let resp = handler::handle(app, req, peer).await;
+                    drop(in_flight);
+                    Ok::<_, Infallible>(resp)
+                }
+            });
+            conn::serve(&builder, tcp, svc, activity, limits.idle_timeout).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` over plain HTTP/1.1.
+pub async fn serve_metrics(listener: TcpListener, app: Arc<App>, limits: Limits) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, 64)));
+    let builder = Arc::new(conn::builder(true));
+    while let Some((tcp, _, slot)) = accept(&listener, &slots).await {
+        let app = app.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let activity = Activity::new();
+            let busy = activity.clone();
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let app = app.clone();
+                let in_flight = busy.begin();
+                async move {
+                    let resp = match req.uri().path() {
+                        "/metrics" => {
+                            let mut r = proxy::text(StatusCode::OK, "");
+                            *r.body_mut() = Full::new(Bytes::from(app.metrics.render()))
+                                .map_err(|never| match never {})
+                                .boxed();
+                            r.headers_mut().insert(
+                                http::header::CONTENT_TYPE,
+                                http::HeaderValue::from_static(
+                                    "text/plain; version=0.0.4; charset=utf-8",
+                                ),
+                            );
+                            r
+                        }
+                        "/healthz" | "/livez" | "/readyz" => proxy::text(StatusCode::OK, "ok"),
+                        _ => proxy::text(StatusCode::NOT_FOUND, "not found"),
+                    };
+                    drop(in_flight);
+                    Ok::<_, Infallible>(resp)
+                }
+            });
+            conn::serve(&builder, tcp, svc, activity, limits.idle_timeout).await;
+            drop(slot);
+        });
+    }
+}

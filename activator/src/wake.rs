@@ -1,0 +1,103 @@
+//! The wake signal: the activator scales the parked workload itself,
+//! 0 → `wakeReplicas`, through its `scale` subresource, at the first held
+//! request. No Prometheus and no adapter in the path; only a target at 0 is
+//! touched (the patch carries the `resourceVersion` read, so an autoscaler
+//! that moved it meanwhile wins), and nothing here ever scales down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::config::Kind;
+use crate::metrics::Metrics;
+use crate::route::Route;
+
+/// Each Kubernetes API call gets this long.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Patched,
+    AlreadyUp(i32),
+}
+
+/// Waits for held requests and wakes the route's target; retries every
+/// `retry` while requests stay held and no endpoint is Ready.
+pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry: Duration) {
+    let name = route.spec.name.clone();
+    loop {
+        route.wake.notified().await;
+        while route.needs_wake() {
+            let result = match tokio::time::timeout(CALL_TIMEOUT, attempt(&client, &route)).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                    "the Kubernetes API did not answer within {CALL_TIMEOUT:?}"
+                )),
+            };
+            let label = match &result {
+                Ok(Outcome::Patched) => {
+                    if let Some(since) = route.take_signal_since() {
+                        let secs = since.elapsed().as_secs_f64();
+                        metrics
+                            .wake_signal
+                            .with_label_values(&[&name])
+                            .observe(secs);
+                        tracing::info!(route = %name, target = %route.spec.target.name, signal_s = secs, "woke the target");
+                    }
+                    "patched"
+                }
+                Ok(Outcome::AlreadyUp(n)) => {
+                    route.take_signal_since();
+                    tracing::debug!(route = %name, replicas = n, "target already scaled up; waiting for Ready");
+                    "already_up"
+                }
+                Err(e) => {
+                    tracing::warn!(route = %name, error = %e, "wake failed; retrying");
+                    "error"
+                }
+            };
+            metrics.wakes.with_label_values(&[&name, label]).inc();
+            let wait = if result.is_err() {
+                retry.min(Duration::from_secs(1))
+            } else {
+                retry
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+async fn attempt(client: &Client, route: &Route) -> Result<Outcome, kube::Error> {
+    let ns = &route.spec.service.namespace;
+    match route.spec.target.kind {
+        Kind::Deployment => {
+            scale_up(&Api::<Deployment>::namespaced(client.clone(), ns), route).await
+        }
+        Kind::StatefulSet => {
+            scale_up(&Api::<StatefulSet>::namespaced(client.clone(), ns), route).await
+        }
+    }
+}
+
+async fn scale_up<K>(api: &Api<K>, route: &Route) -> Result<Outcome, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = &route.spec.target.name;
+    let scale = api.get_scale(name).await?;
+    let replicas = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    if replicas > 0 {
+        return Ok(Outcome::AlreadyUp(replicas));
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": scale.metadata.resource_version},
+        "spec": {"replicas": route.spec.wake_replicas},
+    });
+    api.patch_scale(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Outcome::Patched)
+}
