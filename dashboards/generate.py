@@ -261,10 +261,78 @@ def fleet():
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True},
                                        "renameByName": {"Value #A": "GPUs", "Value #B": "allocated", "Value #C": "utilization"}}}])
+    cost_per_work_ranking(d)
     return d
 
 
-# ---------------------------------------------------------------- Node & GPU
+def cost_per_work_ranking(d):
+    """Fleet: workloads ranked by what their GPUs cost per million tokens."""
+    WLS = f'{C}, {NS}, {WL}'
+    d.row("Cost per unit of work")
+    d.table("Workloads by cost per million tokens",
+            "GPU cost per hour over prompt + generated tokens per hour (vLLM, TGI, Triton TensorRT-LLM counters), most expensive first; "
+            "cost per 1,000 requests beside it. Only workloads that served tokens in the last 5 minutes. See docs/right-sizing.md.", [
+        {"expr": f'sort_desc(namespace_workload:gpu_cost_usd_per_million_tokens:ratio{{{WLS}}})'},
+        {"expr": f'namespace_workload:gpu_cost_usd_per_1k_requests:ratio{{{WLS}}}'},
+        {"expr": f'namespace_workload:gpu_cost_usd_per_hour:sum{{{WLS}}} and namespace_workload:gpu_cost_usd_per_million_tokens:ratio{{{WLS}}}'},
+    ], transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                       "renameByName": {"Value #A": "USD per million tokens", "Value #B": "USD per 1,000 requests",
+                                                        "Value #C": "USD per hour"}}},
+        {"id": "sortBy", "options": {"sort": [{"field": "USD per million tokens", "desc": True}]}}])
+
+
+# ---------------------------------------------------------------- Right-sizing
+def rightsizing():
+    d = Dash("gpuscale-rightsizing", "gpuscale / Right-sizing",
+             "What limits each workload (idle, memory capacity, memory bandwidth, compute, host/input), how much of its GPU it uses, "
+             "and what it costs per million tokens. gpuscale-advisor turns the same facts into MIG, GPU type, co-location and "
+             "scale-to-zero recommendations (docs/right-sizing.md).",
+             common_vars(), tags=["rightsizing"])
+    A = ALLOC
+    WLS = f'{C}, {NS}, {WL}'
+    LW = "{{namespace}}/{{workload}}"
+    d.row("Bottleneck")
+    d.stat("GPUs idle", "GPU equivalents whose utilization averaged under 5 % over the last hour.",
+           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="idle"}}) or vector(0)', decimals=1, thresholds=ORANGE_AT(0.5), w=6)
+    d.stat("GPUs bandwidth-bound", "GPU equivalents with DRAM active ≥ 50 % and tensor active < 50 % (LLM decode): keep their bandwidth.",
+           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="memory_bandwidth"}}) or vector(0)', decimals=1, w=6)
+    d.stat("GPUs host/input-bound", "GPU equivalents busy by utilization (≥ 50 %) with SM active < 50 %: the host or input pipeline is the limit.",
+           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="host_input"}}) or vector(0)', decimals=1, thresholds=ORANGE_AT(0.5), w=6)
+    d.stat("GPUs without GPM", "GPU equivalents on GPUs without GPM (pre-Hopper): their limit is not guessed.",
+           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="unknown_no_gpm"}}) or vector(0)', decimals=1, w=6)
+    d.ts("GPUs by bottleneck", "GPU equivalents per bottleneck class over the last hour (first match: idle, memory_capacity, memory_bandwidth, compute, host_input, balanced, unknown_no_gpm).", [
+        {"expr": f'sum by (bottleneck) (namespace_workload:gpu_bottleneck:sum{{{WLS}}})', "legend": "{{bottleneck}}"}],
+        unit="none", custom={"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40})
+    d.table("Workloads and their bottleneck", "GPU equivalents of each workload per bottleneck class now.", [
+        {"expr": f'namespace_workload:gpu_bottleneck:sum{{{WLS}}} > 0'}], w=12)
+    d.row("Activity and memory fit")
+    d.ts("SM active (GPM, 1h average)", "Fraction of SMs busy, busiest allocation per workload. NVIDIA: ≥ 0.8 needed for effective use, < 0.5 likely ineffective.", [
+        {"expr": f'max by (namespace, workload) (gpuscale:gpu_allocation_sm_active:avg1h{{{A}}})', "legend": LW}], unit=PCT, minv=0, maxv=1, w=8)
+    d.ts("Tensor active (GPM, 1h average)", "Tensor pipe activity, busiest allocation per workload: ≥ 50 % is compute-bound.", [
+        {"expr": f'max by (namespace, workload) (gpuscale:gpu_allocation_tensor_active:avg1h{{{A}}})', "legend": LW}], unit=PCT, minv=0, maxv=1, w=8)
+    d.ts("DRAM active (GPM, 1h average)", "Memory bandwidth in use, busiest allocation per workload (~0.8 is the achievable peak): ≥ 50 % is bandwidth-bound.", [
+        {"expr": f'max by (namespace, workload) (gpuscale:gpu_allocation_dram_active:avg1h{{{A}}})', "legend": LW}], unit=PCT, minv=0, maxv=1, w=8)
+    d.ts("Peak memory of its GPU or slice (1h)", "Peak memory used over the device's or MIG instance's memory: ≥ 90 % is capacity-bound; low with low activity is a MIG or co-location candidate.", [
+        {"expr": f'max by (namespace, workload) (gpuscale:gpu_allocation_memory_used:max1h{{{A}}})', "legend": LW}], unit=PCT, minv=0, maxv=1)
+    d.table("Peak VRAM per workload over the range", "Highest memory any pod of the workload used on one GPU or MIG instance over the dashboard range: what a smaller GPU or slice must hold (plus headroom).", [
+        {"expr": f'max by (namespace, workload) (max_over_time(gpu_pod_memory_used_bytes{{{A}}}[$__range]))'}], w=12,
+        overrides=[{"matcher": {"id": "byName", "options": "Value"}, "properties": [{"id": "unit", "value": "bytes"}]}])
+    d.row("Cost per unit of work")
+    d.ts("Cost per million tokens", "GPU cost per hour over prompt + generated tokens per hour.", [
+        {"expr": f'namespace_workload:gpu_cost_usd_per_million_tokens:ratio{{{WLS}}}', "legend": LW}], unit="currencyUSD", w=8)
+    d.ts("Cost per 1,000 requests", "GPU cost per hour over successful requests per hour, per 1,000.", [
+        {"expr": f'namespace_workload:gpu_cost_usd_per_1k_requests:ratio{{{WLS}}}', "legend": LW}], unit="currencyUSD", w=8)
+    d.ts("Tokens per second", "Prompt and generated tokens per second by workload and framework.", [
+        {"expr": f'sum by (namespace, workload, token) (namespace_workload:serving_tokens:rate5m{{{WLS}}})', "legend": LW + " {{token}}"}], unit="none", w=8)
+    d.table("Idle GPU-hours over the range", "GPU-hours each workload held while its GPU was under 5 % busy: scale-to-zero candidates (check with gpuscale-replay).", [
+        {"expr": "sum by (namespace, workload) (" + hours(f'gpuscale:gpu_allocation:share{{{A}}} * (gpuscale:gpu_allocation_utilization:ratio{{{A}}} < bool 0.05)') + ")"}], w=12)
+    d.table("Cost over the range", "GPU cost of each workload over the dashboard range.", [
+        {"expr": "sum by (namespace, workload) (" + hours(f'namespace_workload:gpu_cost_usd_per_hour:sum{{{WLS}}}') + ")"}], w=12,
+        overrides=[{"matcher": {"id": "byName", "options": "Value"}, "properties": [{"id": "unit", "value": "currencyUSD"}]}])
+    return d
+
 def node_gpu():
     v = common_vars()
     v.append(qvar("gpu", "GPU", f'label_values(gpu_info{{{C}, {N}}}, gpu)'))
@@ -583,7 +651,7 @@ def autoscaling():
 def main():
     check = "--check" in sys.argv[1:]
     stale = []
-    for d in (fleet(), node_gpu(), workloads(), autoscaling()):
+    for d in (fleet(), node_gpu(), workloads(), autoscaling(), rightsizing()):
         name = d.uid.replace("gpuscale-", "") + ".json"
         path = os.path.join(DIR, name)
         text = json.dumps(d.json(), indent=2, ensure_ascii=False) + "\n"

@@ -329,6 +329,42 @@ fn scale_to_zero_more(n: u64) -> String {
     )
 }
 
+/// Token and request counters of the serving frameworks (vLLM, TGI, Triton
+/// with the TensorRT-LLM backend) the right-sizing rules read, as they
+/// emit them (docs/right-sizing.md).
+pub const SERVING_METRICS: &[&str] = &[
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+    "tgi_request_input_length_sum",
+    "tgi_request_generated_tokens_sum",
+    "tgi_request_success",
+    "nv_llm_input_token_len_sum",
+    "nv_llm_output_token_len_sum",
+    "nv_inference_request_success",
+];
+
+/// vLLM's token and request counters for the scenario's `ml-serve/vllm`
+/// pods (the right-sizing rules' cost per million tokens joins them to the
+/// pods through `gpu_pod_info`), growing with each scrape.
+fn vllm_counters(n: u64) -> String {
+    let mut s = String::new();
+    for (name, per_scrape) in [
+        ("vllm:prompt_tokens_total", 900),
+        ("vllm:generation_tokens_total", 300),
+        ("vllm:request_success_total", 2),
+    ] {
+        s.push_str(&format!("# TYPE {name} counter\n"));
+        for pod in ["vllm-0", "vllm-1"] {
+            s.push_str(&format!(
+                "{name}{{namespace=\"ml-serve\",pod=\"{pod}\",model_name=\"llama\"}} {}\n",
+                n * per_scrape
+            ));
+        }
+    }
+    s
+}
+
 /// Series Prometheus makes itself.
 pub const PROMETHEUS_BUILTINS: &[&str] = &["up", "ALERTS"];
 
@@ -339,8 +375,8 @@ pub const ADAPTER_METRIC: &str = "gpu_pressure";
 /// What the fake targets serve at scrape `n`: `/scale-to-zero` (the
 /// controller's families, as a leader with one policy per phase would
 /// export them; the controller itself needs a Kubernetes API) and
-/// `/kube-state-metrics` (HPA target and replicas). Healthy values: no
-/// alert may fire on them.
+/// `/kube-state-metrics` (HPA target and replicas) and `/vllm` (token and
+/// request counters). Healthy values: no alert may fire on them.
 pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
     let m = ADAPTER_METRIC;
     let mut s = String::new();
@@ -376,6 +412,7 @@ pub fn fake_exposition(path: &str, n: u64) -> Option<String> {
                 "kube_horizontalpodautoscaler_spec_max_replicas{{{hpa}}} 8\n"
             ));
         }
+        "/vllm" => s.push_str(&vllm_counters(n)),
         _ => return None,
     }
     Some(s)
@@ -481,6 +518,7 @@ pub fn prometheus_config(
     for (job, path) in [
         ("gpuscale-scale-to-zero", "/scale-to-zero"),
         ("kube-state-metrics", "/kube-state-metrics"),
+        ("vllm", "/vllm"),
     ] {
         s.push_str(&format!(
             "  - job_name: {job}\n    metrics_path: {path}/metrics\n    honor_labels: true\n    static_configs:\n      - targets: ['{fakes}']\n"
