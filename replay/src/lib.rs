@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod derive;
+pub mod limits;
 pub mod model;
 pub mod policy;
 pub mod report;

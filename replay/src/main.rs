@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use gpuscale_replay::compare::{Knobs, compare};
 use gpuscale_replay::model::Service;
 use gpuscale_replay::trace::{self, Arrival, RangeQuery};
-use gpuscale_replay::{derive, report};
+use gpuscale_replay::{derive, limits, report};
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -58,6 +58,9 @@ struct Run {
     end: Option<f64>,
     #[arg(long, default_value_t = 60.0)]
     step: f64,
+    /// Seconds the range query may take, connecting included.
+    #[arg(long, default_value_t = 60.0)]
+    prometheus_timeout: f64,
     /// Tokens per request for a Prometheus trace.
     #[arg(long, default_value_t = 1000)]
     input_tokens: u32,
@@ -85,7 +88,8 @@ struct SvcArgs {
     max_seqs: u32,
     #[arg(long, default_value_t = Service::default().cold_start)]
     cold_start: u32,
-    #[arg(long, default_value_t = Service::default().gpus_per_replica)]
+    #[arg(long, default_value_t = Service::default().gpus_per_replica,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     gpus_per_replica: u32,
     #[arg(long, default_value_t = Service::default().price_per_gpu_hour)]
     price: f64,
@@ -98,17 +102,18 @@ struct KnobArgs {
     /// HPA target in-flight requests per replica (default 0.75 × max-seqs).
     #[arg(long)]
     hpa_target: Option<f64>,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::value_parser!(i32).range(1..=i64::from(limits::MAX_REPLICAS)))]
     max_replicas: i32,
     #[arg(long, default_value_t = 0.0)]
     activation: f64,
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = seconds)]
     cooldown: u64,
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = seconds)]
     idle_for: u64,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = seconds)]
     min_up: u64,
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
     sync: u64,
 }
 
@@ -126,10 +131,26 @@ enum Error {
     },
     #[error(transparent)]
     Prometheus(trace::TraceError),
-    #[error("--sweep {0:?}: expected NAME=V1,V2,… with NAME idle-for, cooldown or activation")]
+    #[error(
+        "--sweep {0:?}: expected NAME=V1,V2,… with NAME idle-for, cooldown or activation and values from 0 to 31622400"
+    )]
     Sweep(String),
     #[error("invalid value: {0}")]
     Invalid(String),
+}
+
+/// A whole number of seconds, at most [`limits::MAX_SECONDS`].
+fn seconds(s: &str) -> Result<u64, String> {
+    let v: u64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of seconds"))?;
+    if v > limits::MAX_SECONDS {
+        return Err(format!(
+            "{v} is more than {} (366 days)",
+            limits::MAX_SECONDS
+        ));
+    }
+    Ok(v)
 }
 
 fn main() -> ExitCode {
@@ -173,12 +194,19 @@ fn arrivals(run: &Run) -> Result<Vec<Arrival>, Error> {
         return load(path);
     }
     let url = run.prometheus.as_deref().unwrap_or_default();
+    let t = run.prometheus_timeout;
+    if !(t.is_finite() && t > 0.0 && t <= 3600.0) {
+        return Err(Error::Invalid(format!(
+            "--prometheus-timeout {t}: must be more than 0 and at most 3600 seconds"
+        )));
+    }
     let q = RangeQuery {
         url,
         query: run.query.as_deref().unwrap_or_default(),
         start: run.start.unwrap_or_default(),
         end: run.end.unwrap_or_default(),
         step: run.step,
+        timeout: std::time::Duration::from_secs_f64(t),
     };
     trace::from_prometheus(&q, run.input_tokens, run.output_tokens).map_err(Error::Prometheus)
 }
@@ -189,6 +217,12 @@ fn service(a: &SvcArgs) -> Result<Service, Error> {
         return Err(Error::Invalid(
             "--prefill-tps, --decode-tps, --price, --ttft-slo and --max-seqs must be > 0".into(),
         ));
+    }
+    if a.ttft_slo > 3600.0 {
+        return Err(Error::Invalid(format!(
+            "--ttft-slo {}: at most 3600 seconds",
+            a.ttft_slo
+        )));
     }
     Ok(Service {
         prefill_tps: a.prefill_tps,
@@ -201,29 +235,50 @@ fn service(a: &SvcArgs) -> Result<Service, Error> {
     })
 }
 
-fn knobs(svc: &Service, a: &KnobArgs) -> Knobs {
-    Knobs {
-        hpa_target: a
-            .hpa_target
-            .unwrap_or_else(|| Knobs::defaults(svc).hpa_target),
+fn knobs(svc: &Service, a: &KnobArgs) -> Result<Knobs, Error> {
+    let hpa_target = a
+        .hpa_target
+        .unwrap_or_else(|| Knobs::defaults(svc).hpa_target);
+    if !(hpa_target.is_finite() && hpa_target > 0.0) {
+        return Err(Error::Invalid(format!(
+            "--hpa-target {hpa_target}: must be > 0"
+        )));
+    }
+    if !(a.activation.is_finite() && a.activation >= 0.0) {
+        return Err(Error::Invalid(format!(
+            "--activation {}: must be 0 or more",
+            a.activation
+        )));
+    }
+    Ok(Knobs {
+        hpa_target,
         max_replicas: a.max_replicas,
         activation: a.activation,
         cooldown: a.cooldown,
         idle_for: a.idle_for,
         min_up: a.min_up,
-        sync: a.sync.max(1),
-    }
+        sync: a.sync,
+    })
 }
 
 fn cmd_run(run: &Run) -> Result<(), Error> {
     let svc = service(&run.svc)?;
+    let k = knobs(&svc, &run.knobs)?;
     let arrivals = arrivals(run)?;
-    let k = knobs(&svc, &run.knobs);
+    limits::demand(&svc, &arrivals).map_err(Error::Invalid)?;
     let began = Instant::now();
     let outcomes = compare(&svc, &arrivals, &k);
     let took = began.elapsed();
     let span = arrivals.last().map_or(0.0, |l| l.t) - arrivals[0].t;
     print!("{}", report::table(&outcomes));
+    for o in outcomes.iter().filter(|o| o.unserved > 0) {
+        println!(
+            "saturated: {} of {} requests were not served under {} (counted as SLO violations)",
+            o.unserved,
+            arrivals.len(),
+            o.policy
+        );
+    }
     println!(
         "{} requests over {:.1} h replayed under {} policies in {:.1} ms",
         arrivals.len(),
@@ -260,7 +315,7 @@ fn sweep(
     );
     for v in values.split(',') {
         let x: f64 = v.trim().parse().map_err(|_| bad())?;
-        if !x.is_finite() || x < 0.0 {
+        if !x.is_finite() || x < 0.0 || x > limits::MAX_SECONDS as f64 {
             return Err(bad());
         }
         let mut k = k;
@@ -297,6 +352,7 @@ fn cmd_derive(keep: f64, stretch: f64, output: &PathBuf, inputs: &[PathBuf]) -> 
     }
     let traces = inputs.iter().map(load).collect::<Result<Vec<_>, _>>()?;
     let out = derive::derive(&traces, keep, stretch);
+    limits::trace(&out).map_err(|e| Error::Invalid(format!("the derived trace: {e}")))?;
     std::fs::write(output, trace::to_csv(&out)).map_err(|source| Error::Read {
         path: output.clone(),
         source,

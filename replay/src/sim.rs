@@ -39,6 +39,10 @@ pub struct Outcome {
     pub ttft_p95: f64,
     /// Requests that arrived with no Ready replica.
     pub cold_waiters: u32,
+    /// Requests not started by the end of the replay (the trace's last
+    /// second plus the SLO): the service was saturated. Their minutes
+    /// violate the SLO.
+    pub unserved: u64,
     pub scale_events: u32,
     /// Per minute: arrivals, most replicas asked for, SLO violated.
     pub minutes: Vec<Minute>,
@@ -49,6 +53,8 @@ pub struct Minute {
     pub arrivals: u32,
     pub replicas: i32,
     pub violated: bool,
+    /// Arrivals of this minute never started.
+    pub unserved: u32,
 }
 
 struct Queued {
@@ -120,7 +126,9 @@ impl Server<'_> {
     }
 }
 
-/// Replay `arrivals` (sorted, non-empty) through `policy`.
+/// Replay `arrivals` (sorted, non-empty, within `crate::limits`) through
+/// `policy`. After the last arrival the service keeps working on its queue
+/// for as long as the SLO allows; what is still queued then is unserved.
 pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> Outcome {
     let t0 = arrivals.first().map_or(0.0, |a| a.t.floor());
     let last = arrivals.last().map_or(t0, |a| a.t);
@@ -135,11 +143,13 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         cold_waiters: 0,
     };
     let start = t0 as i64;
+    let (trace_end, drain_end) = (start + steps, start + steps + svc.ttft_slo.ceil() as i64);
     srv.scale(start - i64::from(svc.cold_start), policy.initial());
     let mut minutes = vec![Minute::default(); (steps as usize).div_ceil(60)];
     let (mut next, mut gpu_seconds, mut events) = (0usize, 0u64, 0u32);
     let mut recent: VecDeque<f64> = VecDeque::new();
-    for now in start..start + steps {
+    let mut now = start;
+    while now < trace_end || (now < drain_end && !srv.queue.is_empty()) {
         while recent.front().is_some_and(|t| *t < (now - 60) as f64) {
             recent.pop_front();
         }
@@ -159,7 +169,11 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         let ready = srv.ready(now);
         srv.drain(now as f64, ready);
         let end = (now + 1) as f64;
-        let minute = &mut minutes[((now - start) / 60) as usize];
+        let m = ((now - start) / 60) as usize;
+        if minutes.len() <= m {
+            minutes.resize(m + 1, Minute::default());
+        }
+        let minute = &mut minutes[m];
         minute.replicas = minute.replicas.max(want);
         while let Some(a) = arrivals.get(next).filter(|a| a.t < end) {
             srv.release(a.t, ready);
@@ -174,13 +188,23 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         }
         srv.release(end, ready);
         gpu_seconds += srv.replicas.len() as u64 * u64::from(svc.gpus_per_replica);
+        now += 1;
     }
-    // Still waiting when the trace ends: their wait so far is a lower bound.
-    let end = (start + steps) as f64;
+    // Still waiting after the drain: not served. Their wait so far is
+    // recorded (a lower bound of their TTFT) and their minutes violate.
+    let end = now as f64;
+    let mut unserved = 0;
     while let Some(q) = srv.queue.pop_front() {
         srv.record(&q, end - q.a.t);
+        unserved += 1;
+        let m = ((q.a.t - t0) / 60.0) as usize;
+        if let Some(minute) = minutes.get_mut(m) {
+            minute.unserved += 1;
+        }
     }
-    summarize(svc, policy.name(), srv, minutes, gpu_seconds, events)
+    let mut o = summarize(svc, policy.name(), srv, minutes, gpu_seconds, events);
+    o.unserved = unserved;
+    o
 }
 
 fn summarize(
@@ -195,8 +219,9 @@ fn summarize(
     let mut violations = 0;
     for (m, ttft) in srv.ttft.into_iter().enumerate() {
         let mut ttft = ttft;
-        let bad = percentile(&mut ttft, 0.95) > svc.ttft_slo;
+        let mut bad = percentile(&mut ttft, 0.95) > svc.ttft_slo;
         if let Some(minute) = minutes.get_mut(m) {
+            bad |= minute.unserved > 0;
             minute.violated = bad;
         }
         violations += u32::from(bad);
@@ -211,6 +236,7 @@ fn summarize(
         ttft_p50: percentile(&mut all, 0.5),
         ttft_p95: percentile(&mut all, 0.95),
         cold_waiters: srv.cold_waiters,
+        unserved: 0,
         scale_events,
         minutes,
     }

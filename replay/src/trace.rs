@@ -2,8 +2,11 @@
 //! Prometheus range query of a request rate.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use thiserror::Error;
+
+use crate::limits;
 
 /// One request: arrival (seconds since the Unix epoch) and its tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,6 +32,8 @@ pub enum TraceError {
     },
     #[error("Prometheus {url}: {problem}")]
     Prometheus { url: String, problem: String },
+    #[error("{0}")]
+    Limit(String),
 }
 
 /// Parse `TIMESTAMP,ContextTokens,GeneratedTokens` rows (the Azure LLM
@@ -47,7 +52,10 @@ pub fn parse_csv(text: &str) -> Result<Vec<Arrival>, TraceError> {
         let [ts, input, output] = cols[..] else {
             return Err(bad(format!("expected 3 columns, found {}", cols.len())));
         };
-        let t = parse_time(ts).ok_or_else(|| bad(format!("bad TIMESTAMP {ts:?}")))?;
+        if out.len() == limits::MAX_REQUESTS {
+            return Err(bad(limits::too_many(out.len() as f64 + 1.0) + " (or more)"));
+        }
+        let t = parse_time(ts).map_err(|p| bad(format!("TIMESTAMP {ts:?}: {p}")))?;
         let input = tokens(input).map_err(|p| bad(format!("ContextTokens {p}")))?;
         let output = tokens(output).map_err(|p| bad(format!("GeneratedTokens {p}")))?;
         if let Some(prev) = out.last().filter(|p| p.t > t) {
@@ -62,6 +70,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<Arrival>, TraceError> {
     if out.is_empty() {
         return Err(TraceError::Empty);
     }
+    limits::trace(&out).map_err(TraceError::Limit)?;
     Ok(out)
 }
 
@@ -74,20 +83,30 @@ fn tokens(s: &str) -> Result<u32, String> {
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.frac]` (UTC) or Unix seconds.
-fn parse_time(s: &str) -> Option<f64> {
+fn parse_time(s: &str) -> Result<f64, String> {
     if let Ok(v) = s.parse::<f64>() {
-        return (v.is_finite() && v >= 0.0).then_some(v);
+        return limits::time(v);
     }
-    let (date, time) = s.split_once([' ', 'T'])?;
+    let bad = || "expected YYYY-MM-DD HH:MM:SS[.frac] or Unix seconds".to_string();
+    let (date, time) = s.split_once([' ', 'T']).ok_or_else(bad)?;
     let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (Some(Some(y)), Some(Some(m)), Some(Some(day))) = (d.next(), d.next(), d.next()) else {
+        return Err(bad());
+    };
     let mut hms = time.trim_end_matches('Z').split(':');
-    let h: i64 = hms.next()?.parse().ok()?;
-    let mi: i64 = hms.next()?.parse().ok()?;
-    let sec: f64 = hms.next()?.parse().ok()?;
-    let valid = (1..=12).contains(&m) && (1..=31).contains(&day) && h < 24 && mi < 60;
-    (valid && (0.0..61.0).contains(&sec))
-        .then(|| (days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60) as f64 + sec)
+    let mut field = || hms.next().ok_or_else(bad);
+    let h: i64 = field()?.parse().map_err(|_| bad())?;
+    let mi: i64 = field()?.parse().map_err(|_| bad())?;
+    let sec: f64 = field()?.parse().map_err(|_| bad())?;
+    // Checked before the arithmetic, which would overflow for huge years.
+    if !(1970..=9999).contains(&y) {
+        return Err(format!("year {y} is outside 1970 to 9999"));
+    }
+    let valid = (1..=12).contains(&m) && (1..=31).contains(&day) && (0..24).contains(&h);
+    if !(valid && (0..60).contains(&mi) && (0.0..61.0).contains(&sec)) {
+        return Err(bad());
+    }
+    Ok((days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60) as f64 + sec)
 }
 
 /// Days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -113,7 +132,20 @@ pub fn to_csv(arrivals: &[Arrival]) -> String {
 /// Arrivals from a rate series (requests/s at each `step`-second point):
 /// point `t` covers `[t, t + step)`; its requests are spread evenly over it,
 /// carrying fractions to the next point so no request is lost to rounding.
-pub fn from_rates(points: &[(f64, f64)], step: f64, input: u32, output: u32) -> Vec<Arrival> {
+/// More than [`limits::MAX_REQUESTS`] in all is an error, before any is made.
+pub fn from_rates(
+    points: &[(f64, f64)],
+    step: f64,
+    input: u32,
+    output: u32,
+) -> Result<Vec<Arrival>, TraceError> {
+    let total: f64 = points.iter().map(|(_, rate)| rate * step).sum();
+    if !total.is_finite() || total > limits::MAX_REQUESTS as f64 {
+        return Err(TraceError::Limit(format!(
+            "{} (rate × --step summed over the points)",
+            limits::too_many(total)
+        )));
+    }
     let mut out = Vec::new();
     let mut carry = 0.0;
     for &(t, rate) in points {
@@ -126,7 +158,7 @@ pub fn from_rates(points: &[(f64, f64)], step: f64, input: u32, output: u32) -> 
             out.push(Arrival { t, input, output });
         }
     }
-    out
+    Ok(out)
 }
 
 /// A range query: `GET /api/v1/query_range`, one series expected.
@@ -136,6 +168,38 @@ pub struct RangeQuery<'a> {
     pub start: f64,
     pub end: f64,
     pub step: f64,
+    /// For the whole query, connecting included.
+    pub timeout: Duration,
+}
+
+impl RangeQuery<'_> {
+    /// Start, end and step within the limits, before Prometheus is asked.
+    pub fn check(&self) -> Result<(), String> {
+        limits::time(self.start).map_err(|e| format!("--start: {e}"))?;
+        limits::time(self.end).map_err(|e| format!("--end: {e}"))?;
+        if self.end < self.start {
+            return Err(format!(
+                "--end {} is before --start {}",
+                self.end, self.start
+            ));
+        }
+        limits::span(self.start, self.end)?;
+        if !(self.step.is_finite() && self.step >= 0.001) {
+            return Err(format!(
+                "--step {}: must be at least 0.001 seconds",
+                self.step
+            ));
+        }
+        let points = (self.end - self.start) / self.step + 1.0;
+        if points > limits::MAX_POINTS {
+            return Err(format!(
+                "--step {} gives {points:.0} points over the range, more than Prometheus's limit of {}: raise --step",
+                self.step,
+                limits::MAX_POINTS
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Run a range query whose value is requests per second and turn it into
@@ -150,14 +214,25 @@ pub fn from_prometheus(
         url: q.url.to_string(),
         problem,
     };
+    q.check().map_err(TraceError::Limit)?;
     let url = format!("{}/api/v1/query_range", q.url.trim_end_matches('/'));
-    let body = ureq::get(&url)
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(q.timeout))
+        .build()
+        .into();
+    let body = agent
+        .get(&url)
         .query("query", q.query)
         .query("start", format!("{}", q.start))
         .query("end", format!("{}", q.end))
         .query("step", format!("{}", q.step))
         .call()
-        .map_err(|e| err(format!("range query failed: {e}")))?
+        .map_err(|e| {
+            err(format!(
+                "range query failed (--prometheus-timeout {:?}): {e}",
+                q.timeout
+            ))
+        })?
         .body_mut()
         .read_to_string()
         .map_err(|e| err(format!("reading the response: {e}")))?;
@@ -170,7 +245,7 @@ pub fn from_prometheus(
             "range query has steps without samples: replayed as no traffic"
         );
     }
-    let arrivals = from_rates(&points, q.step, input, output);
+    let arrivals = from_rates(&points, q.step, input, output)?;
     if arrivals.is_empty() {
         return Err(TraceError::Empty);
     }
@@ -197,13 +272,21 @@ fn parse_matrix(body: &str) -> Result<Vec<(f64, f64)>, String> {
         }
     };
     let values = series["values"].as_array().ok_or("series has no values")?;
-    values.iter().map(sample).collect()
+    let points = values.iter().map(sample).collect::<Result<Vec<_>, _>>()?;
+    if let Some(w) = points.windows(2).find(|w| w[1].0 <= w[0].0) {
+        return Err(format!(
+            "sample times are not increasing: {} after {}",
+            w[1].0, w[0].0
+        ));
+    }
+    Ok(points)
 }
 
 fn sample(p: &serde_json::Value) -> Result<(f64, f64), String> {
     let t = p[0]
         .as_f64()
         .ok_or_else(|| format!("bad sample time {p}"))?;
+    let t = limits::time(t).map_err(|e| format!("sample {p}: {e}"))?;
     let v: f64 = p[1]
         .as_str()
         .and_then(|s| s.parse().ok())
@@ -229,7 +312,8 @@ mod tests {
 
     #[test]
     fn rates_keep_fractions() {
-        let a = from_rates(&[(0.0, 0.5), (1.0, 0.5), (2.0, 0.5), (3.0, 0.5)], 1.0, 1, 1);
+        let a = from_rates(&[(0.0, 0.5), (1.0, 0.5), (2.0, 0.5), (3.0, 0.5)], 1.0, 1, 1)
+            .expect("within limits");
         let t: Vec<f64> = a.iter().map(|a| a.t).collect();
         assert_eq!(t, vec![1.0, 3.0]);
     }

@@ -49,6 +49,7 @@ fn range_query_equals_csv() {
         start,
         end,
         step: 1.0,
+        timeout: std::time::Duration::from_secs(30),
     };
     let from_prom = trace::from_prometheus(&q, 1000, 200).expect("range query");
 

@@ -116,7 +116,10 @@ fn bad_traces_get_clear_errors() {
         err(&format!("{h}2023-11-16 18:15:50,-4,1\n")),
         "line 2: ContextTokens is negative: -4"
     );
-    assert_eq!(err(&format!("{h}-5,1,1\n")), "line 2: bad TIMESTAMP \"-5\"");
+    assert_eq!(
+        err(&format!("{h}-5,1,1\n")),
+        "line 2: TIMESTAMP \"-5\": timestamp -5 is outside 0 (1970-01-01) to 253402300799 (9999-12-31)"
+    );
     assert_eq!(
         err(&format!("{h}12,1\n")),
         "line 2: expected 3 columns, found 2"
