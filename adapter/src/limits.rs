@@ -12,6 +12,9 @@ pub const MAX_SET_VALUES: usize = 100;
 pub const MAX_REQUIREMENTS: usize = 32;
 /// Bytes of the PromQL a (metric, namespace, selector) renders to.
 pub const MAX_QUERY_BYTES: usize = 32 * 1024;
+/// (namespace, pod selector) pairs of `pods/*` custom metrics whose pods
+/// are listed and kept at most.
+pub const MAX_POD_SELECTORS: usize = 1000;
 /// Characters of client input quoted in an error message.
 pub const EXCERPT_CHARS: usize = 100;
 

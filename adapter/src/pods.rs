@@ -11,6 +11,7 @@ use tokio::sync::OnceCell;
 
 use crate::auth::KubeAuthApi;
 use crate::auth::kube::KubeError;
+use crate::limits::{MAX_POD_SELECTORS, excerpt};
 use crate::provider::ProviderError;
 
 type Names = Arc<Vec<String>>;
@@ -47,16 +48,24 @@ impl PodCache {
     /// text, already validated).
     pub async fn names(&self, namespace: &str, selector: &str) -> Result<Names, ProviderError> {
         let key = (namespace.to_string(), selector.to_string());
-        let entry = lock(&self.entries)
-            .entry(key.clone())
-            .or_insert_with(|| {
-                Arc::new(Entry {
-                    first: OnceCell::new(),
-                    state: Mutex::new(None),
-                    last_requested: Mutex::new(Instant::now()),
+        let entry = {
+            let mut map = lock(&self.entries);
+            if !map.contains_key(&key) && map.len() >= MAX_POD_SELECTORS {
+                return Err(ProviderError::Unavailable(format!(
+                    "the adapter lists pods for {MAX_POD_SELECTORS} (namespace, selector) pairs at most; \
+                     a new one is refused until idle ones expire (--idle-expiry)"
+                )));
+            }
+            map.entry(key.clone())
+                .or_insert_with(|| {
+                    Arc::new(Entry {
+                        first: OnceCell::new(),
+                        state: Mutex::new(None),
+                        last_requested: Mutex::new(Instant::now()),
+                    })
                 })
-            })
-            .clone();
+                .clone()
+        };
         *lock(&entry.last_requested) = Instant::now();
         entry.first.get_or_init(|| self.refresh(&key, &entry)).await;
         lock(&entry.state)
@@ -116,10 +125,11 @@ fn is_bad_request(e: &KubeError) -> bool {
 
 fn classify(ns: &str, selector: &str, e: &KubeError) -> ProviderError {
     if is_bad_request(e) {
-        ProviderError::BadRequest(format!("pod selector {selector:?}: {e}"))
+        ProviderError::BadRequest(format!("pod selector {}: {e}", excerpt(selector)))
     } else {
         ProviderError::Unavailable(format!(
-            "listing pods in {ns:?} with selector {selector:?}: {e}"
+            "listing pods in {ns:?} with selector {}: {e}",
+            excerpt(selector)
         ))
     }
 }
