@@ -296,12 +296,9 @@ def rightsizing():
     d.row("Bottleneck")
     d.stat("GPUs idle", "GPU equivalents whose utilization averaged under 5 % over the last hour.",
            f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="idle"}}) or vector(0)', decimals=1, thresholds=ORANGE_AT(0.5), w=6)
-    d.stat("GPUs bandwidth-bound", "GPU equivalents with DRAM active ≥ 50 % and tensor active < 50 % (LLM decode): keep their bandwidth.",
-           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="memory_bandwidth"}}) or vector(0)', decimals=1, w=6)
-    d.stat("GPUs host/input-bound", "GPU equivalents busy by utilization (≥ 50 %) with SM active < 50 %: the host or input pipeline is the limit.",
-           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="host_input"}}) or vector(0)', decimals=1, thresholds=ORANGE_AT(0.5), w=6)
-    d.stat("GPUs without GPM", "GPU equivalents on GPUs without GPM (pre-Hopper): their limit is not guessed.",
-           f'sum(namespace_workload:gpu_bottleneck:sum{{{WLS}, bottleneck="unknown_no_gpm"}}) or vector(0)', decimals=1, w=6)
+    d.panel("stat", "GPUs by bottleneck now", "GPU equivalents in each bottleneck class present now: memory_bandwidth (DRAM active ≥ 50 %, tensor < 50 %: keep the bandwidth), "
+            "compute, host_input (utilization ≥ 50 %, SM active < 50 %), memory_capacity, balanced, unknown_no_gpm (pre-Hopper: not guessed).", [
+        {"expr": f'sum by (bottleneck) (namespace_workload:gpu_bottleneck:sum{{{WLS}}})', "legend": "{{bottleneck}}"}], w=18, h=4, decimals=1)
     d.ts("GPUs by bottleneck", "GPU equivalents per bottleneck class over the last hour (first match: idle, memory_capacity, memory_bandwidth, compute, host_input, balanced, unknown_no_gpm).", [
         {"expr": f'sum by (bottleneck) (namespace_workload:gpu_bottleneck:sum{{{WLS}}})', "legend": "{{bottleneck}}"}],
         unit="none", custom={"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 40})
@@ -341,7 +338,7 @@ def node_gpu():
              v, tags=["node"])
     L = "{{node}} gpu {{gpu}}"
     d.row("Inventory and health")
-    d.table("GPUs", "gpu_info: model, driver, CUDA, PCI bus, serial, VBIOS, architecture, MIG mode.", [
+    d.table("GPUs", "gpu_info: model, driver, CUDA, PCI bus, serial, VBIOS, architecture, MIG mode, temperature thresholds, maximum clocks.", [
         {"expr": f'gpu_info{{{DEV}}}'}], w=16)
     d.table("GPU state", "gpuscale_exporter_gpu_state: ok, lost (fallen off the bus) or error.", [
         {"expr": f'gpuscale_exporter_gpu_state{{{DEV}}} == 1'}], w=8)
@@ -387,7 +384,7 @@ def node_gpu():
         {"expr": f'gpu_memory_temperature_celsius{{{DEV}}}', "legend": L + " memory"},
         {"expr": f'gpu_temperature_threshold_celsius{{{DEV}, threshold="slowdown"}}', "legend": L + " slowdown"}],
         unit="celsius", w=8)
-    d.table("Temperature thresholds", "Shutdown, slowdown, max operating GPU and memory temperatures.", [
+    d.table("Temperature thresholds", "Slowdown and memory max operating temperatures, which the alerts compare with (all four thresholds are gpu_info labels).", [
         {"expr": f'gpu_temperature_threshold_celsius{{{DEV}}}'}], w=8)
     d.ts("Fan speed", "Fan speed as a fraction of the maximum (absent on passively cooled boards).", [
         {"expr": f'gpu_fan_speed_ratio{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)

@@ -18,8 +18,9 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let end = end - end % 300;
-    let text = synth::openmetrics(&synth::fleet(n), end, 7 * 86_400, 300);
-    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = synth::write_openmetrics(&synth::fleet(n), end, 7 * 86_400, 300, &mut out);
+    if let Err(e) = written.and_then(|()| out.flush()) {
         eprintln!("synth: {e}");
         return ExitCode::FAILURE;
     }

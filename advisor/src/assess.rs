@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::bottleneck::{self, Activity, Bottleneck};
 use crate::history::{DeviceId, Facts, History, Key};
-use crate::recommend::Recommendation;
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
 
@@ -21,6 +20,19 @@ pub enum Confidence {
     Medium,
     /// A week or more.
     High,
+}
+
+/// One thing to change and what it saves.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// `mig`, `gpu_type`, `colocate` or `scale_to_zero`.
+    pub kind: &'static str,
+    pub action: String,
+    pub why: String,
+    pub saving_usd_per_month: f64,
+    /// A command that checks it first, where there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
 }
 
 /// What the report says of one workload.

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::assess::{Assessment, Confidence};
+use crate::assess::{Assessment, Confidence, Recommendation};
 use crate::bottleneck::Bottleneck;
-use crate::recommend::{Recommendation, smallest_profile};
+use crate::recommend::smallest_profile;
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
 

@@ -4,6 +4,7 @@
 
 pub mod assess;
 pub mod bottleneck;
+pub mod cli;
 pub mod colocate;
 pub mod history;
 pub mod prom;

@@ -1,49 +1,12 @@
 //! `gpuscale-advisor`: right-sizing advice from a Prometheus range.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use gpuscale_advisor::cli::{Cli, Format};
 use gpuscale_advisor::tables::Tables;
 use gpuscale_advisor::{Options, report, run};
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Table,
-    Json,
-}
-
-/// Per workload: what limits it, what it costs per million tokens, and
-/// which GPU, MIG slice or neighbour it should have.
-#[derive(Parser)]
-#[command(version, about)]
-struct Cli {
-    /// Prometheus (or Thanos, Mimir) base URL.
-    #[arg(long, env = "GPUSCALE_PROMETHEUS_URL")]
-    prometheus: String,
-    /// History to read, back from --end (PromQL duration).
-    #[arg(long, default_value = "7d")]
-    range: String,
-    /// Sample step of the history (PromQL duration).
-    #[arg(long, default_value = "5m")]
-    step: String,
-    /// End of the range, Unix seconds (default: now).
-    #[arg(long)]
-    end: Option<f64>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    output: Format,
-    /// Spec-and-price table replacing the built-in one (same format).
-    #[arg(long)]
-    gpu_table: Option<PathBuf>,
-    /// MIG profile table replacing the built-in one (same format).
-    #[arg(long)]
-    mig_table: Option<PathBuf>,
-    /// Timeout of one Prometheus query, seconds.
-    #[arg(long, default_value_t = 120)]
-    query_timeout: u64,
-}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()

@@ -1,25 +1,10 @@
 //! Per-workload recommendations: a MIG slice of the same GPU, a cheaper
 //! GPU type, scale to zero. Each only where it fits, with its saving.
 
-use serde::Serialize;
-
-use crate::assess::{Assessment, Confidence};
+use crate::assess::{Assessment, Confidence, Recommendation};
 use crate::bottleneck::Bottleneck;
 use crate::tables::{GpuType, MigProfile, Tables};
 use crate::thresholds as t;
-
-/// One thing to change and what it saves.
-#[derive(Debug, Clone, Serialize)]
-pub struct Recommendation {
-    /// `mig`, `gpu_type`, `colocate` or `scale_to_zero`.
-    pub kind: &'static str,
-    pub action: String,
-    pub why: String,
-    pub saving_usd_per_month: f64,
-    /// A command that checks it first, where there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub check: Option<String>,
-}
 
 /// The activity a smaller share must carry: SM activity, or utilization
 /// where GPM is missing.

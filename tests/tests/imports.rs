@@ -33,6 +33,11 @@ fn exporter_modules_import_one_way() {
 }
 
 #[test]
+fn advisor_modules_import_one_way() {
+    assert_no_cycles("advisor");
+}
+
+#[test]
 fn a_two_way_import_is_found() {
     let files = BTreeMap::from([
         (vec!["a".into()], "use crate::b::Thing;\n".to_string()),

@@ -303,22 +303,50 @@ fn add_pod(fams: &mut Vec<Family>, w: &Workload, dev: &[(&str, &str); 3], ts: &[
     }
 }
 
-/// The OpenMetrics text of the workloads' history.
-pub fn openmetrics(ws: &[Workload], end: i64, range_s: i64, step_s: i64) -> String {
+/// Writes the OpenMetrics text of the workloads' history, one family at a
+/// time (OpenMetrics wants each family's samples together), building one
+/// workload's series at a time so a large fleet streams.
+pub fn write_openmetrics(
+    ws: &[Workload],
+    end: i64,
+    range_s: i64,
+    step_s: i64,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     let all = times(end, range_s, step_s);
-    let mut fams = Vec::new();
+    let mut names: Vec<&'static str> = Vec::new();
     for (i, w) in ws.iter().enumerate() {
-        add_workload(&mut fams, i, w, &all, step_s);
-    }
-    let mut s = String::new();
-    for f in &fams {
-        let _ = writeln!(s, "# TYPE {} gauge", f.name);
-        for (l, pts) in &f.series {
-            for (t, v) in pts {
-                let _ = writeln!(s, "{}{l} {v} {t}", f.name);
+        let mut fams = Vec::new();
+        add_workload(&mut fams, i, w, &all[all.len() - 1..], step_s);
+        for f in fams {
+            if !names.contains(&f.name) {
+                names.push(f.name);
             }
         }
     }
-    s.push_str("# EOF\n");
-    s
+    for name in names {
+        writeln!(out, "# TYPE {name} gauge")?;
+        for (i, w) in ws.iter().enumerate() {
+            let mut fams = Vec::new();
+            add_workload(&mut fams, i, w, &all, step_s);
+            let mut text = String::new();
+            for f in fams.iter().filter(|f| f.name == name) {
+                for (l, pts) in &f.series {
+                    for (t, v) in pts {
+                        let _ = writeln!(text, "{name}{l} {v} {t}");
+                    }
+                }
+            }
+            out.write_all(text.as_bytes())?;
+        }
+    }
+    out.write_all(b"# EOF\n")
+}
+
+/// The OpenMetrics text of the workloads' history.
+#[allow(dead_code)]
+pub fn openmetrics(ws: &[Workload], end: i64, range_s: i64, step_s: i64) -> String {
+    let mut v = Vec::new();
+    let _ = write_openmetrics(ws, end, range_s, step_s, &mut v);
+    String::from_utf8_lossy(&v).into_owned()
 }
