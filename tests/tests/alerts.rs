@@ -508,6 +508,16 @@ fn every_metric_name_used_is_known() {
     );
 }
 
+/// The XID rules, their promtool test and the runbook's table are what
+/// `alerts/xid/generate.py` writes from `alerts/xid/xids.csv`.
+#[test]
+fn xid_rules_are_generated_from_the_table() {
+    require("python3");
+    run(Command::new("python3")
+        .args(["alerts/xid/generate.py", "--check"])
+        .current_dir(repo_root()));
+}
+
 #[test]
 fn deploy_manifests_are_generated_from_the_rule_files() {
     let dir = repo_root().join("deploy/prometheus");

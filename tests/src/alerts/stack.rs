@@ -297,6 +297,8 @@ pub const KUBE_STATE_METRICS: &[&str] = &[
     "kube_horizontalpodautoscaler_status_current_replicas",
     "kube_horizontalpodautoscaler_status_desired_replicas",
     "kube_horizontalpodautoscaler_spec_max_replicas",
+    "kube_node_status_capacity",
+    "kube_node_status_allocatable",
 ];
 
 /// The controller's refusals, parked gauge, wake latency, policies by

@@ -290,12 +290,9 @@ fn notifications_carry_node_severity_and_runbook(received: &[Notified]) {
         if is_hardware(e.alert) {
             hardware_alert_names_no_target_or_pod(e, a);
         } else {
-            assert_eq!(
-                a.label("job"),
-                "gpuscale-exporter",
-                "{}: job label",
-                e.alert
-            );
+            // Workload alerts are one per allocation, not per scrape job.
+            assert_eq!(a.label("job"), "", "{}: job label", e.alert);
+            assert_eq!(a.label("instance"), "", "{}: instance label", e.alert);
         }
         assert_ne!(
             a.label("namespace"),
