@@ -39,56 +39,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
         Err(resp) => return resp,
     };
     let name = route.spec.name.clone();
-    let holdable = declared_len(&req).is_none_or(|n| n <= app.bounds.max_held_body as u64);
-    let (addr, was_held) = match route.admit(app.bounds.queue_length, holdable) {
-        Admit::Ready(addr) => (addr, false),
-        Admit::QueueFull => {
-            app.metrics
-                .refused
-                .with_label_values(&[&name, "queue_full"])
-                .inc();
-            return proxy::unavailable(
-                &format!(
-                    "route {name}: {} requests already wait for the model to start; try again later",
-                    app.bounds.queue_length
-                ),
-                app.bounds.retry_after,
-            );
-        }
-        Admit::TooLarge => {
-            app.metrics
-                .refused
-                .with_label_values(&[&name, "body_too_large"])
-                .inc();
-            return proxy::text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "route {name}: the model is not ready and a request body over {} bytes is not held",
-                    app.bounds.max_held_body
-                ),
-            );
-        }
-        Admit::Held(mut held) => {
-            match tokio::time::timeout(app.bounds.max_wait, held.released()).await {
-                Ok(Some(addr)) => (addr, true),
-                Ok(None) => {
-                    return proxy::unavailable(
-                        &format!("route {name}: the request was not released"),
-                        app.bounds.retry_after,
-                    );
-                }
-                Err(_) => {
-                    held.expire();
-                    return proxy::unavailable(
-                        &format!(
-                            "route {name}: the model did not become ready within {:?}",
-                            app.bounds.max_wait
-                        ),
-                        app.bounds.retry_after,
-                    );
-                }
-            }
-        }
+    let (addr, req, was_held) = match admit(&app, &route, req).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
     };
     match app.upstream.forward(addr, req, peer).await {
         Ok(resp) => {
@@ -108,6 +61,63 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
                 StatusCode::BAD_GATEWAY,
                 &format!("route {name}: the model at {addr} did not answer: {e}"),
             )
+        }
+    }
+}
+
+/// Where to send `req` now, after holding it if its route is not Ready
+/// (and whether it was held), or the refusal.
+async fn admit(
+    app: &App,
+    route: &Arc<Route>,
+    req: Request<Body>,
+) -> Result<(SocketAddr, Request<Body>, bool), Response<Body>> {
+    let name = &route.spec.name;
+    let refused = |reason: &str| app.metrics.refused.with_label_values(&[name, reason]).inc();
+    let holdable = declared_len(&req).is_none_or(|n| n <= app.bounds.max_held_body as u64);
+    let mut held = match route.admit(app.bounds.queue_length, holdable) {
+        Admit::Ready(addr) => return Ok((addr, req, false)),
+        Admit::QueueFull => {
+            refused("queue_full");
+            return Err(proxy::unavailable(
+                &format!(
+                    "route {name}: {} requests already wait for the model to start; try again later",
+                    app.bounds.queue_length
+                ),
+                app.bounds.retry_after,
+            ));
+        }
+        Admit::TooLarge => {
+            refused("body_too_large");
+            return Err(proxy::text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "route {name}: the model is not ready and a request body over {} bytes is not held",
+                    app.bounds.max_held_body
+                ),
+            ));
+        }
+        Admit::Held(held) => held,
+    };
+    match tokio::time::timeout(app.bounds.max_wait, held.released()).await {
+        Ok(Some(release)) => {
+            let (parts, body) = req.into_parts();
+            let body = proxy::on_first_poll(body, release.sent);
+            Ok((release.addr, Request::from_parts(parts, body), true))
+        }
+        Ok(None) => Err(proxy::unavailable(
+            &format!("route {name}: the request was not released"),
+            app.bounds.retry_after,
+        )),
+        Err(_) => {
+            held.expire();
+            Err(proxy::unavailable(
+                &format!(
+                    "route {name}: the model did not become ready within {:?}",
+                    app.bounds.max_wait
+                ),
+                app.bounds.retry_after,
+            ))
         }
     }
 }

@@ -123,6 +123,53 @@ fn prepare(req: &mut Request<Body>, addr: SocketAddr, peer: SocketAddr) -> Resul
     Ok(())
 }
 
+/// `body`, which says so on `signal` when the upstream connection first
+/// asks for it (the request's head is written) or drops it (no body to
+/// send, or the request failed): held requests are released in order.
+pub fn on_first_poll(body: Body, signal: tokio::sync::oneshot::Sender<()>) -> Body {
+    Signalled {
+        inner: body,
+        signal: Some(signal),
+    }
+    .boxed()
+}
+
+struct Signalled {
+    inner: Body,
+    signal: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl hyper::body::Body for Signalled {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        if let Some(s) = self.signal.take() {
+            let _ = s.send(());
+        }
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Signalled {
+    fn drop(&mut self) {
+        if let Some(s) = self.signal.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
 /// A plain-text answer of the activator's own.
 pub fn text(code: StatusCode, msg: &str) -> Response<Body> {
     let mut r = Response::new(

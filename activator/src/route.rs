@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot};
 
@@ -25,12 +25,26 @@ pub struct Route {
 #[derive(Default)]
 struct State {
     ready: Vec<SocketAddr>,
-    waiters: VecDeque<(u64, oneshot::Sender<SocketAddr>)>,
+    waiters: VecDeque<(u64, oneshot::Sender<Release>)>,
+    /// Held requests are being released one by one: newcomers queue behind
+    /// them instead of overtaking.
+    releasing: bool,
     next_id: u64,
     /// The first request held since the target was last Ready: starts the
     /// observed cold start and the wake signal's clock.
     cold_since: Option<Instant>,
     signal_since: Option<Instant>,
+}
+
+/// How long a release waits for one request to reach its upstream
+/// connection before releasing the next anyway.
+const HANDOFF: Duration = Duration::from_secs(1);
+
+/// A held request's release: where to send it, and the signal it gives
+/// once the request is on its upstream connection.
+pub struct Release {
+    pub addr: SocketAddr,
+    pub sent: oneshot::Sender<()>,
 }
 
 /// What a request gets on arrival.
@@ -47,7 +61,7 @@ pub enum Admit {
 pub struct Held {
     route: Arc<Route>,
     id: u64,
-    rx: Option<oneshot::Receiver<SocketAddr>>,
+    rx: Option<oneshot::Receiver<Release>>,
     since: Instant,
     done: bool,
 }
@@ -77,7 +91,9 @@ impl Route {
     /// and only a request that may be held).
     pub fn admit(self: &Arc<Self>, max: usize, holdable: bool) -> Admit {
         let mut st = self.lock();
-        if let Some(addr) = self.pick(&st.ready) {
+        if !st.releasing
+            && let Some(addr) = self.pick(&st.ready)
+        {
             return Admit::Ready(addr);
         }
         if !holdable {
@@ -91,8 +107,10 @@ impl Route {
         st.next_id += 1;
         st.waiters.push_back((id, tx));
         let now = Instant::now();
-        st.cold_since.get_or_insert(now);
-        st.signal_since.get_or_insert(now);
+        if st.ready.is_empty() {
+            st.cold_since.get_or_insert(now);
+            st.signal_since.get_or_insert(now);
+        }
         self.metrics
             .pending
             .with_label_values(&[&self.spec.name])
@@ -108,27 +126,46 @@ impl Route {
         })
     }
 
-    /// New Ready endpoints: held requests are released in arrival order.
-    pub fn set_ready(&self, ready: Vec<SocketAddr>) {
+    /// New Ready endpoints: held requests are released in arrival order,
+    /// each once the one before is on its upstream connection.
+    pub fn set_ready(self: &Arc<Self>, ready: Vec<SocketAddr>) {
         let mut st = self.lock();
         self.metrics
             .ready_endpoints
             .with_label_values(&[&self.spec.name])
             .set(ready.len() as i64);
         st.ready = ready;
-        if st.ready.is_empty() {
+        if st.ready.is_empty() || st.waiters.is_empty() || st.releasing {
             return;
         }
-        while let Some((_, tx)) = st.waiters.pop_front() {
-            if let Some(addr) = self.pick(&st.ready) {
-                // A receiver gone has already left through its drop.
-                let _ = tx.send(addr);
+        st.releasing = true;
+        tokio::spawn(self.clone().release());
+    }
+
+    async fn release(self: Arc<Self>) {
+        loop {
+            let next = {
+                let mut st = self.lock();
+                let next = match self.pick(&st.ready) {
+                    Some(addr) => st.waiters.pop_front().map(|(_, tx)| (addr, tx)),
+                    None => None,
+                };
+                if next.is_none() {
+                    st.releasing = false;
+                }
+                self.metrics
+                    .pending
+                    .with_label_values(&[&self.spec.name])
+                    .set(st.waiters.len() as i64);
+                next
+            };
+            let Some((addr, tx)) = next else { return };
+            let (sent, on_wire) = oneshot::channel();
+            // A receiver gone has already left through its drop.
+            if tx.send(Release { addr, sent }).is_ok() {
+                let _ = tokio::time::timeout(HANDOFF, on_wire).await;
             }
         }
-        self.metrics
-            .pending
-            .with_label_values(&[&self.spec.name])
-            .set(0);
     }
 
     /// Requests are held and no endpoint is Ready: a wake is wanted.
@@ -170,15 +207,15 @@ impl Route {
 
 impl Held {
     /// Waits for the release; `None` if the route dropped the sender.
-    pub async fn released(&mut self) -> Option<SocketAddr> {
-        let addr = self.rx.take()?.await.ok()?;
+    pub async fn released(&mut self) -> Option<Release> {
+        let release = self.rx.take()?.await.ok()?;
         self.done = true;
         self.route
             .metrics
             .held
             .with_label_values(&[&self.route.spec.name])
             .observe(self.since.elapsed().as_secs_f64());
-        Some(addr)
+        Some(release)
     }
 
     /// The wait limit passed: leave the queue and count a refusal.

@@ -48,6 +48,13 @@ pub fn adapter() -> PathBuf {
     target_dir().join("gpuscale-adapter")
 }
 
+/// The freshly built `gpuscale-activator` binary.
+pub fn activator() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| cargo_build(&["-p", "gpuscale-activator", "--bin", "gpuscale-activator"]));
+    target_dir().join("gpuscale-activator")
+}
+
 pub fn exporter() -> PathBuf {
     ensure_built();
     target_dir().join("gpuscale-exporter")

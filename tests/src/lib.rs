@@ -1,5 +1,6 @@
 //! Shared helpers of the end-to-end tests.
 
+pub mod activator;
 pub mod adapter;
 pub mod alerts;
 pub mod bins;
