@@ -119,10 +119,10 @@ fn price(h: &History, tables: &Tables, id: &DeviceId) -> Option<f64> {
 
 fn cost(h: &History, tables: &Tables, f: &Facts) -> (Option<f64>, Option<f64>) {
     let mut now = Some(0.0);
-    for (id, sharing) in &f.devices_now {
+    for (id, own) in &f.devices_now {
         let c = gpu_share(h, id)
             .zip(price(h, tables, id))
-            .map(|(s, p)| s * p / f64::from(*sharing));
+            .map(|(s, p)| s * p * own);
         now = now.zip(c).map(|(a, b)| a + b);
     }
     let mut range = Some(0.0);
@@ -200,7 +200,7 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
     let whole = f
         .devices_now
         .iter()
-        .all(|(id, n)| id.mig_uuid.is_empty() && *n == 1)
+        .all(|(id, own)| id.mig_uuid.is_empty() && (own - 1.0).abs() < 1e-9)
         && devices.len() == f.devices_now.len()
         && devices.iter().all(|d| d.model == model);
     Assessment {
@@ -208,7 +208,7 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
         gpus_now: f
             .devices_now
             .iter()
-            .map(|(id, n)| gpu_share(h, id).unwrap_or(0.0) / f64::from(*n))
+            .map(|(id, own)| gpu_share(h, id).unwrap_or(0.0) * own)
             .sum(),
         devices_now: f.devices_now.len(),
         gpu_type: gpu.map(|g| g.name.clone()),

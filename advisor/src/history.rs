@@ -84,8 +84,9 @@ pub struct Device {
 /// The facts of one workload over the range.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Facts {
-    /// Devices it holds at the range's end, with how many pods share each.
-    pub devices_now: Vec<(DeviceId, u32)>,
+    /// Devices it holds at the range's end, with the fraction of each that
+    /// is its own (1 unless time-sliced with other workloads).
+    pub devices_now: Vec<(DeviceId, f64)>,
     /// Seconds it held a GPU within the range.
     pub seen_seconds: f64,
     pub vram_peak_bytes: Option<f64>,
@@ -187,13 +188,12 @@ impl History {
             "count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"
         ))?;
         let sharing = p.query("count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation)")?;
-        let sharing: BTreeMap<DeviceId, u32> = sharing
-            .iter()
-            .map(|s| (DeviceId::of(s), s.value as u32))
-            .collect();
+        let sharing: BTreeMap<DeviceId, f64> =
+            sharing.iter().map(|s| (DeviceId::of(s), s.value)).collect();
         for s in &now {
             let d = DeviceId::of(s);
-            let n = sharing.get(&d).copied().unwrap_or(1).max(1);
+            // Its allocations (containers) over all on the device.
+            let n = sharing.get(&d).map_or(1.0, |all| (s.value / all).min(1.0));
             let f = self.workloads.entry(Key::of(s)).or_default();
             f.devices_now.push((d, n));
         }

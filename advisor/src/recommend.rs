@@ -140,7 +140,8 @@ fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
             w.namespace, w.name
         );
         format!(
-            "gpuscale-replay run --prometheus $PROMETHEUS --query '{query}' --start $(($(date +%s)-604800)) --end $(date +%s) --step 60"
+            "gpuscale-replay run --prometheus $PROMETHEUS --query '{query}' --start $(($(date +%s)-604800)) --end $(date +%s) --step 60{}",
+            a.price_usd_per_hour.map_or(String::new(), |p| format!(" --price {p}"))
         )
     });
     Some(Recommendation {
