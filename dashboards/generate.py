@@ -28,6 +28,7 @@ N = 'node=~"$node"'
 NS = 'namespace=~"$namespace"'
 WL = 'workload=~"$workload"'
 G = 'gpu=~"$gpu"'
+M = 'model=~"$model"'
 POD = 'pod=~"$pod"'
 # device series filter (Node & GPU dashboard)
 DEV = f'{C}, {N}, {G}'
@@ -170,7 +171,8 @@ def common_vars():
     return [
         ds_var(),
         qvar("cluster", "Cluster", "label_values(gpu_info, cluster)"),
-        qvar("node", "Node", f'label_values(gpu_info{{{C}}}, node)'),
+        qvar("model", "GPU model", f'label_values(gpu_info{{{C}}}, model)'),
+        qvar("node", "Node", f'label_values(gpu_info{{{C}, {M}}}, node)'),
         qvar("namespace", "Namespace", f'label_values(gpu_pod_allocation{{{C}, {N}}}, namespace)'),
         qvar("workload", "Workload", f'label_values(gpu_pod_allocation{{{C}, {N}, {NS}}}, workload)'),
     ]
@@ -210,24 +212,24 @@ def fleet():
     d.stat("Fleet cost / h", "Price per hour of every GPU seen in the last 6 hours, allocated or not: a lost GPU still costs.",
            f'sum(max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour{{{C}, {N}}}[6h]))) or vector(0)', unit="currencyUSD")
     d.stat("Average utilization", "Mean utilization over the GPUs shown; a GPU in MIG mode counts with its instances' mean SM activity.",
-           f'avg(gpu_utilization_ratio{{{C}, {N}}} or on (cluster, node, uuid) avg by (cluster, node, gpu, uuid) (gpu_mig_sm_active_ratio{{{C}, {N}}}))', unit=PCT, decimals=0)
+           f'avg(max by (cluster, node, gpu, uuid) (gpu_utilization_ratio{{{C}, {N}}}) or on (cluster, node, uuid) avg by (cluster, node, gpu, uuid) (max by (cluster, node, gpu, uuid, mig_uuid) (gpu_mig_sm_active_ratio{{{C}, {N}}})))', unit=PCT, decimals=0)
     d.stat("Lost GPUs", "GPUs NVML reports as fallen off the bus.",
-           f'sum(gpuscale_exporter_gpu_state{{{C}, {N}, state="lost"}}) or vector(0)', thresholds=RED_AT(1))
+           f'count(count by (cluster, node, uuid, gpu) (gpuscale_exporter_gpu_state{{{C}, {N}, state="lost"}} == 1)) or vector(0)', thresholds=RED_AT(1))
     d.stat("Firing GPU alerts", "gpuscale alerts firing now.",
            f'count(ALERTS{{alertstate="firing", alertname=~"GPU.*", {C}}}) or vector(0)', thresholds=RED_AT(1))
-    d.stat("Exporters up", "gpuscale-exporter scrape targets that answer.",
-           f'sum(up{{job=~".*gpuscale-exporter.*", {C}}})')
+    d.stat("Exporters up", "gpuscale-exporter targets that answer, each counted once however many jobs scrape it.",
+           f'count(count by (cluster, instance) (up{{job=~".*gpuscale-exporter.*", {C}}} == 1)) or vector(0)')
     d.stat("Pod mapping up", "Exporters that map GPUs to pods (kubelet pod-resources reachable).",
-           f'sum(gpuscale_exporter_pod_mapping_up{{{C}, {N}}})')
+           f'sum(max by (cluster, node) (gpuscale_exporter_pod_mapping_up{{{C}, {N}}}))')
     d.row("Over time")
     d.ts("GPUs: total, allocated, busy", "Allocated = held by a pod; busy = more than 5% utilization.", [
-        {"expr": f'count(gpu_info{{{C}, {N}}})', "legend": "total"},
+        {"expr": f'sum(max by (cluster, node) (gpuscale_exporter_gpus{{{C}, {N}}}))', "legend": "total"},
         {"expr": f'count(count by (cluster, node, uuid) (gpu_pod_allocation{{{C}, {N}}}))', "legend": "allocated"},
         {"expr": f'count(count by (cluster, node, uuid) ((gpu_utilization_ratio{{{C}, {N}}} or gpu_mig_sm_active_ratio{{{C}, {N}}}) > 0.05))', "legend": "busy"},
         {"expr": f'sum(gpuscale:gpu_allocation:share{{{ALLOC}}} and gpuscale:gpu_allocation_utilization:ratio{{{ALLOC}}} < 0.05)', "legend": "allocated but idle"},
     ], unit="none")
-    d.ts("Utilization by node", "Mean GPU utilization per node.", [
-        {"expr": f'avg by (node) (gpu_utilization_ratio{{{C}, {N}}})', "legend": "{{node}}"},
+    d.ts("Utilization by node: least busy 10", "Mean GPU utilization of the 10 least busy nodes (at 1,000 nodes a line per node is unreadable; the table below has every node).", [
+        {"expr": f'bottomk(10, avg by (cluster, node) (max by (cluster, node, uuid) (gpu_utilization_ratio{{{C}, {N}}})))', "legend": "{{node}}"},
     ], unit=PCT, maxv=1, minv=0)
     d.row("Cost and waste by namespace")
     d.ts("Cost per hour by namespace", "Allocated GPU share × price, per namespace.", [
@@ -250,13 +252,13 @@ def fleet():
     d.table("Waste by namespace and class", "GPU equivalents in each waste class now.", [
         {"expr": f'sum by (namespace, waste_class) (namespace:gpu_waste:sum{{{C}, {NS}}})'},
     ], w=12)
-    d.table("Allocated but idle", "Allocations under 5% busy on average over the last hour: who holds idle GPUs.", [
-        {"expr": f'gpuscale:gpu_allocation_utilization:avg1h{{{ALLOC}}} < 0.05'},
+    d.table("Allocated but idle", "Allocations under 5% busy on average over the last hour: who holds idle GPUs (one row per allocation, however many jobs scrape it).", [
+        {"expr": f'max by (cluster, node, gpu, uuid, mig_uuid, namespace, pod, container, workload_kind, workload) (gpuscale:gpu_allocation_utilization:avg1h{{{ALLOC}}}) < 0.05'},
     ])
     d.table("GPUs by node", "Per node: GPUs, allocated GPU equivalents, mean utilization.", [
-        {"expr": f'count by (node) (gpu_info{{{C}, {N}}})'},
+        {"expr": f'max by (node) (gpuscale_exporter_gpus{{{C}, {N}}})'},
         {"expr": f'sum by (node) (gpuscale:gpu_allocation:share{{{C}, {N}}})'},
-        {"expr": f'avg by (node) (gpu_utilization_ratio{{{C}, {N}}})'},
+        {"expr": f'avg by (node) (max by (cluster, node, uuid) (gpu_utilization_ratio{{{C}, {N}}}))'},
     ], transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True},
@@ -332,6 +334,9 @@ def rightsizing():
 
 def node_gpu():
     v = common_vars()
+    # Raw device panels: loading All of 1,000 nodes is ~8,000 series a
+    # panel. Start on one node (Grafana picks the first value).
+    next(x for x in v if x["name"] == "node")["current"] = {}
     v.append(qvar("gpu", "GPU", f'label_values(gpu_info{{{C}, {N}}}, gpu)'))
     d = Dash("gpuscale-node-gpu", "gpuscale / Node & GPU",
              "Every device metric of gpuscale-exporter per node and GPU: utilization, memory, power, thermal, clocks, throttle reasons, interconnect, XID/ECC, MIG, processes, exporter health.",
@@ -339,35 +344,47 @@ def node_gpu():
     L = "{{node}} gpu {{gpu}}"
     d.row("Inventory and health")
     d.table("GPUs", "gpu_info: model, driver, CUDA, PCI bus, serial, VBIOS, architecture, MIG mode, temperature thresholds, maximum clocks.", [
-        {"expr": f'gpu_info{{{DEV}}}'}], w=16)
+        {"expr": f'max without (job, instance) (gpu_info{{{DEV}}})'}], w=16)
     d.table("GPU state", "gpuscale_exporter_gpu_state: ok, lost (fallen off the bus) or error.", [
-        {"expr": f'gpuscale_exporter_gpu_state{{{DEV}}} == 1'}], w=8)
+        {"expr": f'max without (job, instance) (gpuscale_exporter_gpu_state{{{DEV}}}) == 1'}], w=8)
+    d.table("PCIe link", "Current and maximum PCIe generation and width (a link trained below its maximum raises GPUPCIeLinkDegraded; the generation drops at idle on many boards).", [
+        {"expr": f'max without (job, instance) (gpu_pcie_link_generation{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_pcie_link_max_generation{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_pcie_link_width{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_pcie_link_max_width{{{DEV}}})'}], w=8, transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                       "renameByName": {"Value #A": "gen", "Value #B": "max gen", "Value #C": "width", "Value #D": "max width"}}}])
+    d.table("NVLink links, ECC mode, fabric", "NVLink links per state (GPUNVLinkDown), ECC mode now and after the next reset (GPUECCDisabled), NVLink fabric state on NVSwitch systems (GPUFabricNotReady).", [
+        {"expr": f'max without (job, instance) (gpu_nvlink_links{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_ecc_enabled{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_fabric_state{{{DEV}}}) == 1'}], w=16)
     d.row("Utilization")
     d.ts("GPU utilization", "Share of time a kernel ran (NVML utilization; a duty cycle, not a measure of how full the SMs are).", [
-        {"expr": f'gpu_utilization_ratio{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_utilization_ratio{{{DEV}}})', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Memory controller utilization", "Share of time device memory was read or written.", [
-        {"expr": f'gpu_memory_utilization_ratio{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_memory_utilization_ratio{{{DEV}}})', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("SM active / occupancy (GPM)", "Hopper+: fraction of SMs busy and warp occupancy.", [
-        {"expr": f'gpu_sm_active_ratio{{{DEV}}}', "legend": L + " active"},
-        {"expr": f'gpu_sm_occupancy_ratio{{{DEV}}}', "legend": L + " occupancy"}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_sm_active_ratio{{{DEV}}})', "legend": L + " active"},
+        {"expr": f'max without (job, instance) (gpu_sm_occupancy_ratio{{{DEV}}})', "legend": L + " occupancy"}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Tensor / DRAM / graphics active (GPM)", "Hopper+: tensor pipe activity, DRAM bandwidth utilization and graphics engine activity.", [
-        {"expr": f'gpu_tensor_active_ratio{{{DEV}}}', "legend": L + " tensor"},
-        {"expr": f'gpu_dram_active_ratio{{{DEV}}}', "legend": L + " dram"},
-        {"expr": f'gpu_graphics_active_ratio{{{DEV}}}', "legend": L + " graphics"}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_tensor_active_ratio{{{DEV}}})', "legend": L + " tensor"},
+        {"expr": f'max without (job, instance) (gpu_dram_active_ratio{{{DEV}}})', "legend": L + " dram"},
+        {"expr": f'max without (job, instance) (gpu_graphics_active_ratio{{{DEV}}})', "legend": L + " graphics"}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Encoder / decoder", "NVENC / NVDEC utilization.", [
-        {"expr": f'gpu_encoder_utilization_ratio{{{DEV}}}', "legend": L + " enc"},
-        {"expr": f'gpu_decoder_utilization_ratio{{{DEV}}}', "legend": L + " dec"}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_encoder_utilization_ratio{{{DEV}}})', "legend": L + " enc"},
+        {"expr": f'max without (job, instance) (gpu_decoder_utilization_ratio{{{DEV}}})', "legend": L + " dec"}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Performance state", "P-state: 0 = fastest.", [
-        {"expr": f'gpu_performance_state{{{DEV}}}', "legend": L}], unit="none", w=8, decimals=0)
+        {"expr": f'max without (job, instance) (gpu_performance_state{{{DEV}}})', "legend": L}], unit="none", w=8, decimals=0)
     d.row("Memory")
     d.ts("Memory used", "Device memory in use.", [
-        {"expr": f'gpu_memory_used_bytes{{{DEV}}}', "legend": L}], unit="bytes", w=8)
+        {"expr": f'max without (job, instance) (gpu_memory_used_bytes{{{DEV}}})', "legend": L}], unit="bytes", w=8)
     d.ts("Memory used / total", "Fraction of device memory in use.", [
         {"expr": f'gpu_memory_used_bytes{{{DEV}}} / gpu_memory_total_bytes{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
     d.table("Memory", "Total, free and driver-reserved device memory.", [
-        {"expr": f'gpu_memory_total_bytes{{{DEV}}}'},
-        {"expr": f'gpu_memory_free_bytes{{{DEV}}}'},
-        {"expr": f'gpu_memory_reserved_bytes{{{DEV}}}'}], w=8, transformations=[
+        {"expr": f'max without (job, instance) (gpu_memory_total_bytes{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_memory_free_bytes{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_memory_reserved_bytes{{{DEV}}})'}], w=8, transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "total", "Value #B": "free", "Value #C": "reserved"}}}],
@@ -375,34 +392,34 @@ def node_gpu():
                     "properties": [{"id": "unit", "value": "bytes"}]}])
     d.row("Power and thermal")
     d.ts("Power", "Power draw against the enforced power limit.", [
-        {"expr": f'gpu_power_usage_watts{{{DEV}}}', "legend": L},
-        {"expr": f'gpu_power_limit_watts{{{DEV}}}', "legend": L + " limit"}], unit="watt", w=8)
+        {"expr": f'max without (job, instance) (gpu_power_usage_watts{{{DEV}}})', "legend": L},
+        {"expr": f'max without (job, instance) (gpu_power_limit_watts{{{DEV}}})', "legend": L + " limit"}], unit="watt", w=8)
     d.ts("Energy (average power)", "Rate of the energy counter: average power over the rate window.", [
-        {"expr": f'rate(gpu_energy_consumed_joules_total{{{DEV}}}[$__rate_interval])', "legend": L}], unit="watt", w=8)
+        {"expr": f'max without (job, instance) (rate(gpu_energy_consumed_joules_total{{{DEV}}}[$__rate_interval]))', "legend": L}], unit="watt", w=8)
     d.ts("Temperature", "GPU and memory temperature against the slowdown threshold.", [
-        {"expr": f'gpu_temperature_celsius{{{DEV}}}', "legend": L},
-        {"expr": f'gpu_memory_temperature_celsius{{{DEV}}}', "legend": L + " memory"},
-        {"expr": f'gpu_temperature_threshold_celsius{{{DEV}, threshold="slowdown"}}', "legend": L + " slowdown"}],
+        {"expr": f'max without (job, instance) (gpu_temperature_celsius{{{DEV}}})', "legend": L},
+        {"expr": f'max without (job, instance) (gpu_memory_temperature_celsius{{{DEV}}})', "legend": L + " memory"},
+        {"expr": f'max without (job, instance) (gpu_temperature_threshold_celsius{{{DEV}, threshold="slowdown"}})', "legend": L + " slowdown"}],
         unit="celsius", w=8)
     d.table("Temperature thresholds", "Slowdown and memory max operating temperatures, which the alerts compare with (all four thresholds are gpu_info labels).", [
-        {"expr": f'gpu_temperature_threshold_celsius{{{DEV}}}'}], w=8)
+        {"expr": f'max without (job, instance) (gpu_temperature_threshold_celsius{{{DEV}}})'}], w=8)
     d.ts("Fan speed", "Fan speed as a fraction of the maximum (absent on passively cooled boards).", [
-        {"expr": f'gpu_fan_speed_ratio{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_fan_speed_ratio{{{DEV}}})', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
     d.ts("Clocks", "SM and memory clocks against their maximum.", [
-        {"expr": f'gpu_clock_hertz{{{DEV}, clock=~"sm|memory"}}', "legend": L + " {{clock}}"},
-        {"expr": f'gpu_clock_max_hertz{{{DEV}, clock="sm"}}', "legend": L + " sm max"}], unit="hertz", w=8)
+        {"expr": f'max without (job, instance) (gpu_clock_hertz{{{DEV}, clock=~"sm|memory"}})', "legend": L + " {{clock}}"},
+        {"expr": f'max without (job, instance) (gpu_clock_max_hertz{{{DEV}, clock="sm"}})', "legend": L + " sm max"}], unit="hertz", w=8)
     d.row("Throttling")
     d.ts("Clock event reasons", "Reasons holding clocks down right now (1 = active). gpu_idle is normal when idle.", [
         {"expr": f'gpu_clock_event_active{{{DEV}}} == 1', "legend": L + " {{reason}}"}], unit="none", w=12,
         custom={"drawStyle": "points", "pointSize": 4, "showPoints": "always"})
     d.ts("Time throttled", "Share of time clocks were held below the requested clocks, by policy (NVML violation counters).", [
-        {"expr": f'rate(gpu_clock_event_seconds_total{{{DEV}}}[$__rate_interval]) > 0', "legend": L + " {{policy}}"}], unit=PCT, w=12)
+        {"expr": f'max without (job, instance) (rate(gpu_clock_event_seconds_total{{{DEV}}}[$__rate_interval])) > 0', "legend": L + " {{policy}}"}], unit=PCT, w=12)
     d.row("Interconnect")
     d.ts("PCIe throughput", "Bytes per second to (tx) and from (rx) the GPU over PCIe.", [
-        {"expr": f'gpu_pcie_transmit_bytes_per_second{{{DEV}}}', "legend": L + " tx"},
-        {"expr": f'gpu_pcie_receive_bytes_per_second{{{DEV}}}', "legend": L + " rx"}], unit="Bps", w=8)
+        {"expr": f'max without (job, instance) (gpu_pcie_transmit_bytes_per_second{{{DEV}}})', "legend": L + " tx"},
+        {"expr": f'max without (job, instance) (gpu_pcie_receive_bytes_per_second{{{DEV}}})', "legend": L + " rx"}], unit="Bps", w=8)
     d.ts("PCIe replays", "PCIe replay rate: link errors corrected by retransmission.", [
-        {"expr": f'rate(gpu_pcie_replays_total{{{DEV}}}[$__rate_interval])', "legend": L}], unit="ops", w=8)
+        {"expr": f'max without (job, instance) (rate(gpu_pcie_replays_total{{{DEV}}}[$__rate_interval]))', "legend": L}], unit="ops", w=8)
     d.ts("NVLink throughput", "Bytes per second over all NVLink links of the GPU.", [
         {"expr": f'sum by (node, gpu) (rate(gpu_nvlink_transmit_bytes_total{{{DEV}}}[$__rate_interval]))', "legend": L + " tx"},
         {"expr": f'sum by (node, gpu) (rate(gpu_nvlink_receive_bytes_total{{{DEV}}}[$__rate_interval]))', "legend": L + " rx"}], unit="Bps", w=8)
@@ -410,55 +427,67 @@ def node_gpu():
         {"expr": f'gpu_nvlink_errors_total{{{DEV}}} > 0'}], w=12)
     d.row("Errors: XID, ECC, row remapping, page retirement")
     d.table("XIDs", "XID errors since the exporter started: count and time since last seen. Hardware XIDs (48, 62, 64, 74, 79, 92, 94, 95, 119, 120) raise GPUCriticalXid.", [
-        {"expr": f'gpu_xid_errors_total{{{DEV}}}'},
+        {"expr": f'max without (job, instance) (gpu_xid_errors_total{{{DEV}}})'},
         {"expr": f'time() - gpu_xid_last_seen_timestamp_seconds{{{DEV}}}'}], w=12, transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "count", "Value #B": "last seen (ago)"}}}],
         overrides=[{"matcher": {"id": "byName", "options": "last seen (ago)"}, "properties": [{"id": "unit", "value": "s"}]}])
     d.ts("ECC errors", "ECC error counters (volatile: since driver load; aggregate: lifetime).", [
-        {"expr": f'gpu_ecc_errors_total{{{DEV}}}', "legend": L + " {{type}} {{scope}}"}], unit="none", w=12)
+        {"expr": f'max without (job, instance) (gpu_ecc_errors_total{{{DEV}}})', "legend": L + " {{type}} {{scope}}"}], unit="none", w=12)
     d.table("Row remapping and page retirement", "Remapped rows by cause, remap pending/failure (Ampere+), retired pages by cause and pending retirement (older GPUs).", [
-        {"expr": f'gpu_remapped_rows{{{DEV}}}'},
-        {"expr": f'gpu_remapped_rows_pending{{{DEV}}}'},
-        {"expr": f'gpu_remapped_rows_failure{{{DEV}}}'},
-        {"expr": f'gpu_retired_pages{{{DEV}}}'},
-        {"expr": f'gpu_retired_pages_pending{{{DEV}}}'}], w=24, transformations=[])
+        {"expr": f'max without (job, instance) (gpu_remapped_rows{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_remapped_rows_pending{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_remapped_rows_failure{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_retired_pages{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_retired_pages_pending{{{DEV}}})'}], w=24, transformations=[])
     d.row("MIG")
     d.table("MIG instances", "gpu_mig_info: profile, GPU and compute instance of each MIG device.", [
-        {"expr": f'gpu_mig_info{{{DEV}}}'}], w=12)
+        {"expr": f'max without (job, instance) (gpu_mig_info{{{DEV}}})'}], w=12)
     d.ts("MIG memory used", "Memory used per MIG instance against its size.", [
-        {"expr": f'gpu_mig_memory_used_bytes{{{DEV}}}', "legend": L + " {{mig_uuid}}"},
-        {"expr": f'gpu_mig_memory_total_bytes{{{DEV}}}', "legend": L + " {{mig_uuid}} total"}], unit="bytes", w=12)
+        {"expr": f'max without (job, instance) (gpu_mig_memory_used_bytes{{{DEV}}})', "legend": L + " {{mig_uuid}}"},
+        {"expr": f'max without (job, instance) (gpu_mig_memory_total_bytes{{{DEV}}})', "legend": L + " {{mig_uuid}} total"}], unit="bytes", w=12)
     d.ts("MIG SM active / occupancy (GPM)", "Per MIG instance.", [
-        {"expr": f'gpu_mig_sm_active_ratio{{{DEV}}}', "legend": L + " {{mig_uuid}} active"},
-        {"expr": f'gpu_mig_sm_occupancy_ratio{{{DEV}}}', "legend": L + " {{mig_uuid}} occupancy"}], unit=PCT, minv=0, maxv=1)
+        {"expr": f'max without (job, instance) (gpu_mig_sm_active_ratio{{{DEV}}})', "legend": L + " {{mig_uuid}} active"},
+        {"expr": f'max without (job, instance) (gpu_mig_sm_occupancy_ratio{{{DEV}}})', "legend": L + " {{mig_uuid}} occupancy"}], unit=PCT, minv=0, maxv=1)
     d.ts("MIG tensor / DRAM active (GPM)", "Per MIG instance.", [
-        {"expr": f'gpu_mig_tensor_active_ratio{{{DEV}}}', "legend": L + " {{mig_uuid}} tensor"},
-        {"expr": f'gpu_mig_dram_active_ratio{{{DEV}}}', "legend": L + " {{mig_uuid}} dram"}], unit=PCT, minv=0, maxv=1)
+        {"expr": f'max without (job, instance) (gpu_mig_tensor_active_ratio{{{DEV}}})', "legend": L + " {{mig_uuid}} tensor"},
+        {"expr": f'max without (job, instance) (gpu_mig_dram_active_ratio{{{DEV}}})', "legend": L + " {{mig_uuid}} dram"}], unit=PCT, minv=0, maxv=1)
     d.row("Processes")
     d.table("GPU processes", "Memory, SM and memory utilization per GPU process, with the pod it belongs to.", [
-        {"expr": f'gpu_process_memory_used_bytes{{{DEV}}}'},
-        {"expr": f'gpu_process_sm_utilization_ratio{{{DEV}}}'},
-        {"expr": f'gpu_process_memory_utilization_ratio{{{DEV}}}'}], transformations=[
+        {"expr": f'max without (job, instance) (gpu_process_memory_used_bytes{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_process_sm_utilization_ratio{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_process_memory_utilization_ratio{{{DEV}}})'}], transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "memory", "Value #B": "SM util", "Value #C": "memory util"}}}],
         overrides=[{"matcher": {"id": "byName", "options": "memory"}, "properties": [{"id": "unit", "value": "bytes"}]},
                    {"matcher": {"id": "byRegexp", "options": ".*util"}, "properties": [{"id": "unit", "value": PCT}]}])
+    d.table("Processes without a pod", "GPU processes that belong to no pod, with why (pod_unknown: a zombie of a deleted pod, GPUZombieProcess) and the memory each holds.", [
+        {"expr": f'max by (node, gpu, uuid, mig_uuid, pid, reason) (gpu_process_unattributed{{{DEV}}})'},
+        {"expr": f'max by (node, gpu, uuid, mig_uuid, pid) (gpu_process_memory_used_bytes{{{DEV}}}) and on (node, uuid, pid) gpu_process_unattributed{{{DEV}}}'}],
+        transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True, "Value #A": True}, "renameByName": {"Value #B": "memory"}}}],
+        overrides=[{"matcher": {"id": "byName", "options": "memory"}, "properties": [{"id": "unit", "value": "bytes"}]}])
     d.row("Exporter")
     d.stat("NVML up", "1 while NVML is initialised.", f'min(gpuscale_exporter_nvml_up{{{C}, {N}}})', thresholds={
         "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
-    d.stat("GPUs reported", "Devices NVML reports on the selected nodes.", f'sum(gpuscale_exporter_gpus{{{C}, {N}}})')
+    d.stat("GPUs reported", "Devices NVML reports on the selected nodes.", f'sum(max by (cluster, node) (gpuscale_exporter_gpus{{{C}, {N}}}))')
+    d.stat("GPUs expected", "GPUs the exporters' state files remember (one per PCI bus id seen); more than reported = a GPU is missing (GPUMissing).",
+           f'sum(max by (cluster, node) (gpuscale_exporter_gpus_expected{{{C}, {N}}}))')
+    d.stat("State file OK", "1 while every exporter's state file (--state-file) was read or rebuilt and its last write succeeded.",
+           f'min(gpuscale_exporter_state_file_ok{{{C}, {N}}})', thresholds={
+               "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
     d.stat("Last collection", "Seconds since the last successful collection (oldest exporter).",
            f'max(time() - gpuscale_exporter_last_collection_timestamp_seconds{{{C}, {N}}})', unit="s", thresholds=ORANGE_AT(30))
-    d.stat("Collections / s", "Collection cycles per second.", f'sum(rate(gpuscale_exporter_collections_total{{{C}, {N}}}[$__rate_interval]))', unit="ops")
+    d.stat("Collections / s", "Collection cycles per second.", f'sum(max by (cluster, node) (rate(gpuscale_exporter_collections_total{{{C}, {N}}}[$__rate_interval])))', unit="ops")
     d.stat("Collection time", "Duration of the last whole collection cycle (slowest exporter).", f'max(gpuscale_exporter_collection_duration_seconds{{{C}, {N}}})', unit="s")
-    d.stat("Failing collectors", "Collectors whose last run failed.", f'sum(1 - gpuscale_exporter_collector_success{{{C}, {N}}})', thresholds=ORANGE_AT(1))
+    d.stat("Failing collectors", "Collectors whose last run failed.", f'sum(max by (cluster, node, collector) (1 - gpuscale_exporter_collector_success{{{C}, {N}}}))', thresholds=ORANGE_AT(1))
     d.ts("Collector duration", "Duration of each collector's last run.", [
         {"expr": f'max by (collector) (gpuscale_exporter_collector_duration_seconds{{{C}, {N}}})', "legend": "{{collector}}"}], unit="s")
     d.ts("NVML errors", "Failing NVML calls per second by function and error.", [
-        {"expr": f'sum by (function, error) (rate(gpuscale_exporter_nvml_errors_total{{{C}, {N}}}[$__rate_interval]))', "legend": "{{function}} {{error}}"}], unit="ops")
+        {"expr": f'sum by (function, error) (max by (cluster, node, function, error) (rate(gpuscale_exporter_nvml_errors_total{{{C}, {N}}}[$__rate_interval])))', "legend": "{{function}} {{error}}"}], unit="ops")
     # process_* is every exporter's name: the exporter pod's identity label keeps other jobs out.
     X = f'{C}, {N}, exporter_pod!=""'
     d.ts("Exporter memory", "Resident and virtual memory of each exporter process.", [
