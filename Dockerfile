@@ -14,9 +14,10 @@ FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked \
-        -p gpuscale-exporter -p gpuscale-adapter -p gpuscale-nvml-sim \
+        -p gpuscale-exporter -p gpuscale-adapter -p gpuscale-activator -p gpuscale-nvml-sim \
     && mkdir -p /out/bin /out/lib \
-    && cp target/release/gpuscale-exporter target/release/gpuscale-adapter /out/bin/ \
+    && cp target/release/gpuscale-exporter target/release/gpuscale-adapter \
+        target/release/gpuscale-activator /out/bin/ \
     && cp target/release/libgpuscale_nvml_sim.so /out/lib/
 
 # Only to fetch the CA bundle; nothing of apt reaches the final image.

@@ -15,10 +15,11 @@ use crate::python;
 pub const CHART: &str = "deploy/helm/gpuscale";
 
 /// Every kustomize tree a user can apply.
-pub const KUSTOMIZATIONS: [&str; 8] = [
+pub const KUSTOMIZATIONS: [&str; 9] = [
     "deploy",
     "deploy/exporter",
     "deploy/adapter",
+    "deploy/activator",
     "deploy/prometheus",
     "deploy/dashboards",
     "deploy/overlays/provided-tls",

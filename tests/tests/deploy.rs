@@ -32,6 +32,7 @@ fn custom_values() -> Value {
             "tls": {"certManager": false, "secretName": "adapter-tls", "caBundle": "Q0EgUEVN"},
             "keda": {"enabled": true, "clientCaSecret": "keda-client-ca"},
         },
+        "activator": {"enabled": true, "replicas": 3, "extraArgs": ["--queue-length=500"]},
         "monitoringLabels": {"release": "prometheus"},
         "dashboards": {"enabled": false},
         "networkPolicy": {"enabled": true, "apiServerCIDRs": ["10.0.0.0/24"]},
@@ -80,6 +81,45 @@ fn chart_and_kustomize_give_the_same_objects_by_default() {
         );
     }
     assert!(kust.len() >= 25, "{} objects", kust.len());
+}
+
+#[test]
+fn the_activator_is_off_by_default_and_the_chart_matches_its_kustomization() {
+    assert!(
+        !default_render().contains("gpuscale-activator"),
+        "the activator needs routes: off by default"
+    );
+    let values = json!({"activator": {"enabled": true}});
+    let rendered = helm_render(&values, "gpuscale", "gpuscale").expect("render");
+    let helm = by_key(
+        objects(&rendered)
+            .into_iter()
+            .filter(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("gpuscale-activator"))
+            })
+            .map(without_helm_bookkeeping)
+            .map(whole_numbers)
+            .collect(),
+    );
+    let kust = by_key(
+        objects(&kustomize("deploy/activator"))
+            .into_iter()
+            .map(whole_numbers)
+            .collect(),
+    );
+    let helm_keys: Vec<_> = helm.keys().collect();
+    let kust_keys: Vec<_> = kust.keys().collect();
+    assert_eq!(helm_keys, kust_keys, "the same objects");
+    for (key, want) in &kust {
+        assert_eq!(
+            &helm[key], want,
+            "{key} differs between the chart and deploy/activator"
+        );
+    }
+    let deploy = &kust["Deployment/gpuscale/gpuscale-activator"];
+    assert_eq!(deploy["spec"]["replicas"], 2);
 }
 
 #[test]

@@ -30,3 +30,4 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{ required "adapter.tls.secretName is required when adapter.tls.certManager is false" .Values.adapter.tls.secretName }}
 {{- end -}}
 {{- end -}}
+{{- define "gpuscale.activator" -}}{{ include "gpuscale.fullname" . }}-activator{{- end -}}
