@@ -179,3 +179,93 @@ pub fn add(tables: &Tables, a: &mut Assessment) {
     a.recommendations
         .sort_by(|x, y| y.saving_usd_per_month.total_cmp(&x.saving_usd_per_month));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Key;
+
+    fn stub() -> Assessment {
+        Assessment {
+            workload: Key {
+                cluster: String::new(),
+                namespace: "ns".into(),
+                kind: "Deployment".into(),
+                name: "w".into(),
+            },
+            gpus_now: 1.0,
+            devices_now: 1,
+            model: None,
+            mig_profile: None,
+            gpu_type: None,
+            history_hours: 168.0,
+            confidence: Confidence::High,
+            vram_peak_gib: None,
+            vram_p99_gib: None,
+            device_memory_gib: None,
+            sm_active_p95: None,
+            tensor_active_p95: None,
+            dram_active_p95: None,
+            utilization_p95: None,
+            bottleneck: Bottleneck::Balanced,
+            bottleneck_reason: String::new(),
+            cost_usd_per_hour: None,
+            cost_usd_range: None,
+            prompt_tokens: None,
+            generated_tokens: None,
+            requests: None,
+            request_series: None,
+            cost_usd_per_million_tokens: None,
+            cost_usd_per_1k_requests: None,
+            idle_hours_per_day: None,
+            recommendations: Vec::new(),
+            notes: Vec::new(),
+            whole_gpus: Some(1),
+            price_usd_per_hour: Some(4.0),
+        }
+    }
+
+    #[test]
+    fn smallest_fitting_profile() {
+        let t = Tables::load(None, None).unwrap();
+        let h100 = t.gpu("NVIDIA H100 80GB HBM3").unwrap();
+        let p =
+            |vram, sm, dram| smallest_profile(&t, h100, vram, sm, dram).map(|p| p.profile.as_str());
+        assert_eq!(p(6.0, 0.08, Some(0.05)), Some("1g.10gb"));
+        // 9 GiB x 1.2 needs the 20 GB slice; one compute slice still does.
+        assert_eq!(p(9.0, 0.08, None), Some("1g.20gb"));
+        // SM 0.3 x 7 / 3 = 0.7: three slices.
+        assert_eq!(p(6.0, 0.3, None), Some("3g.40gb"));
+        // Too much memory or activity for any slice short of the whole GPU.
+        assert_eq!(p(40.0, 0.1, None), None);
+        assert_eq!(p(6.0, 0.7, None), None);
+        // DRAM 0.3 x 8 / 1 = 2.4: the 1g slice's bandwidth is too small.
+        assert_eq!(p(6.0, 0.08, Some(0.3)), Some("3g.40gb"));
+    }
+
+    #[test]
+    fn a_bandwidth_bound_workload_keeps_its_bandwidth() {
+        let t = Tables::load(None, None).unwrap();
+        let h100 = t.gpu("NVIDIA H100 80GB HBM3").unwrap();
+        let a100 = t.gpu("NVIDIA A100-SXM4-80GB").unwrap();
+        let h200 = t.gpu("NVIDIA H200").unwrap();
+        let t4 = t.gpu("Tesla T4").unwrap();
+        let mut a = stub();
+        a.bottleneck = Bottleneck::MemoryBandwidth;
+        a.dram_active_p95 = Some(0.65);
+        a.tensor_active_p95 = Some(0.25);
+        assert!(!type_fits(&a, h100, a100, 20.0));
+        assert!(type_fits(&a, h100, h200, 20.0));
+        // Not bandwidth-bound, little DRAM: a T4 carries 5 % of 3350 GB/s.
+        a.bottleneck = Bottleneck::Balanced;
+        a.dram_active_p95 = Some(0.05);
+        a.tensor_active_p95 = Some(0.03);
+        assert!(type_fits(&a, h100, t4, 6.0));
+        // Tensor cores in use on an FP8 GPU: no move to a GPU without FP8.
+        a.tensor_active_p95 = Some(0.2);
+        assert!(!type_fits(&a, h100, t4, 6.0));
+        // Memory with headroom must fit.
+        a.tensor_active_p95 = Some(0.03);
+        assert!(!type_fits(&a, h100, t4, 13.0));
+    }
+}
