@@ -1,4 +1,4 @@
-//! A linear pre-scan of YAML nesting depth.
+//! A linear pre-scan of YAML nesting depth and aliases.
 //!
 //! The YAML parser keeps per-level state that it walks for every token, so
 //! its time grows with the square of the depth (100,000 nested `[` take
@@ -8,9 +8,24 @@
 //! comments are skipped, so brackets inside strings do not count. It may
 //! undercount a sequence indented like its parent key by one level per such
 //! step, which the limit's margin over the schema's own depth absorbs.
+//!
+//! Aliases (`*name`) are refused: each one repeats its anchored node after
+//! the size limits have counted it once, so a small file could expand to
+//! millions of entries. A `*` where a node starts is taken as an alias; a
+//! plain value that starts with `*` must be quoted.
 
-/// Line and column (1-based) where the estimated depth first exceeds `max`.
-pub(crate) fn first_beyond(text: &str, max: usize) -> Option<(usize, usize)> {
+/// What the scan stopped at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The estimated depth passes the limit here.
+    TooDeep,
+    /// An alias starts here.
+    Alias,
+}
+
+/// Line and column (1-based) where the estimated depth first exceeds `max`
+/// or the first alias starts.
+pub(crate) fn first_problem(text: &str, max: usize) -> Option<(usize, usize, Found)> {
     let mut scan = Scan {
         max,
         indents: Vec::new(),
@@ -19,16 +34,16 @@ pub(crate) fn first_beyond(text: &str, max: usize) -> Option<(usize, usize)> {
         literal: None,
     };
     for (n, line) in text.lines().enumerate() {
-        if let Err(at) = scan.line(line.as_bytes()) {
+        if let Err((at, found)) = scan.line(line.as_bytes()) {
             let column = line.get(..at).map_or(1, |s| s.chars().count() + 1);
-            return Some((n + 1, column));
+            return Some((n + 1, column, found));
         }
     }
     None
 }
 
-/// `Err(byte index)`: the limit is passed there.
-type Step<T> = Result<T, usize>;
+/// `Err((byte index, what))`: the scan stops there.
+type Step<T> = Result<T, (usize, Found)>;
 
 struct Scan {
     max: usize,
@@ -127,6 +142,7 @@ impl Scan {
                         return Ok(());
                     }
                     b'#' => return Ok(()),
+                    b'*' => return Err((i, Found::Alias)),
                     b'&' | b'!' => {
                         // anchor or tag: the node follows
                         while i < b.len() && b[i] != b' ' {
@@ -171,6 +187,7 @@ impl Scan {
                     }
                 },
                 b'#' if i == 0 || b[i - 1] == b' ' => return Ok(b.len()),
+                b'*' if token_start(b, i) => return Err((i, Found::Alias)),
                 _ => {}
             }
             i += 1;
@@ -190,7 +207,7 @@ impl Scan {
 
     fn check(&self, at: usize) -> Step<()> {
         if self.indents.len() + self.flow > self.max {
-            Err(at)
+            Err((at, Found::TooDeep))
         } else {
             Ok(())
         }

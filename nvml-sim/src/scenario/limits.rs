@@ -3,7 +3,8 @@
 //! A scenario is trusted operator input, but one typo'd generator must not
 //! cost gigabytes or minutes: the file size is checked before it is read,
 //! the nesting depth by a linear pre-scan before the YAML parser (whose
-//! flow-collection handling is quadratic in depth), the GPU and pod lists
+//! flow-collection handling is quadratic in depth), aliases refused by the
+//! same scan (they would repeat nodes past every limit), the GPU and pod lists
 //! while they are deserialized, and string lengths by validation (the node
 //! name and pod labels end up on every series the exporter serves).
 
@@ -15,7 +16,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::depth;
+use super::depth::{self, Found};
 use super::error::ScenarioError;
 
 /// Largest scenario file: 8× a 256-GPU, 1,000-pod node (about 0.5 MB).
@@ -47,12 +48,24 @@ pub const MAX_VERSION: usize = 79;
 /// Semantic problems reported at once; the rest are counted.
 pub const MAX_REPORTED: usize = 20;
 
-/// Read a scenario file, refusing one over [`MAX_FILE_BYTES`] before reading it.
+/// Read a scenario file, refusing one over [`MAX_FILE_BYTES`] before reading
+/// it, and anything but a regular file before opening it (opening a FIFO
+/// would wait for a writer).
 pub(crate) fn read(path: &Path, origin: &str) -> Result<String, ScenarioError> {
     let io = |e: std::io::Error| ScenarioError::Io {
         origin: origin.to_string(),
         message: e.to_string(),
     };
+    let kind = std::fs::metadata(path).map_err(io)?.file_type();
+    if !kind.is_file() {
+        return Err(ScenarioError::Io {
+            origin: origin.to_string(),
+            message: format!(
+                "not a regular file ({}): a scenario is read from a file",
+                describe(kind)
+            ),
+        });
+    }
     let file = std::fs::File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     if len > MAX_FILE_BYTES as u64 {
@@ -74,15 +87,34 @@ pub(crate) fn check_text(text: &str, origin: &str) -> Result<(), ScenarioError> 
     if text.len() > MAX_FILE_BYTES {
         return Err(too_large(origin, text.len() as u64));
     }
-    match depth::first_beyond(text, MAX_DEPTH) {
-        None => Ok(()),
-        Some((line, column)) => Err(ScenarioError::Invalid {
-            origin: origin.to_string(),
-            line,
-            column,
-            path: String::new(),
-            message: format!("nested deeper than {MAX_DEPTH} levels, the limit"),
-        }),
+    let Some((line, column, found)) = depth::first_problem(text, MAX_DEPTH) else {
+        return Ok(());
+    };
+    let message = match found {
+        Found::TooDeep => format!("nested deeper than {MAX_DEPTH} levels, the limit"),
+        Found::Alias => "YAML aliases (*name) are not accepted: each repeats a node past the size limits; write the node out (and quote a value that starts with '*')".to_string(),
+    };
+    Err(ScenarioError::Invalid {
+        origin: origin.to_string(),
+        line,
+        column,
+        path: String::new(),
+        message,
+    })
+}
+
+fn describe(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
     }
 }
 

@@ -110,3 +110,86 @@ fn long_pod_strings_are_refused_and_echoed_short() {
     // an unknown 304-byte device id is echoed cut short
     assert!(e.to_string().contains("… (304 bytes)"), "{e}");
 }
+
+/// 20,000 processes on the first GPU, repeated on 255 more by alias: a
+/// 775 KB file that would expand to 5.1 million processes.
+fn alias_bomb() -> String {
+    let mut s = String::from("gpus:\n");
+    for g in 0..256 {
+        s.push_str(&format!(
+            "  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-00000000-0000-4000-8000-{g:012}\n    pci_bus_id: \"00000000:{g:02x}:00.0\"\n    memory_mib: 81559\n"
+        ));
+        if g == 0 {
+            s.push_str("    processes: &p\n");
+            for pid in 0..20_000 {
+                s.push_str(&format!("      - {{ pid: {pid}, memory_mib: 1 }}\n"));
+            }
+        } else {
+            s.push_str("    processes: *p\n");
+        }
+    }
+    s
+}
+
+#[test]
+fn aliases_are_refused_before_parsing() {
+    let text = alias_bomb();
+    assert!(text.len() > 700_000, "{}", text.len());
+    let began = std::time::Instant::now();
+    let e = err(&text);
+    assert!(began.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(e.position(), Some((20_011, 16)), "{e}");
+    assert!(
+        e.message()
+            .starts_with("YAML aliases (*name) are not accepted"),
+        "{e}"
+    );
+    // In flow collections, as a key and as a merge key too.
+    for text in [
+        "node: [a, *x]\n",
+        "node: {a: *x}\n",
+        "*x : 1\n",
+        "pods:\n  - <<: *base\n",
+        "gpus:\n  - *g\n",
+    ] {
+        assert!(err(text).message().starts_with("YAML aliases"), "{text}");
+    }
+    // A star inside a value, quoted or in a comment is not an alias.
+    for text in [
+        "node: a*b\n",
+        "node: \"*x\"\n",
+        "node: '*x' # *y\n",
+        "node: |\n  *x\n",
+    ] {
+        assert!(check_text(text, "t.yaml").is_ok(), "{text}");
+    }
+}
+
+#[test]
+fn a_fifo_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scenario.yaml");
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.clone();
+    std::thread::spawn(move || tx.send(load(&p).map(|_| ())));
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("load returned instead of waiting for a writer");
+    let e = result.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: not a regular file (a FIFO): a scenario is read from a file",
+            path.display()
+        )
+    );
+    let e = load(dir.path()).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("not a regular file (a directory): a scenario is read from a file"),
+        "{e}"
+    );
+}
