@@ -58,7 +58,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(cli, lib, web, simulated))
+    let code = runtime.block_on(run(cli, lib, web, simulated));
+    // A collection stuck in the driver must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 /// glibc gives each thread that allocates its own arena, and after a large
@@ -156,6 +159,9 @@ async fn run(
     web: WebConfig,
     simulated: Option<scenario::Scenario>,
 ) -> ExitCode {
+    // Caught from here on, so a signal while the simulated node starts
+    // still removes its directory.
+    let mut signals = Box::pin(wait_for_signal());
     let listener = match listen(cli.listen) {
         Ok(l) => l,
         Err(e) => {
@@ -181,20 +187,28 @@ async fn run(
         Ok(started) => started,
         Err(code) => return code,
     };
+    if futures::FutureExt::now_or_never(signals.as_mut()).is_some() {
+        info!("signal received while starting; exiting");
+        return ExitCode::SUCCESS;
+    }
     let collector = collect::spawn(config, store.clone(), join, stop.clone());
     let (tx, rx) = tokio::sync::watch::channel(false);
     let limits = cli.limits();
     let server = tokio::spawn(Server { store, web, limits }.run(listener, rx));
-    wait_for_signal().await;
+    signals.await;
     info!("shutting down");
     stop.store(true, Ordering::Relaxed);
     let _ = tx.send(true);
     let _ = server.await;
-    if tokio::task::spawn_blocking(move || collector.join())
-        .await
-        .is_err()
-    {
-        warn!("collection thread did not stop cleanly");
+    let joined = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tokio::task::spawn_blocking(move || collector.join()),
+    )
+    .await;
+    match joined {
+        Ok(Ok(Ok(()))) => {}
+        Ok(_) => warn!("collection thread did not stop cleanly"),
+        Err(_) => warn!("collection thread still busy after 5 s; exiting without it"),
     }
     drop(sim_node);
     ExitCode::SUCCESS
@@ -250,20 +264,25 @@ fn start_pods(
     }
 }
 
-async fn wait_for_signal() {
+/// SIGTERM or SIGINT. The handlers are installed when this is called, not
+/// when it is first polled: a signal from then on is kept until awaited.
+fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = int.recv() => {},
+    );
+    async move {
+        match handlers {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ pub mod kubelet;
 pub mod procfs;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -43,7 +43,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SimNodeError {
 /// A running simulated node. Its temporary directory (socket, /proc) lives as
 /// long as the value.
 pub struct SimNode {
-    dir: PathBuf,
+    dir: TempDir,
     node: String,
     allocatable: proto::AllocatableResourcesResponse,
     /// GPU or MIG UUID → DRA device name.
@@ -60,12 +60,13 @@ impl SimNode {
     /// Starts the servers on `rt` and writes the /proc tree.
     pub fn start(scenario: &Scenario, rt: &tokio::runtime::Handle) -> Result<Self, SimNodeError> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "gpuscale-simnode-{}-{}",
+        remove_stale(&std::env::temp_dir());
+        let dir = TempDir(std::env::temp_dir().join(format!(
+            "{PREFIX}{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(dir.join("proc")).map_err(io(dir.display().to_string()))?;
+        )));
+        std::fs::create_dir_all(dir.0.join("proc")).map_err(io(dir.0.display().to_string()))?;
         let pods: Vec<(usize, SimPod)> = scenario.pods.iter().cloned().enumerate().collect();
         let allocatable = allocatable(scenario);
         let dra_names = dra::device_names(scenario);
@@ -73,7 +74,7 @@ impl SimNode {
             list: list(pods.iter().map(|(_, p)| p), &scenario.node, &dra_names),
             allocatable: allocatable.clone(),
         };
-        let kubelet = FakeKubelet::start(&dir.join("kubelet.sock"), data, rt)
+        let kubelet = FakeKubelet::start(&dir.0.join("kubelet.sock"), data, rt)
             .map_err(io("kubelet socket"))?;
         let api = FakeKubeApi::start(rt).map_err(io("API server"))?;
         let sim = Self {
@@ -120,11 +121,11 @@ impl SimNode {
     }
 
     pub fn socket(&self) -> PathBuf {
-        self.dir.join("kubelet.sock")
+        self.dir.0.join("kubelet.sock")
     }
 
     pub fn proc_root(&self) -> PathBuf {
-        self.dir.join("proc")
+        self.dir.0.join("proc")
     }
 
     pub fn api(&self) -> &FakeKubeApi {
@@ -255,8 +256,42 @@ impl SimNode {
 
 impl Drop for SimNode {
     fn drop(&mut self) {
+        // The directory goes after this, when the field drops.
         self.lock_kubelet().stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const PREFIX: &str = "gpuscale-simnode-";
+
+/// A directory removed when dropped: on shutdown, and on every early
+/// return of [`SimNode::start`].
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Removes the directories of simulated nodes whose process is gone (killed
+/// before it could clean up: SIGKILL, out of memory).
+fn remove_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
