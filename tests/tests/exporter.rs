@@ -101,18 +101,30 @@ fn utilization_memory_power_thermal_and_clocks_are_the_scenario_values() {
             "slowdown",
             87.0,
         ),
-        (
-            "gpu_temperature_threshold_celsius",
-            "threshold",
-            "shutdown",
-            92.0,
-        ),
         ("gpu_clock_hertz", "clock", "sm", 1755e6),
         ("gpu_clock_hertz", "clock", "memory", 2619e6),
         ("gpu_clock_max_hertz", "clock", "sm", 1980e6),
     ] {
         assert_close(m, name, &[("uuid", GPU0), (key, value)], expected);
     }
+    // Static facts no rule compares with are gpu_info labels, not series.
+    let info = [
+        ("shutdown_celsius", "92"),
+        ("slowdown_celsius", "87"),
+        ("max_sm_hertz", "1980000000"),
+    ];
+    assert_eq!(m.find("gpu_info", &[&g0[..], &info[..]].concat()).len(), 1);
+    assert!(
+        m.find(
+            "gpu_temperature_threshold_celsius",
+            &[("threshold", "shutdown")]
+        )
+        .is_empty()
+    );
+    assert!(
+        m.find("gpu_clock_max_hertz", &[("clock", "video")])
+            .is_empty()
+    );
     assert_eq!(m.value("gpu_performance_state", &g0), 0.0);
 }
 

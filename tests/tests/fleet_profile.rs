@@ -76,12 +76,7 @@ fn series_per_gpu_stay_within_each_profiles_budget() {
 /// some of them always), and the GPU states it sends only while current.
 fn sent_while_non_zero() -> Vec<&'static str> {
     let mut names: Vec<&str> = FLEET.iter().map(|(name, _)| *name).collect();
-    names.retain(|n| {
-        !matches!(
-            *n,
-            "gpu_temperature_threshold_celsius" | "gpu_clock_hertz" | "gpu_clock_max_hertz"
-        )
-    });
+    names.retain(|n| *n != "gpu_clock_hertz");
     names.push("gpuscale_exporter_gpu_state");
     names
 }

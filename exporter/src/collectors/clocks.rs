@@ -10,7 +10,7 @@ use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, NVML_FI_DEV_PERF_POLICY_THERMAL,
 };
 
-use super::{Collector, Ctx, Spec};
+use super::{Collector, Ctx, Spec, info};
 use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
 
@@ -28,7 +28,7 @@ const CLOCK: Desc = Desc::gauge(
 );
 const CLOCK_MAX: Desc = Desc::gauge(
     "gpu_clock_max_hertz",
-    "Maximum clock frequency.",
+    "Maximum SM clock frequency; every maximum clock is a gpu_info label.",
     "hertz",
     &["clock"],
 );
@@ -56,6 +56,16 @@ const PSTATE: Desc = Desc::gauge(
 #[derive(Default)]
 pub struct Clocks {
     max: HashMap<String, Vec<(&'static str, f64)>>,
+}
+
+/// The `gpu_info` label of a clock's maximum.
+fn max_label(clock: &str) -> &'static str {
+    match clock {
+        "graphics" => "max_graphics_hertz",
+        "sm" => "max_sm_hertz",
+        "memory" => "max_memory_hertz",
+        _ => "max_video_hertz",
+    }
 }
 
 const CLOCKS: [(Clock, &str); 4] = [
@@ -148,9 +158,15 @@ impl<'n> Collector<'n> for Clocks {
                     self.max.insert(gpu.id.uuid.to_string(), all);
                 }
             }
+            let mut info = Vec::new();
             for (label, hz) in self.max.get(&*gpu.id.uuid).into_iter().flatten() {
-                max.push(gpu.subject(), vec![("clock", label.to_string())], *hz);
+                // The dashboards chart the SM clock against its maximum.
+                if *label == "sm" {
+                    max.push(gpu.subject(), vec![("clock", label.to_string())], *hz);
+                }
+                info.push((max_label(label), hz.to_string()));
             }
+            info::annotate(out, gpu, &info);
             if let Some(r) = cx.reader.read(
                 i,
                 "nvmlDeviceGetCurrentClocksEventReasons",

@@ -1,9 +1,10 @@
-//! `gpu_info`: identity of each GPU, read once per GPU and cached.
+//! `gpu_info`: identity of each GPU, read once per GPU and cached, and the
+//! static facts other collectors read (thresholds, maximum clocks) as labels.
 
 use std::collections::HashMap;
 
-use super::{Collector, Ctx, Spec};
-use crate::metrics::{Collected, Desc, Family};
+use super::{Collector, Ctx, Gpu, Spec};
+use crate::metrics::{Collected, Desc, Family, Subject};
 
 pub const SPEC: Spec = Spec {
     name: "info",
@@ -24,8 +25,29 @@ pub const GPU_INFO: Desc = Desc::gauge(
         "mig_mode",
         "driver_version",
         "cuda_version",
+        // Added by the thermal and clocks collectors (`annotate`).
+        "shutdown_celsius",
+        "slowdown_celsius",
+        "gpu_max_celsius",
+        "memory_max_celsius",
+        "max_graphics_hertz",
+        "max_sm_hertz",
+        "max_memory_hertz",
+        "max_video_hertz",
     ],
 );
+
+/// Adds static facts of `gpu` to this cycle's `gpu_info`: a fact that never
+/// changes costs a label instead of a series of its own.
+pub fn annotate(out: &mut Collected, gpu: &Gpu<'_>, labels: &[(&'static str, String)]) {
+    let Some(info) = out.families.iter_mut().find(|f| f.name == GPU_INFO.name) else {
+        return;
+    };
+    let of_gpu = |s: &&mut crate::metrics::Sample| matches!(&s.subject, Subject::Device(d) if d.uuid == gpu.id.uuid);
+    if let Some(sample) = info.samples.iter_mut().find(of_gpu) {
+        sample.labels.extend(labels.iter().cloned());
+    }
+}
 
 #[derive(Default)]
 pub struct Info {

@@ -1,9 +1,7 @@
 //! `--profile`: how many series a GPU costs. `full` serves every series the
 //! collectors build; `fleet` keeps the label values that rules, dashboards
 //! and presets read, and sends 0/1 flags and error counters only while they
-//! are non-zero, so a healthy GPU costs about half as many series. (The
-//! fleet profile's GPU states are trimmed where they are recorded,
-//! `selfmetrics.rs`.)
+//! are non-zero, so a healthy GPU costs about half as many series.
 
 use clap::ValueEnum;
 
@@ -31,14 +29,8 @@ pub enum Keep {
 
 /// The fleet profile's trims; families not listed are kept whole.
 pub const FLEET: &[(&str, Keep)] = &[
-    // Read by GPUTemperatureNearSlowdown and GPUMemoryTemperatureHigh.
-    (
-        "gpu_temperature_threshold_celsius",
-        Keep::Only("threshold", &["slowdown", "memory_max"]),
-    ),
     // Charted, and the sources of DCGM_FI_DEV_SM_CLOCK / MEM_CLOCK.
     ("gpu_clock_hertz", Keep::Only("clock", &["sm", "memory"])),
-    ("gpu_clock_max_hertz", Keep::Only("clock", &["sm"])),
     ("gpu_clock_event_active", Keep::NonZero),
     ("gpu_clock_event_seconds_total", Keep::NonZero),
     ("gpu_ecc_errors_total", Keep::NonZero),
@@ -137,14 +129,11 @@ mod tests {
     #[test]
     fn fleet_keeps_listed_values_and_non_zero_samples() {
         let mut t = family(
-            "gpu_temperature_threshold_celsius",
-            &[
-                ("threshold", "shutdown", 92.0),
-                ("threshold", "slowdown", 87.0),
-            ],
+            "gpu_clock_hertz",
+            &[("clock", "video", 1.7e9), ("clock", "sm", 1.9e9)],
         );
         Profile::Fleet.trim(&mut t);
-        assert_eq!(kept(&t), [("slowdown".to_string(), 87.0)]);
+        assert_eq!(kept(&t), [("sm".to_string(), 1.9e9)]);
 
         let mut rows = family(
             "gpu_remapped_rows",

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold};
 use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_MEMORY_TEMP;
 
-use super::{Collector, Ctx, Spec, pct};
+use super::{Collector, Ctx, Spec, info, pct};
 use crate::metrics::{Collected, Desc, Family};
 use crate::nvml::raw;
 
@@ -29,7 +29,7 @@ const MEMORY_TEMP: Desc = Desc::gauge(
 );
 const THRESHOLD: Desc = Desc::gauge(
     "gpu_temperature_threshold_celsius",
-    "Temperature at which the GPU slows down, shuts down, or its maximum operating temperature.",
+    "Temperature at which the GPU slows down (slowdown) or its memory's maximum operating temperature (memory_max); all thresholds are gpu_info labels.",
     "celsius",
     &["threshold"],
 );
@@ -86,6 +86,18 @@ const THRESHOLDS: [(TemperatureThreshold, &str); 4] = [
     (TemperatureThreshold::MemoryMax, "memory_max"),
 ];
 
+/// Each threshold's `gpu_info` label.
+const INFO_LABELS: [(&str, &str); 4] = [
+    ("shutdown", "shutdown_celsius"),
+    ("slowdown", "slowdown_celsius"),
+    ("gpu_max", "gpu_max_celsius"),
+    ("memory_max", "memory_max_celsius"),
+];
+
+/// Thresholds that are also a series: the alerts compare temperatures
+/// with them, which PromQL cannot do with a label.
+const SERIES: [&str; 2] = ["slowdown", "memory_max"];
+
 impl<'n> Collector<'n> for Thermal {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut temp = Family::of(&TEMP);
@@ -122,9 +134,16 @@ impl<'n> Collector<'n> for Thermal {
             let Some(f) = self.fixed.get(&*gpu.id.uuid) else {
                 continue;
             };
+            let mut info = Vec::new();
             for (label, t) in &f.thresholds {
-                thresholds.push(gpu.subject(), vec![("threshold", label.to_string())], *t);
+                if SERIES.contains(label) {
+                    thresholds.push(gpu.subject(), vec![("threshold", label.to_string())], *t);
+                }
+                if let Some((_, key)) = INFO_LABELS.iter().find(|(l, _)| l == label) {
+                    info.push((*key, t.to_string()));
+                }
             }
+            info::annotate(out, gpu, &info);
             // The first fan, as nvidia-smi's fan.speed reports it.
             if f.fans > 0
                 && let Some(s) = cx
