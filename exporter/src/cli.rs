@@ -77,6 +77,17 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_PROFILE", value_enum, default_value = "full")]
     pub profile: collectors::profile::Profile,
 
+    /// File that keeps each GPU's UUID, model and PCI bus ID across restarts,
+    /// so a GPU lost from the bus keeps its identity and a node that comes
+    /// up short is seen; empty = none. The DaemonSet puts it on a hostPath.
+    #[arg(
+        long,
+        env = "GPUSCALE_STATE_FILE",
+        value_name = "PATH",
+        default_value = ""
+    )]
+    pub state_file: PathBuf,
+
     /// Also (dcgm) or only (dcgm-only) serve dcgm-exporter's metric and label names.
     #[arg(long, env = "GPUSCALE_COMPAT", value_enum, default_value = "off")]
     pub compat: Compat,
@@ -170,6 +181,11 @@ impl Cli {
     }
 
     /// The families to serve, from `--compat` and its options.
+    /// `--state-file`, unless empty.
+    pub fn state_file(&self) -> Option<PathBuf> {
+        (!self.state_file.as_os_str().is_empty()).then(|| self.state_file.clone())
+    }
+
     pub fn exposition(&self) -> Exposition {
         let dcgm = Options {
             hostname_label: if self.compat_hostname_label == "hostname" {

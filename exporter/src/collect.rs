@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 
 use crate::collectors::xid::{self, XidLog};
 use crate::collectors::{self, Ctx, Gpu, MigDev, Running, Setup};
+use crate::inventory::{self, Inventory};
 use crate::metrics::dcgm::{self, Exposition};
 use crate::metrics::encode::{self, Format};
 use crate::metrics::{Collected, DeviceRef, Family, MigRef, NoPods, PodLookup, Subject};
@@ -37,6 +38,8 @@ pub struct Config {
     pub options: collectors::Options,
     pub node: String,
     pub exposition: Exposition,
+    /// `--state-file`: where the GPU inventory survives restarts.
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 pub fn spawn(
@@ -65,6 +68,7 @@ struct Loop {
     xid_on: bool,
     uuids: HashMap<u32, Arc<str>>,
     traits: HashMap<Arc<str>, Traits>,
+    inventory: Inventory,
 }
 
 /// What does not change while the driver is loaded, read once per GPU.
@@ -72,6 +76,9 @@ struct Loop {
 struct Traits {
     arch: Option<DeviceArchitecture>,
     gpm_supported: bool,
+    /// Empty when NVML could not read them (the inventory keys by UUID then).
+    pci_bus_id: String,
+    model: String,
 }
 
 /// The GPUs and MIG instances that answer now, and every GPU's state.
@@ -88,6 +95,7 @@ impl Loop {
             options: cfg.options,
             xids: XidLog::default(),
         };
+        let inventory = Inventory::load(cfg.state_file.clone());
         Self {
             selfm: SelfMetrics::new(&cfg.node).with_profile(cfg.options.profile),
             gpm_on: collectors::is_enabled(&cfg.collectors, &collectors::gpm::SPEC),
@@ -101,6 +109,7 @@ impl Loop {
             setup,
             uuids: HashMap::new(),
             traits: HashMap::new(),
+            inventory,
         }
     }
 
@@ -190,6 +199,7 @@ impl Loop {
             self.stats.last_duration = started.elapsed().as_secs_f64();
             self.stats.last_success_unix = unix_now();
             self.publish(out, &states);
+            self.inventory.save();
             let next = self.cfg.interval.saturating_sub(started.elapsed());
             self.sleep(next);
         }
@@ -234,14 +244,22 @@ impl Loop {
             Ok(found) => found,
             Err((function, e)) => {
                 self.reader.fail(index, function, &e);
+                // NVML cannot name a lost GPU: the name it had, this run or before a restart.
+                let known = self.uuids.get(&index).cloned();
                 return Err(GpuState {
-                    uuid: self.uuids.get(&index).cloned(),
+                    uuid: known.or_else(|| self.inventory.uuid_at(index)),
                     state: GpuHealth::of_error(&e),
                 });
             }
         };
         self.uuids.insert(index, uuid.clone());
         let traits = self.traits_of(&device, index, &uuid);
+        self.inventory.observe(inventory::Entry {
+            index,
+            uuid: uuid.to_string(),
+            pci_bus_id: traits.pci_bus_id.clone(),
+            model: traits.model.clone(),
+        });
         Ok(Gpu {
             device,
             id: Arc::new(DeviceRef { index, uuid }),
@@ -263,6 +281,8 @@ impl Loop {
             Traits {
                 arch: device.architecture().ok(),
                 gpm_supported,
+                pci_bus_id: device.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+                model: device.name().unwrap_or_default(),
             }
         });
         traits.clone()
@@ -349,6 +369,13 @@ impl Loop {
         let mut families = merge(families);
         selfmetrics::label_node(&mut families, &self.cfg.node);
         self.selfm.record(&self.stats, self.reader.errors(), states);
+        let reported = states.values().filter_map(|s| s.uuid.clone()).collect();
+        let mut view = self.inventory.view(&reported);
+        if !self.stats.nvml_up {
+            // NVML down says nothing about which GPUs are there.
+            view.missing.clear();
+        }
+        self.selfm.record_inventory(&view);
         let own = self.selfm.gather();
         let text = self.render(&families, &own, &out, lookup.as_ref(), Format::Text);
         let om = self.render(&families, &own, &out, lookup.as_ref(), Format::OpenMetrics);

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod collect;
 pub mod collectors;
 pub mod duration;
+pub mod inventory;
 pub mod logging;
 pub mod metrics;
 pub mod nvml;

@@ -181,6 +181,7 @@ async fn run(
         },
         node: node_name(&cli, simulated.as_ref()),
         exposition: cli.exposition(),
+        state_file: cli.state_file(),
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
     let (join, sim_node) = match start_pods(&cli, simulated.as_ref(), &config.node) {

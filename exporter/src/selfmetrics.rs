@@ -91,7 +91,7 @@ pub const GPUS: Desc = Desc::gauge(
 );
 pub const GPU_STATE: Desc = Desc::gauge(
     "gpuscale_exporter_gpu_state",
-    "1 for the GPU's current state (ok, lost, error).",
+    "1 for the GPU's current state (ok, lost, error; missing: in the state file, not reported by NVML).",
     "",
     &["node", "gpu", "uuid", "state"],
 );
@@ -132,6 +132,19 @@ pub const NVML_ERRORS: Desc = Desc::counter(
     &["function", "error"],
 );
 
+pub const GPUS_EXPECTED: Desc = Desc::gauge(
+    "gpuscale_exporter_gpus_expected",
+    "GPUs the state file remembers on this node (one per PCI bus ID seen).",
+    "",
+    &["node"],
+);
+pub const STATE_FILE_OK: Desc = Desc::gauge(
+    "gpuscale_exporter_state_file_ok",
+    "1 while the GPU state file was read (or rebuilt) and its last write succeeded.",
+    "",
+    &["node"],
+);
+
 /// Every family of the exporter's own health.
 pub const FAMILIES: &[&Desc] = &[
     &BUILD_INFO,
@@ -144,6 +157,8 @@ pub const FAMILIES: &[&Desc] = &[
     &COLLECTIONS,
     &LAST_COLLECTION,
     &NVML_ERRORS,
+    &GPUS_EXPECTED,
+    &STATE_FILE_OK,
 ];
 
 /// NVML call failures, by (function, error kind): cumulative counts.
@@ -163,6 +178,8 @@ pub struct SelfMetrics {
     collections: IntCounterVec,
     last_collection: GaugeVec,
     nvml_errors: IntCounterVec,
+    gpus_expected: IntGaugeVec,
+    state_file_ok: IntGaugeVec,
     /// `--profile fleet`: only the state each GPU is in, not its 0 states.
     current_state_only: bool,
 }
@@ -229,6 +246,8 @@ impl SelfMetrics {
             collections: counter(&r, &COLLECTIONS),
             last_collection: gauge(&r, &LAST_COLLECTION),
             nvml_errors: counter(&r, &NVML_ERRORS),
+            gpus_expected: int_gauge(&r, &GPUS_EXPECTED),
+            state_file_ok: int_gauge(&r, &STATE_FILE_OK),
             registry: r,
             current_state_only: false,
         }
@@ -283,6 +302,21 @@ impl SelfMetrics {
         }
     }
 
+    /// The state file's view, after [`Self::record`] (which clears the GPU
+    /// states): GPUs it remembers that NVML no longer reports are `missing`.
+    pub fn record_inventory(&self, view: &crate::inventory::View) {
+        if let Some(n) = view.expected {
+            self.gpus_expected.with_label_values(NONE).set(n as i64);
+        }
+        if let Some(ok) = view.file_ok {
+            self.state_file_ok.with_label_values(NONE).set(ok.into());
+        }
+        for m in &view.missing {
+            let labels = [m.index.to_string(), m.uuid.to_string(), "missing".into()];
+            self.gpu_state.with_label_values(&labels).set(1);
+        }
+    }
+
     pub fn gather(&self) -> Vec<MetricFamily> {
         self.registry.gather()
     }
@@ -325,6 +359,11 @@ pub fn describe() -> Vec<FamilyDoc> {
         state: GpuHealth::Ok,
     };
     m.record(&stats, &errors, &BTreeMap::from([(0, state)]));
+    m.record_inventory(&crate::inventory::View {
+        expected: Some(1),
+        file_ok: Some(true),
+        missing: Vec::new(),
+    });
     m.gather().iter().map(family_doc).collect()
 }
 

@@ -1,8 +1,8 @@
-//! Memory errors: ECC counters, row remapping and page retirement.
+//! Memory errors: ECC mode and counters, row remapping and page retirement.
 
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
 
-use super::{Collector, Ctx, Spec};
+use super::{Collector, Ctx, Gpu, Spec};
 use crate::metrics::{Collected, Desc, Family, flag};
 use crate::nvml::raw;
 
@@ -17,6 +17,7 @@ pub const SPEC: Spec = Spec {
         &ROWS_FAILURE,
         &PAGES,
         &PAGES_PENDING,
+        &ECC_ENABLED,
     ],
     build: |_, _| Box::new(Ecc),
 };
@@ -26,6 +27,12 @@ const ECC_ERRORS: Desc = Desc::counter(
     "ECC memory errors; volatile counts since the driver loaded, aggregate over the GPU's life.",
     "",
     &["type", "scope"],
+);
+const ECC_ENABLED: Desc = Desc::gauge(
+    "gpu_ecc_enabled",
+    "1 while ECC is on (mode current) or will be on after the next reset (mode pending).",
+    "",
+    &["mode"],
 );
 const ROWS: Desc = Desc::gauge(
     "gpu_remapped_rows",
@@ -93,8 +100,10 @@ impl<'n> Collector<'n> for Ecc {
         let mut rows_failure = Family::of(&ROWS_FAILURE);
         let mut pages = Family::of(&PAGES);
         let mut pages_pending = Family::of(&PAGES_PENDING);
+        let mut enabled = Family::of(&ECC_ENABLED);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
+            ecc_mode(cx, gpu, &mut enabled);
             for (kind, kind_label, counter, scope) in ECC {
                 if let Some(n) = cx.reader.read(
                     i,
@@ -155,7 +164,28 @@ impl<'n> Collector<'n> for Ecc {
                 pages_pending.push(gpu.subject(), vec![], flag(p));
             }
         }
-        out.families
-            .extend([ecc, rows, rows_pending, rows_failure, pages, pages_pending]);
+        out.families.extend([
+            ecc,
+            rows,
+            rows_pending,
+            rows_failure,
+            pages,
+            pages_pending,
+            enabled,
+        ]);
+    }
+}
+
+/// `gpu_ecc_enabled`: ECC on now and after the next reset.
+fn ecc_mode(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>, family: &mut Family) {
+    let read = gpu.device.is_ecc_enabled();
+    let Some(m) = cx.reader.read(gpu.id.index, "nvmlDeviceGetEccMode", read) else {
+        return;
+    };
+    for (mode, on) in [
+        ("current", m.currently_enabled),
+        ("pending", m.pending_enabled),
+    ] {
+        family.push(gpu.subject(), vec![("mode", mode.into())], flag(on));
     }
 }

@@ -1,6 +1,7 @@
-//! NVLink traffic and error counters. Traffic is summed over the active
-//! links unless `--nvlink-per-link` asks for one series per link: 18 links
-//! would otherwise make NVLink a third of an H100 node's scrape.
+//! NVLink traffic and error counters, links up and down, and the GPU's
+//! NVSwitch fabric state. Traffic is summed over the active links unless
+//! `--nvlink-per-link` asks for one series per link: 18 links would
+//! otherwise make NVLink a third of an H100 node's scrape.
 
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
@@ -18,7 +19,7 @@ pub struct NvLinks {
 
 pub const SPEC: Spec = Spec {
     name: "nvlink",
-    families: &[&TX, &RX, &ERROR_COUNT],
+    families: &[&TX, &RX, &ERROR_COUNT, &LINKS, &FABRIC],
     build: |_, setup| {
         Box::new(NvLinks {
             per_link: setup.options.nvlink_per_link,
@@ -45,6 +46,19 @@ const ERROR_COUNT: Desc = Desc::counter(
     &["link", "type"],
 );
 
+const LINKS: Desc = Desc::gauge(
+    "gpu_nvlink_links",
+    "NVLink links of the GPU by state (active, inactive = down).",
+    "",
+    &["state"],
+);
+const FABRIC: Desc = Desc::gauge(
+    "gpu_fabric_state",
+    "1 for the GPU's NVSwitch fabric state (not_started, in_progress, completed, failed).",
+    "",
+    &["state"],
+);
+
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
 
@@ -60,34 +74,68 @@ impl<'n> Collector<'n> for NvLinks {
         let mut tx = Family::of(&TX);
         let mut rx = Family::of(&RX);
         let mut errors = Family::of(&ERROR_COUNT);
+        let mut states = Family::of(&LINKS);
+        let mut fabric = Family::of(&FABRIC);
         let gpus = cx.gpus;
         for gpu in gpus {
-            let links = active_links(cx, gpu);
-            if links.is_empty() {
+            fabric_state(cx, gpu, &mut fabric);
+            let Some(Links { active, inactive }) = links(cx, gpu) else {
+                continue;
+            };
+            for (state, n) in [("active", active.len()), ("inactive", inactive)] {
+                states.push(gpu.subject(), vec![("state", state.into())], n as f64);
+            }
+            if active.is_empty() {
                 continue;
             }
-            self.errors(cx, gpu, &links, &mut errors);
-            self.traffic(cx, gpu, &links, [&mut tx, &mut rx]);
+            self.errors(cx, gpu, &active, &mut errors);
+            self.traffic(cx, gpu, &active, [&mut tx, &mut rx]);
         }
-        out.families.extend([tx, rx, errors]);
+        out.families.extend([tx, rx, errors, states, fabric]);
     }
 }
 
-/// The GPU's active links; NVML answers INVALID_ARGUMENT past its last one.
-fn active_links(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>) -> Vec<u32> {
-    let mut links = Vec::new();
+/// The links of a GPU by state.
+struct Links {
+    active: Vec<u32>,
+    inactive: usize,
+}
+
+/// The GPU's links; NVML answers INVALID_ARGUMENT past its last one. `None`
+/// when not even the first link's state could be read (no NVLink, or a
+/// failed read: no count is better than a wrong one).
+fn links(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>) -> Option<Links> {
+    let mut found = Links {
+        active: Vec::new(),
+        inactive: 0,
+    };
     for link in 0..MAX_LINKS {
         match gpu.device.link_wrapper_for(link).is_active() {
-            Ok(true) => links.push(link),
-            Ok(false) => {}
-            Err(NvmlError::InvalidArg) => break,
+            Ok(true) => found.active.push(link),
+            Ok(false) => found.inactive += 1,
+            Err(NvmlError::InvalidArg) if link > 0 => break,
+            Err(NvmlError::InvalidArg) => return None,
             Err(e) => {
                 cx.reader.fail(gpu.id.index, "nvmlDeviceGetNvLinkState", &e);
-                break;
+                return None;
             }
         }
     }
-    links
+    Some(found)
+}
+
+/// `gpu_fabric_state`: left out where the GPU has no fabric.
+fn fabric_state(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>, family: &mut Family) {
+    let read = raw::fabric_info(cx.nvml, &gpu.device);
+    let Some(info) = cx
+        .reader
+        .read(gpu.id.index, "nvmlDeviceGetGpuFabricInfo", read)
+    else {
+        return;
+    };
+    if let Some(state) = info.state_label() {
+        family.push(gpu.subject(), vec![("state", state.into())], 1.0);
+    }
 }
 
 impl NvLinks {

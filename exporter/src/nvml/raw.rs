@@ -34,6 +34,46 @@ pub fn remapped_rows(nvml: &Nvml, device: &Device<'_>) -> Result<RemappedRows, N
     })
 }
 
+/// `nvmlDeviceGetGpuFabricInfo`: the GPU's registration with the NVSwitch
+/// fabric (Fabric Manager).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FabricInfo {
+    /// `NVML_GPU_FABRIC_STATE_*`.
+    pub state: u32,
+    /// The registration's result, meaningful once completed.
+    pub status_ok: bool,
+}
+
+impl FabricInfo {
+    /// The `state` label; `None` where the GPU has no fabric.
+    pub fn state_label(self) -> Option<&'static str> {
+        use nvml_wrapper_sys::bindings as b;
+        match self.state {
+            b::NVML_GPU_FABRIC_STATE_NOT_STARTED => Some("not_started"),
+            b::NVML_GPU_FABRIC_STATE_IN_PROGRESS => Some("in_progress"),
+            b::NVML_GPU_FABRIC_STATE_COMPLETED if self.status_ok => Some("completed"),
+            b::NVML_GPU_FABRIC_STATE_COMPLETED => Some("failed"),
+            _ => None,
+        }
+    }
+}
+
+pub fn fabric_info(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlDeviceGetGpuFabricInfo.as_ref())?;
+    let mut info = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t {
+        clusterUuid: [0; 16],
+        status: 0,
+        cliqueId: 0,
+        state: 0,
+    };
+    // SAFETY: the handle comes from this `Nvml`; the out-pointer is a valid local.
+    unsafe { nvml_try(sym(device.handle(), &mut info))? };
+    Ok(FabricInfo {
+        state: u32::from(info.state),
+        status_ok: info.status == 0,
+    })
+}
+
 /// `nvmlDeviceGetGpuInstanceId` on a MIG device handle.
 pub fn gpu_instance_id(nvml: &Nvml, device: &Device<'_>) -> Result<u32, NvmlError> {
     let sym = nvml_sym(nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref())?;

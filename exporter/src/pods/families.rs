@@ -47,6 +47,12 @@ pub const UNATTRIBUTED_PROCESSES: Desc = Desc::gauge(
     "",
     &["reason"],
 );
+pub const PROCESS_UNATTRIBUTED: Desc = Desc::gauge(
+    "gpu_process_unattributed",
+    "1 for each GPU process without a pod, by reason (pod_unknown: a zombie of a deleted pod, or a pod the kubelet lost).",
+    "",
+    &["reason"],
+);
 pub const UNATTRIBUTED_PIDS: Desc = Desc::counter(
     "gpuscale_exporter_unattributed_pids_total",
     "GPU processes (counted once per pid) whose cgroup named no pod, by reason.",
@@ -116,6 +122,7 @@ pub const FAMILIES: &[&Desc] = &[
     &POD_INFO,
     &PRICE,
     &UNATTRIBUTED_PROCESSES,
+    &PROCESS_UNATTRIBUTED,
     &UNATTRIBUTED_PIDS,
     &MAPPING_UP,
     &METADATA_STALE,

@@ -160,7 +160,7 @@ impl PodMapper {
             cache.built_from = Some((kubelet.clone(), meta.clone(), slices.clone()));
         }
         let map = cache.map.clone();
-        let found = self.attribute(&mut cache, &map, collected);
+        let mut found = self.attribute(&mut cache, &map, collected);
         let process_pods: BTreeSet<String> =
             found.usage.keys().map(|k| k.pod_uid.clone()).collect();
         let mut families = self.allocation_families(&map, collected);
@@ -171,6 +171,10 @@ impl PodMapper {
             &self.label_keys,
         ));
         families.extend(self.per_pod_families(&map, found.usage));
+        families.push(std::mem::replace(
+            &mut found.orphans,
+            Family::of(&fam::PROCESS_UNATTRIBUTED),
+        ));
         families.extend(self.price_family(collected));
         let health = Health {
             kubelet: &kubelet,
@@ -196,15 +200,12 @@ impl PodMapper {
             let cg = match self.pod_cgroup(cache, pid) {
                 Ok(cg) => cg,
                 Err(reason) => {
-                    *found.unattributed.entry(reason).or_default() += 1;
+                    found.unattributed_process(p, reason);
                     continue;
                 }
             };
             let Some(meta) = map.pods.get(&cg.pod_uid) else {
-                *found
-                    .unattributed
-                    .entry(Unattributed::PodUnknown)
-                    .or_default() += 1;
+                found.unattributed_process(p, Unattributed::PodUnknown);
                 continue;
             };
             let container = cg
@@ -379,16 +380,38 @@ impl PodMapper {
 }
 
 /// What one join found out about the GPU processes.
-#[derive(Default)]
 struct Attribution {
     /// pid → the labels of its pod and container.
     processes: HashMap<u32, Arc<PodLabelSet>>,
     usage: BTreeMap<UsageKey, PodUsage>,
     /// Processes of this cycle without a pod, by reason.
     unattributed: BTreeMap<Unattributed, u64>,
+    /// `gpu_process_unattributed`: each of them by name.
+    orphans: Family,
+}
+
+impl Default for Attribution {
+    fn default() -> Self {
+        Self {
+            processes: HashMap::new(),
+            usage: BTreeMap::new(),
+            unattributed: BTreeMap::new(),
+            orphans: Family::of(&fam::PROCESS_UNATTRIBUTED),
+        }
+    }
 }
 
 impl Attribution {
+    /// A process no pod is charged for: counted, and named with its GPU and
+    /// pid so a zombie is found (and its memory told apart from the pod that
+    /// holds the same GPU or MIG instance).
+    fn unattributed_process(&mut self, p: &ProcessUsage, reason: Unattributed) {
+        *self.unattributed.entry(reason).or_default() += 1;
+        let labels = vec![("reason", reason.as_str().to_owned())];
+        self.orphans
+            .push(Subject::Process(p.proc_ref.clone()), labels, 1.0);
+    }
+
     fn add_usage(&mut self, p: &ProcessUsage, pod_uid: String) {
         let key = UsageKey {
             gpu_uuid: p.proc_ref.gpu.uuid.clone(),
