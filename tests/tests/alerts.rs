@@ -439,6 +439,10 @@ fn scale_to_zero_names_match_the_guide() {
 
 #[path = "alerts/end_to_end.rs"]
 mod end_to_end;
+#[path = "alerts/restart.rs"]
+mod restart;
+#[path = "alerts/two_jobs.rs"]
+mod two_jobs;
 
 /// The metric names of every dashboard query.
 fn charted_names() -> BTreeSet<String> {

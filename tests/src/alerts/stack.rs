@@ -528,3 +528,44 @@ pub fn prometheus_config(
     }
     s
 }
+
+/// Prometheus configuration scraping one exporter under each of `jobs` (as
+/// a ServiceMonitor and a PodMonitor both selecting it would), with the
+/// ServiceMonitor's target labels and relabelings, the rules loaded and
+/// alerts sent to `alertmanager` (none when empty).
+pub fn exporter_jobs_config(
+    rule_files: &[PathBuf],
+    alertmanager: &str,
+    exporter: &str,
+    jobs: &[&str],
+) -> String {
+    let mut s = String::from(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n",
+    );
+    for p in rule_files {
+        s.push_str(&format!("  - {}\n", p.display()));
+    }
+    if !alertmanager.is_empty() {
+        s.push_str(&format!(
+            "alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{alertmanager}']\n"
+        ));
+    }
+    let labels = serde_json::to_string(
+        &OPERATOR_TARGET_LABELS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+    .expect("labels");
+    let relabel: String = relabel_configs(&servicemonitor_relabelings())
+        .iter()
+        .map(|r| format!("      - {r}\n"))
+        .collect();
+    s.push_str("scrape_configs:\n");
+    for job in jobs {
+        s.push_str(&format!(
+            "  - job_name: {job}\n    honor_labels: true\n    static_configs:\n      - targets: ['{exporter}']\n        labels: {labels}\n    relabel_configs:\n{relabel}"
+        ));
+    }
+    s
+}

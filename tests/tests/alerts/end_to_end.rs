@@ -433,8 +433,9 @@ fn every_rule_evaluates(prom: &Prometheus) -> usize {
 /// by compute slices, time-sliced split), cost from the price flag, and
 /// the utilization of each allocation.
 fn recording_rules_share_and_price_allocations(s: &Stack) {
-    // A 3g.40gb instance holds 3 of an H100's 7 compute slices.
-    let mig_share = 3.0 / 7.0;
+    // Two 3g.40gb instances fill an H100 (8 of its 8 memory slices): each
+    // holds half of it, and the GPU's whole price is charged.
+    let mig_share = 0.5;
     for (q, want) in [
         (r#"gpuscale:gpu_allocation:share{pod="vllm-2"}"#, 1.0),
         (r#"gpuscale:gpu_allocation:share{pod="vllm-0"}"#, mig_share),
