@@ -127,7 +127,7 @@ pub struct Cli {
 
     /// Once a write blocks, time a client has to take the responses it asked
     /// for; a client that does not read is closed after it.
-    #[arg(long, env = "GPUSCALE_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_interval,
+    #[arg(long, env = "GPUSCALE_WRITE_TIMEOUT", default_value = "5s", value_parser = parse_interval,
           allow_hyphen_values = true)]
     pub write_timeout: Duration,
 

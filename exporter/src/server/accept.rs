@@ -36,7 +36,7 @@ impl Default for Limits {
             max_connections: 512,
             read_header_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(10),
-            write_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(5),
             max_pipelined: 16,
             auth_queue_timeout: Duration::from_secs(5),
         }
