@@ -45,7 +45,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
     };
     match app.upstream.forward(addr, req, peer).await {
         Ok(resp) => {
-            app.metrics.forwarded.with_label_values(&[&name]).inc();
+            app.metrics
+                .forwarded
+                .with_label_values(&[&route.spec.service.namespace, &name])
+                .inc();
             if was_held {
                 route.first_response();
             }
@@ -54,7 +57,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
         Err(e) => {
             app.metrics
                 .upstream_errors
-                .with_label_values(&[&name])
+                .with_label_values(&[&route.spec.service.namespace, &name])
                 .inc();
             tracing::warn!(route = %name, %addr, error = %e, "forwarding failed");
             proxy::text(
@@ -73,7 +76,12 @@ async fn admit(
     req: Request<Body>,
 ) -> Result<(SocketAddr, Request<Body>, bool), Response<Body>> {
     let name = &route.spec.name;
-    let refused = |reason: &str| app.metrics.refused.with_label_values(&[name, reason]).inc();
+    let refused = |reason: &str| {
+        app.metrics
+            .refused
+            .with_label_values(&[&route.spec.service.namespace, name, reason])
+            .inc()
+    };
     let holdable = declared_len(&req).is_none_or(|n| n <= app.bounds.max_held_body as u64);
     let mut held = match route.admit(app.bounds.queue_length, holdable) {
         Admit::Ready(addr) => return Ok((addr, req, false)),

@@ -13,65 +13,68 @@ const HOLD_BUCKETS: &[f64] = &[
 const SIGNAL_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
 /// Every family: (name, type, labels, help). The docs test reads it.
+/// `namespace` is the route's Service's: scraped with `honorLabels`, a
+/// route's series belong to its model's namespace, so the adapter reads
+/// them for that namespace like any workload's series.
 pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
     (
         "gpuscale_activator_pending_requests",
         "gauge",
-        "route",
+        "namespace, route",
         "Requests held now, waiting for a Ready endpoint.",
     ),
     (
         "gpuscale_activator_held_seconds",
         "histogram",
-        "route",
+        "namespace, route",
         "How long forwarded requests were held.",
     ),
     (
         "gpuscale_activator_refused_total",
         "counter",
-        "route, reason",
+        "namespace, route, reason",
         "Requests answered 503 (queue_full, wait_limit) or 413 (body_too_large) instead of being held.",
     ),
     (
         "gpuscale_activator_abandoned_total",
         "counter",
-        "route",
+        "namespace, route",
         "Held requests whose client went away before the target was Ready.",
     ),
     (
         "gpuscale_activator_cold_start_seconds",
         "histogram",
-        "route",
+        "namespace, route",
         "Observed cold start: first held request to the first response from the woken target.",
     ),
     (
         "gpuscale_activator_wake_signal_seconds",
         "histogram",
-        "route",
+        "namespace, route",
         "First held request to the scale patch accepted by the Kubernetes API.",
     ),
     (
         "gpuscale_activator_wakes_total",
         "counter",
-        "route, result",
+        "namespace, route, result",
         "Wake attempts: patched (0 to wakeReplicas), already_up (replicas above 0), error.",
     ),
     (
         "gpuscale_activator_ready_endpoints",
         "gauge",
-        "route",
+        "namespace, route",
         "Ready endpoints of the route's Service, from its EndpointSlices.",
     ),
     (
         "gpuscale_activator_forwarded_total",
         "counter",
-        "route",
+        "namespace, route",
         "Requests forwarded to a Ready endpoint.",
     ),
     (
         "gpuscale_activator_upstream_errors_total",
         "counter",
-        "route",
+        "namespace, route",
         "Forwarded requests that failed before a response (answered 502).",
     ),
     (
@@ -150,17 +153,17 @@ impl Metrics {
 
     /// Starts every route's series at zero, so "no request yet" reads 0
     /// and not an absent series.
-    pub fn init_route(&self, route: &str) {
-        self.pending.with_label_values(&[route]).set(0);
-        self.ready_endpoints.with_label_values(&[route]).set(0);
-        self.abandoned.with_label_values(&[route]);
-        self.forwarded.with_label_values(&[route]);
-        self.upstream_errors.with_label_values(&[route]);
+    pub fn init_route(&self, ns: &str, route: &str) {
+        self.pending.with_label_values(&[ns, route]).set(0);
+        self.ready_endpoints.with_label_values(&[ns, route]).set(0);
+        self.abandoned.with_label_values(&[ns, route]);
+        self.forwarded.with_label_values(&[ns, route]);
+        self.upstream_errors.with_label_values(&[ns, route]);
         for reason in ["queue_full", "wait_limit", "body_too_large"] {
-            self.refused.with_label_values(&[route, reason]);
+            self.refused.with_label_values(&[ns, route, reason]);
         }
         for result in ["patched", "already_up", "error"] {
-            self.wakes.with_label_values(&[route, result]);
+            self.wakes.with_label_values(&[ns, route, result]);
         }
     }
 

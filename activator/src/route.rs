@@ -19,6 +19,9 @@ pub struct Route {
     next: AtomicUsize,
     /// Woken when a request is held (the waker patches the scale).
     pub wake: Notify,
+    /// Woken when the Ready endpoints change: a waker waiting to retry
+    /// stops waiting once the target is Ready (or parked again).
+    pub ready_changed: Notify,
     metrics: Arc<Metrics>,
 }
 
@@ -68,12 +71,13 @@ pub struct Held {
 
 impl Route {
     pub fn new(spec: RouteSpec, metrics: Arc<Metrics>) -> Arc<Self> {
-        metrics.init_route(&spec.name);
+        metrics.init_route(&spec.service.namespace, &spec.name);
         Arc::new(Self {
             spec,
             state: Mutex::new(State::default()),
             next: AtomicUsize::new(0),
             wake: Notify::new(),
+            ready_changed: Notify::new(),
             metrics,
         })
     }
@@ -113,7 +117,7 @@ impl Route {
         }
         self.metrics
             .pending
-            .with_label_values(&[&self.spec.name])
+            .with_label_values(&[&self.spec.service.namespace, &self.spec.name])
             .set(st.waiters.len() as i64);
         drop(st);
         self.wake.notify_one();
@@ -132,9 +136,10 @@ impl Route {
         let mut st = self.lock();
         self.metrics
             .ready_endpoints
-            .with_label_values(&[&self.spec.name])
+            .with_label_values(&[&self.spec.service.namespace, &self.spec.name])
             .set(ready.len() as i64);
         st.ready = ready;
+        self.ready_changed.notify_one();
         if st.ready.is_empty() || st.waiters.is_empty() || st.releasing {
             return;
         }
@@ -155,7 +160,7 @@ impl Route {
                 }
                 self.metrics
                     .pending
-                    .with_label_values(&[&self.spec.name])
+                    .with_label_values(&[&self.spec.service.namespace, &self.spec.name])
                     .set(st.waiters.len() as i64);
                 next
             };
@@ -187,7 +192,7 @@ impl Route {
             tracing::info!(route = %self.spec.name, cold_start_s = secs, "cold start observed");
             self.metrics
                 .cold_start
-                .with_label_values(&[&self.spec.name])
+                .with_label_values(&[&self.spec.service.namespace, &self.spec.name])
                 .observe(secs);
         }
     }
@@ -199,7 +204,7 @@ impl Route {
         let left = st.waiters.len() < before;
         self.metrics
             .pending
-            .with_label_values(&[&self.spec.name])
+            .with_label_values(&[&self.spec.service.namespace, &self.spec.name])
             .set(st.waiters.len() as i64);
         left
     }
@@ -213,7 +218,7 @@ impl Held {
         self.route
             .metrics
             .held
-            .with_label_values(&[&self.route.spec.name])
+            .with_label_values(&[&self.route.spec.service.namespace, &self.route.spec.name])
             .observe(self.since.elapsed().as_secs_f64());
         Some(release)
     }
@@ -226,7 +231,11 @@ impl Held {
         self.route
             .metrics
             .refused
-            .with_label_values(&[&self.route.spec.name, "wait_limit"])
+            .with_label_values(&[
+                &self.route.spec.service.namespace,
+                &self.route.spec.name,
+                "wait_limit",
+            ])
             .inc();
     }
 }
@@ -238,7 +247,7 @@ impl Drop for Held {
             self.route
                 .metrics
                 .abandoned
-                .with_label_values(&[&self.route.spec.name])
+                .with_label_values(&[&self.route.spec.service.namespace, &self.route.spec.name])
                 .inc();
         }
     }

@@ -29,6 +29,7 @@ enum Outcome {
 /// `retry` while requests stay held and no endpoint is Ready.
 pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry: Duration) {
     let name = route.spec.name.clone();
+    let ns = route.spec.service.namespace.clone();
     loop {
         route.wake.notified().await;
         while route.needs_wake() {
@@ -44,7 +45,7 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
                         let secs = since.elapsed().as_secs_f64();
                         metrics
                             .wake_signal
-                            .with_label_values(&[&name])
+                            .with_label_values(&[&ns, &name])
                             .observe(secs);
                         tracing::info!(route = %name, target = %route.spec.target.name, signal_s = secs, "woke the target");
                     }
@@ -60,13 +61,16 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
                     "error"
                 }
             };
-            metrics.wakes.with_label_values(&[&name, label]).inc();
+            metrics.wakes.with_label_values(&[&ns, &name, label]).inc();
             let wait = if result.is_err() {
                 retry.min(Duration::from_secs(1))
             } else {
                 retry
             };
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = route.ready_changed.notified() => {}
+            }
         }
     }
 }

@@ -80,10 +80,10 @@ fn metric_families_match_the_registry() {
     assert_eq!(documented, code, "docs/activator.md ## Metrics vs FAMILIES");
     // And the registry serves exactly those (besides process_*).
     let m = Metrics::new().unwrap();
-    m.init_route("r");
-    m.held.with_label_values(&["r"]).observe(1.0);
-    m.cold_start.with_label_values(&["r"]).observe(1.0);
-    m.wake_signal.with_label_values(&["r"]).observe(1.0);
+    m.init_route("ns", "r");
+    m.held.with_label_values(&["ns", "r"]).observe(1.0);
+    m.cold_start.with_label_values(&["ns", "r"]).observe(1.0);
+    m.wake_signal.with_label_values(&["ns", "r"]).observe(1.0);
     m.unrouted.with_label_values(&["no_route"]).inc();
     let text = String::from_utf8(m.render()).unwrap();
     let served: BTreeSet<String> = text

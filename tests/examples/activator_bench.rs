@@ -119,7 +119,7 @@ fn main() {
         .arg(format!("--queue-length={}", held + 10))
         .env("RUST_LOG", "warn");
     let proc = Proc::spawn("activator", cmd, &dir.path().join("activator.log"));
-    let pending = "gpuscale_activator_pending_requests{route=\"chat\"}";
+    let pending = "gpuscale_activator_pending_requests{namespace=\"inference\",route=\"chat\"}";
     wait("the activator", 20, || scrape(mport, pending).is_some());
     let pid = proc.child.id();
     let idle = rss_mib(pid);
@@ -130,7 +130,10 @@ fn main() {
         fake.put(&deployments(), deployment("inference", "chat", 0));
         fake.put(&slices(), slice("inference", "chat", backend.port, false));
         wait("not ready", 10, || {
-            scrape(mport, "gpuscale_activator_ready_endpoints{route=\"chat\"}") == Some(0.0)
+            scrape(
+                mport,
+                "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
+            ) == Some(0.0)
         });
         let before = fake.scale_patches().len();
         let sent = SystemTime::now();
@@ -154,7 +157,10 @@ fn main() {
 
     // Warm: the same backend directly and through the activator, alternated.
     wait("ready", 10, || {
-        scrape(mport, "gpuscale_activator_ready_endpoints{route=\"chat\"}") == Some(1.0)
+        scrape(
+            mport,
+            "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
+        ) == Some(1.0)
     });
     let (direct_url, via_url) = (
         format!("http://127.0.0.1:{}/", backend.port),
@@ -187,7 +193,10 @@ fn main() {
     fake.put(&deployments(), deployment("inference", "chat", 0));
     fake.put(&slices(), slice("inference", "chat", backend.port, false));
     wait("not ready", 10, || {
-        scrape(mport, "gpuscale_activator_ready_endpoints{route=\"chat\"}") == Some(0.0)
+        scrape(
+            mport,
+            "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
+        ) == Some(0.0)
     });
     let mut conns = Vec::with_capacity(held);
     for i in 0..held {

@@ -29,7 +29,7 @@ fn cluster(models: &[&str]) -> KubeFake {
 }
 
 fn pending(route: &str) -> String {
-    format!("gpuscale_activator_pending_requests{{route=\"{route}\"}}")
+    format!("gpuscale_activator_pending_requests{{namespace=\"inference\",route=\"{route}\"}}")
 }
 
 /// Waits for the first scale patch of `name`, then (after `cold`) starts
@@ -110,15 +110,15 @@ fn two_hundred_requests_held_through_a_wake_are_answered_in_order() {
     assert_eq!(backend.seqs(), want, "forwarded in arrival order");
     a.wait_value(&pending("chat"), 0.0);
     a.wait_value(
-        "gpuscale_activator_cold_start_seconds_count{route=\"chat\"}",
+        "gpuscale_activator_cold_start_seconds_count{namespace=\"inference\",route=\"chat\"}",
         1.0,
     );
     a.wait_value(
-        "gpuscale_activator_held_seconds_count{route=\"chat\"}",
+        "gpuscale_activator_held_seconds_count{namespace=\"inference\",route=\"chat\"}",
         200.0,
     );
     a.wait_value(
-        "gpuscale_activator_wake_signal_seconds_count{route=\"chat\"}",
+        "gpuscale_activator_wake_signal_seconds_count{namespace=\"inference\",route=\"chat\"}",
         1.0,
     );
     // Warm now: forwarded at once, with the headers a proxy adds.
@@ -142,14 +142,17 @@ fn two_hundred_requests_held_through_a_wake_are_answered_in_order() {
 }
 
 #[test]
-fn server_sent_events_stream_token_by_token() {
+fn server_sent_events_stream_token_by_token_and_http2_is_served() {
     let dir = tempfile::tempdir().unwrap();
     let fake = cluster(&[]);
     let backend = Backend::start("sse");
     fake.put(&deployments(), deployment(NS, "sse", 1));
     fake.put(&slices(), slice(NS, "sse", backend.port, true));
     let a = Activator::start(dir.path(), "a", &fake, &routes(NS, &[("sse", None)]), &[]);
-    a.wait_value("gpuscale_activator_ready_endpoints{route=\"sse\"}", 1.0);
+    a.wait_value(
+        "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"sse\"}",
+        1.0,
+    );
     let mut s = send(a.port, "/sse", "models.test", "", "{}");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let start = Instant::now();
@@ -173,6 +176,20 @@ fn server_sent_events_stream_token_by_token() {
         seen[0] < Duration::from_millis(400),
         "first token late: {seen:?}"
     );
+    // HTTP/2 in (curl, prior knowledge), HTTP/1.1 to the model.
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "-w",
+            "\n%{http_version}",
+            "-H",
+            "Host: models.test",
+        ])
+        .arg(format!("http://127.0.0.1:{}/v1/models", a.port))
+        .output()
+        .expect("run curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok sse\n2", "{out:?}");
 }
 
 #[test]
@@ -215,8 +232,11 @@ fn full_queue_and_wait_limit_answer_503_with_retry_after() {
         assert!(body.contains("did not become ready"), "{body}");
     }
     assert!(started.elapsed() < Duration::from_secs(3));
-    let refused =
-        |r: &str| format!("gpuscale_activator_refused_total{{reason=\"{r}\",route=\"chat\"}}");
+    let refused = |r: &str| {
+        format!(
+            "gpuscale_activator_refused_total{{namespace=\"inference\",reason=\"{r}\",route=\"chat\"}}"
+        )
+    };
     a.wait_value(&refused("queue_full"), 1.0);
     a.wait_value(&refused("wait_limit"), 2.0);
     a.wait_value(&refused("body_too_large"), 1.0);
@@ -233,7 +253,10 @@ fn a_client_gone_while_held_leaves_the_queue_and_is_counted() {
     a.wait_value(&pending("chat"), 2.0);
     drop(s);
     a.wait_value(&pending("chat"), 1.0);
-    a.wait_value("gpuscale_activator_abandoned_total{route=\"chat\"}", 1.0);
+    a.wait_value(
+        "gpuscale_activator_abandoned_total{namespace=\"inference\",route=\"chat\"}",
+        1.0,
+    );
     let (backend, _) = wake_when_patched(&fake, "chat", Duration::ZERO);
     assert_eq!(response(kept).0, 200);
     assert_eq!(
@@ -266,7 +289,7 @@ fn a_replica_killed_during_a_wake_leaves_the_other_holding() {
         b.wait_value(&pending("chat"), i as f64);
     }
     b.wait_for("b's own wake signal", || {
-        let up = b.value("gpuscale_activator_wakes_total{result=\"already_up\",route=\"chat\"}")?;
+        let up = b.value("gpuscale_activator_wakes_total{namespace=\"inference\",result=\"already_up\",route=\"chat\"}")?;
         (up >= 1.0).then_some(())
     });
     let (backend, _) = wake_slow_backend(
@@ -293,9 +316,29 @@ fn without_the_adapter_the_activator_holds_and_wakes_by_itself() {
     assert_eq!(response(s).0, 200);
     assert!(ready_at.elapsed() < Duration::from_secs(5));
     a.wait_value(
-        "gpuscale_activator_wakes_total{result=\"patched\",route=\"chat\"}",
+        "gpuscale_activator_wakes_total{namespace=\"inference\",result=\"patched\",route=\"chat\"}",
         1.0,
     );
+    // Parked again at once: the next held request wakes it just as fast.
+    fake.put(&deployments(), deployment(NS, "chat", 0));
+    fake.put(&slices(), slice(NS, "chat", 1, false));
+    a.wait_value(
+        "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
+        0.0,
+    );
+    let sent = std::time::SystemTime::now();
+    let s = chat(a.port, 1, "m");
+    a.wait_value(
+        "gpuscale_activator_wakes_total{namespace=\"inference\",result=\"patched\",route=\"chat\"}",
+        2.0,
+    );
+    let second = fake.scale_patches().last().expect("a second patch").at;
+    let signal = second.duration_since(sent).unwrap_or_default();
+    assert!(
+        signal < Duration::from_secs(1),
+        "second wake after {signal:?}"
+    );
+    drop(s);
 }
 
 #[test]
