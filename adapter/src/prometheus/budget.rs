@@ -48,10 +48,11 @@ const VALUE_OVERHEAD: usize = 64;
 /// Memory of one label pair besides its strings.
 const LABEL_OVERHEAD: usize = 48;
 
-/// The fixed cost of a key: the query is held twice (the map's key and the
-/// entry), the metric name twice, the request's namespace and selector once.
+/// The fixed cost of a key: the metric name twice (the map's key and the
+/// definition's), the query once (shared by the map's key and the entry),
+/// the request's namespace and selector once.
 pub fn key_cost(metric: &str, query: &str, namespace: &str, selector: &str) -> usize {
-    ENTRY_OVERHEAD + 2 * (metric.len() + query.len()) + namespace.len() + selector.len()
+    ENTRY_OVERHEAD + 2 * metric.len() + query.len() + namespace.len() + selector.len()
 }
 
 /// The cost of a key's cached values.

@@ -77,7 +77,8 @@ struct State {
 
 struct Entry {
     def: Arc<MetricDef>,
-    query: String,
+    /// Shared with the map's key: a long query is held once, at its size.
+    query: Arc<str>,
     id: Identity,
     first: OnceCell<()>,
     state: Mutex<State>,
@@ -110,7 +111,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-type Key = (String, String);
+type Key = (String, Arc<str>);
 
 /// The cache; share it through an `Arc`.
 pub struct PollCache {
@@ -196,7 +197,7 @@ impl PollCache {
     ) -> Result<Arc<Entry>, ProviderError> {
         let entry = {
             let mut keys = lock(&self.entries);
-            let key = (def.name.clone(), query);
+            let key: Key = (def.name.clone(), Arc::from(query));
             match keys.map.get(&key).cloned() {
                 Some(e) => {
                     if origin == Origin::Poll {
@@ -311,7 +312,7 @@ impl PollCache {
         if mine.is_empty() {
             return;
         }
-        let queries: Vec<&str> = mine.iter().map(|e| e.query.as_str()).collect();
+        let queries: Vec<&str> = mine.iter().map(|e| &*e.query).collect();
         let start = Instant::now();
         let res = self.client.answer_post(&batch::union(&queries)).await;
         let took = start.elapsed();
@@ -572,7 +573,7 @@ impl PollCache {
                 metric: e.def.name.clone(),
                 namespace: e.id.namespace.clone(),
                 selector: selector_label(&e.id.selector),
-                query: e.query.clone(),
+                query: e.query.to_string(),
                 value: g.items.iter().map(|i| i.value).sum(),
             });
         }

@@ -40,9 +40,12 @@ pub struct PromProvider {
 
 /// Resolutions kept at most, and their bytes (keys and queries) at most;
 /// past either the memo starts afresh (a flood of distinct selectors costs
-/// a parse each, as without the memo).
+/// a parse each, as without the memo). Only short resolutions are kept:
+/// the hot keys (an HPA's selector) are short, and a long selector parses
+/// in microseconds, so memory goes to the poll cache's budget instead.
 const RESOLVED_MAX: usize = 10_000;
-const RESOLVED_MAX_BYTES: usize = 8 * 1024 * 1024;
+const RESOLVED_MAX_BYTES: usize = 4 * 1024 * 1024;
+const RESOLVED_MAX_ENTRY: usize = 2 * 1024;
 
 #[derive(Default)]
 struct Memo {
@@ -80,6 +83,9 @@ impl PromProvider {
         }
         let got = self.resolve_uncached(metric, namespace, selector_text)?;
         let cost = key.len() + got.1.len();
+        if cost > RESOLVED_MAX_ENTRY {
+            return Ok(got);
+        }
         let mut memo = lock();
         if memo.map.len() >= RESOLVED_MAX || memo.bytes + cost > RESOLVED_MAX_BYTES {
             memo.map.clear();
