@@ -80,13 +80,8 @@ pub struct Cli {
     /// File that keeps each GPU's UUID, model and PCI bus ID across restarts,
     /// so a GPU lost from the bus keeps its identity and a node that comes
     /// up short is seen; empty = none. The DaemonSet puts it on a hostPath.
-    #[arg(
-        long,
-        env = "GPUSCALE_STATE_FILE",
-        value_name = "PATH",
-        default_value = ""
-    )]
-    pub state_file: PathBuf,
+    #[arg(long, env = "GPUSCALE_STATE_FILE", value_name = "PATH")]
+    pub state_file: Option<PathBuf>,
 
     /// Also (dcgm) or only (dcgm-only) serve dcgm-exporter's metric and label names.
     #[arg(long, env = "GPUSCALE_COMPAT", value_enum, default_value = "off")]
@@ -183,7 +178,9 @@ impl Cli {
     /// The families to serve, from `--compat` and its options.
     /// `--state-file`, unless empty.
     pub fn state_file(&self) -> Option<PathBuf> {
-        (!self.state_file.as_os_str().is_empty()).then(|| self.state_file.clone())
+        self.state_file
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
     }
 
     pub fn exposition(&self) -> Exposition {
