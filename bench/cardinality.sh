@@ -2,7 +2,7 @@
 # Series per node, per GPU, per MIG instance and per pod, on the built-in
 # simulated node (8 GPUs, MIG, NVLink, 4 pods) and on a busy node (110 pods
 # time-slicing 8 GPUs, bench/busy-scenario.sh), with and without per-link
-# NVLink series. Needs curl and python3.
+# NVLink series, and with --profile fleet. Needs curl and python3.
 #   bench/cardinality.sh
 set -euo pipefail
 PROFILE=${PROFILE:-debug}
@@ -57,5 +57,7 @@ echo "| node | series | GPUs | per GPU | per GPU, per-link NVLink | per MIG inst
 echo "|---|---|---|---|---|---|---|---|"
 count "built-in (8 GPUs, MIG, 4 pods)" --simulate
 count "built-in, --nvlink-per-link" --simulate --nvlink-per-link
+count "built-in, --profile fleet" --simulate --profile fleet
 count "busy (8 GPUs, 110 pods)" --simulate "$work/busy.yaml"
 count "busy, --disable-collectors processes" --simulate "$work/busy.yaml" --disable-collectors processes
+count "busy, --profile fleet" --simulate "$work/busy.yaml" --profile fleet

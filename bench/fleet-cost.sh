@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# What a GPU fleet costs Prometheus, and the adapter's cost against it.
+#
+# Method: one exporter on the built-in simulated node (8 H100s, MIG, pods)
+# scraped as TARGETS targets, each with its own `sim` target label, so every
+# target's series are distinct as many nodes' would be (the exporter answers
+# each scrape from its encoded snapshot, so one process serves them all).
+# Run for each profile (full, fleet) and for dcgm-exporter's default
+# counters (etc/default-counters.csv: 20 gauges, 5 counters per GPU, with
+# its label names, written once per GPU and served as a file), each against
+# a fresh Prometheus scraping every INTERVAL seconds, read after SCRAPES
+# scrapes: head series, series per GPU (every series of the node over its
+# GPUs), Prometheus RSS and Go heap above an idle Prometheus, extrapolated
+# linearly to 1,000 and 10,000 GPUs.
+# Then the adapter with KEYS distinct keys (external metric, namespace,
+# selector) reading the fleet-profile Prometheus: latency of the keys' first
+# reads (p50, p99), its RSS, and the queries per second it sends while only
+# polling them.
+# Needs prometheus (Debian package), curl (7.66 or later), python3.
+#
+#   bench/fleet-cost.sh                                 # 125 targets = 1,000 GPUs, 10,000 keys
+#   TARGETS=25 KEYS=1000 PROFILE=debug bench/fleet-cost.sh   # smoke run
+set -euo pipefail
+
+TARGETS=${TARGETS:-125}
+SCRAPES=${SCRAPES:-12}
+INTERVAL=${INTERVAL:-5}
+KEYS=${KEYS:-10000}
+CONNS=${CONNS:-8}
+POLL=${POLL:-15s}
+STEADY=${STEADY:-30}
+PROFILE=${PROFILE:-release}
+
+source "$(dirname "$0")/lib.sh"
+
+build -p gpuscale-exporter -p gpuscale-nvml-sim -p gpuscale-adapter --bins --lib
+gpus=$((TARGETS * 8))
+
+self() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+# dcgm-exporter's default counters for the 8 GPUs of the built-in node.
+python3 - "$work/dcgm" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+gauges = ["SM_CLOCK", "MEM_CLOCK", "MEMORY_TEMP", "GPU_TEMP", "POWER_USAGE", "GPU_UTIL",
+          "MEM_COPY_UTIL", "ENC_UTIL", "DEC_UTIL", "XID_ERRORS", "FB_FREE", "FB_USED",
+          "FB_RESERVED", "VGPU_LICENSE_STATUS", "ROW_REMAP_FAILURE"]
+prof = ["GR_ENGINE_ACTIVE", "PIPE_TENSOR_ACTIVE", "DRAM_ACTIVE", "PCIE_TX_BYTES", "PCIE_RX_BYTES"]
+counters = ["TOTAL_ENERGY_CONSUMPTION", "PCIE_REPLAY_COUNTER", "NVLINK_BANDWIDTH_TOTAL",
+            "UNCORRECTABLE_REMAPPED_ROWS", "CORRECTABLE_REMAPPED_ROWS"]
+out = []
+names = [("DCGM_FI_DEV_" + g, "gauge") for g in gauges] + [("DCGM_FI_PROF_" + p, "gauge") for p in prof] \
+    + [("DCGM_FI_DEV_" + c, "counter") for c in counters]
+for name, kind in names:
+    out.append(f"# HELP {name} {name}.\n# TYPE {name} {kind}\n")
+    for g in range(8):
+        labels = (f'gpu="{g}",UUID="GPU-{g:08x}-0000-4000-8000-000000000000",pci_bus_id="00000000:{0x18 + g:02X}:00.0",'
+                  f'device="nvidia{g}",modelName="NVIDIA H100 80GB HBM3",Hostname="node-0",'
+                  f'DCGM_FI_DRIVER_VERSION="570.172.08",namespace="ml-train",pod="llama-train-0",container="trainer"')
+        out.append(f"{name}{{{labels}}} {g + 1}\n")
+open(os.path.join(d, "metrics"), "w").write("".join(out))
+PY
+
+# targets NAME ADDR: prometheus.yml scraping ADDR as TARGETS targets.
+targets() {
+  {
+    printf 'global:\n  scrape_interval: %ss\n  scrape_timeout: %ss\nscrape_configs:\n  - job_name: %s\n    static_configs:\n' \
+      "$INTERVAL" "$INTERVAL" "$1"
+    for i in $(seq 0 $((TARGETS - 1))); do
+      printf "      - targets: ['%s']\n        labels: {sim: '%d'}\n" "$2" "$i"
+    done
+  } >"$work/prometheus.yml"
+}
+
+# measure NAME ADDR: a fresh Prometheus scraping ADDR; prints its figures
+# and leaves it running (prom_pid, prom_port).
+measure() {
+  local name=$1 addr=$2 dir="$work/$1"
+  mkdir -p "$dir"
+  targets "$name" "$addr"
+  prom_port=$(free_port)
+  start_prometheus "$prom_port" "$dir"
+  wait_for "http://127.0.0.1:$prom_port/-/ready"
+  sleep $((SCRAPES * INTERVAL + 2))
+  local series rss heap
+  series=$(self "$prom_port" prometheus_tsdb_head_series)
+  rss=$(self "$prom_port" process_resident_memory_bytes)
+  heap=$(self "$prom_port" go_memstats_heap_inuse_bytes)
+  python3 - "$name" "$series" "$rss" "$heap" "$base_rss" "$base_heap" "$gpus" <<'PY' | tee -a "$work/results"
+import sys
+name, series, rss, heap, base_rss, base_heap, gpus = sys.argv[1], *map(float, sys.argv[2:])
+per_gpu = series / gpus
+b_rss = (rss - base_rss) / series
+b_heap = (heap - base_heap) / series
+mib = lambda b: b / 2**20
+print(f"| {name} | {series:.0f} | {per_gpu:.1f} | {mib(rss - base_rss):.0f} | {mib(heap - base_heap):.0f} | {b_rss:.0f} | "
+      f"{per_gpu * 1000:,.0f} / {mib(per_gpu * 1000 * b_rss):,.0f} MiB | {per_gpu * 10000:,.0f} / {mib(per_gpu * 10000 * b_rss) / 1024:,.1f} GiB |")
+PY
+}
+
+# An idle Prometheus (no targets) as the baseline memory.
+printf 'global:\n  scrape_interval: 15s\nscrape_configs: []\n' >"$work/prometheus.yml"
+base_port=$(free_port)
+start_prometheus "$base_port" "$work"
+wait_for "http://127.0.0.1:$base_port/-/ready"
+sleep 5
+base_rss=$(self "$base_port" process_resident_memory_bytes)
+base_heap=$(self "$base_port" go_memstats_heap_inuse_bytes)
+kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true
+
+echo "== $TARGETS targets x 8 GPUs = $gpus GPUs, scrape every ${INTERVAL}s, read after $SCRAPES scrapes; Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}')"
+echo "| exposition | head series | series per GPU | Prometheus RSS above idle (MiB) | Go heap in use above idle (MiB) | RSS bytes per series | 1,000 GPUs: series / RSS | 10,000 GPUs: series / RSS |"
+echo "|---|---|---|---|---|---|---|---|"
+
+dcgm_port=$(free_port)
+(cd "$work/dcgm" && exec python3 -m http.server "$dcgm_port" --bind 127.0.0.1) >/dev/null 2>&1 &
+pids+=("$!")
+wait_for "http://127.0.0.1:$dcgm_port/metrics"
+measure dcgm-exporter-default "127.0.0.1:$dcgm_port"
+kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true
+
+for profile in full fleet; do
+  exp_port=$(free_port)
+  "$out/gpuscale-exporter" --simulate --simulator-lib "$out/libgpuscale_nvml_sim.so" \
+    --listen "127.0.0.1:$exp_port" --profile "$profile" >"$work/exporter-$profile.log" 2>&1 &
+  exp_pid=$!
+  pids+=("$exp_pid")
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$exp_port/metrics" 2>/dev/null | grep -q '^gpuscale_exporter_pods [1-9]' && break
+    sleep 0.2
+  done
+  measure "gpuscale --profile $profile" "127.0.0.1:$exp_port"
+  [ "$profile" = fleet ] && break
+  kill "$prom_pid" "$exp_pid"; wait "$prom_pid" "$exp_pid" 2>/dev/null || true
+done
+
+# The adapter against the fleet-profile Prometheus (still scraping): KEYS
+# distinct selectors on the training pod's GPUs of every target, each with
+# a data-bearing answer.
+cat >"$work/adapter.yaml" <<'YAML'
+metrics:
+  - name: fleet_gpu_utilization
+    query: avg(gpu_utilization_ratio{${matchers}})
+YAML
+api_port=$(free_port)
+metrics_port=$(free_port)
+"$out/gpuscale-adapter" --dev --listen "127.0.0.1:$api_port" --metrics-listen "127.0.0.1:$metrics_port" \
+  --config "$work/adapter.yaml" --prometheus-url "http://127.0.0.1:$prom_port" \
+  --poll-interval "$POLL" --max-cached-queries $((KEYS * 2)) --log-format json >"$work/adapter.log" 2>&1 &
+adapter=$!
+pids+=("$adapter")
+wait_ready "$prom_port" "$metrics_port"
+for i in $(seq 0 $((KEYS - 1))); do
+  printf 'url = "https://127.0.0.1:%s/apis/external.metrics.k8s.io/v1beta1/namespaces/ml-train/fleet_gpu_utilization?labelSelector=workload%%3Dllama-train%%2Csim%%3D%d%%2Cgpu!%%3Dk%d"\noutput = "/dev/null"\n' \
+    "$api_port" $((i % TARGETS)) $((i / TARGETS))
+done >"$work/keys.cfg"
+prom_queries() {
+  curl -fsS "http://127.0.0.1:$prom_port/metrics" |
+    awk '/^prometheus_http_requests_total\{.*handler="\/api\/v1\/query"/ {s+=$2} END {print s+0}'
+}
+t0=$(date +%s.%N)
+curl -sk --no-progress-meter --parallel --parallel-max "$CONNS" -K "$work/keys.cfg" \
+  -w '%{http_code} %{time_total}\n' >"$work/reads" || true
+t1=$(date +%s.%N)
+sleep 5
+q0=$(prom_queries); s0=$(date +%s.%N)
+sleep "$STEADY"
+q1=$(prom_queries); s1=$(date +%s.%N)
+rss=$(rss_kib "$adapter")
+keys=$(self "$metrics_port" gpuscale_adapter_cached_queries)
+python3 - "$work/reads" "$t0" "$t1" "$q0" "$q1" "$s0" "$s1" "$rss" "$keys" "$POLL" <<'PY' | tee -a "$work/results"
+import sys, collections
+reads = [l.split() for l in open(sys.argv[1]) if l.strip()]
+t0, t1, q0, q1, s0, s1 = map(float, sys.argv[2:8])
+rss, keys, poll = int(sys.argv[8]), sys.argv[9], sys.argv[10]
+codes = collections.Counter(c for c, _ in reads)
+lat = sorted(float(t) for _, t in reads)
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000
+print(f"adapter: {len(reads)} first reads of distinct keys in {t1 - t0:.1f}s (codes {dict(codes)}), "
+      f"p50 {q(0.5):.1f} ms, p99 {q(0.99):.1f} ms; {keys} cached keys; RSS {rss / 1024:.0f} MiB; "
+      f"polling them every {poll}: {(q1 - q0) / (s1 - s0):.0f} queries/s to Prometheus")
+PY
