@@ -432,3 +432,45 @@ fn check_config_refuses_a_fifo_and_deep_nesting_at_once() {
     assert!(!ok);
     assert!(err.contains("larger than"), "{err}");
 }
+
+#[tokio::test]
+async fn one_client_holds_at_most_its_streams_over_all_its_connections() {
+    let w = world(settings(20, 64 << 20, 50)).await;
+    let addr = w.keda(5).await;
+    let mut open = Vec::new();
+    let mut refused = Vec::new();
+    for i in 0..10 {
+        let mut c = client(&addr).await;
+        match c
+            .stream_is_active(so("team-a", &format!("workload=w{i}")))
+            .await
+        {
+            Ok(resp) => {
+                let mut s = resp.into_inner();
+                assert!(s.message().await.unwrap().is_some());
+                open.push((c, s));
+            }
+            Err(e) => refused.push(e),
+        }
+    }
+    assert_eq!(open.len(), 5);
+    assert_eq!(refused.len(), 5);
+    for e in &refused {
+        assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+        assert!(e.message().contains("--keda-max-streams-per-client"));
+    }
+    // A closed stream gives its slot back (once the server sees it closed).
+    open.pop();
+    let mut c = client(&addr).await;
+    let start = std::time::Instant::now();
+    loop {
+        match c.stream_is_active(so("team-a", "workload=w9")).await {
+            Ok(_) => break,
+            Err(e) if start.elapsed() < Duration::from_secs(10) => {
+                assert_eq!(e.code(), Code::ResourceExhausted);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the slot never came back: {e}"),
+        }
+    }
+}
