@@ -40,6 +40,7 @@ impl VictoriaMetrics {
             "scrape.yml",
             &format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n{scrape_configs}"),
         );
+        require("victoria-metrics");
         let port = procs::free_port();
         let mut cmd = Command::new("victoria-metrics");
         cmd.arg(format!("-storageDataPath={}", dir.join("data").display()))
@@ -126,8 +127,17 @@ pub fn shared() -> &'static VictoriaMetrics {
     })
 }
 
+/// Panics with what to install when `bin` is not on PATH.
+fn require(bin: &str) {
+    assert!(
+        crate::alerts::procs::on_path(bin),
+        "`{bin}` is not on PATH: install the Debian package victoria-metrics (`bash .ci/run` does)"
+    );
+}
+
 /// `vmalert -dryRun` on one rule file: Ok, or its output.
 pub fn dry_run(rule_file: &Path) -> Result<(), String> {
+    require("vmalert");
     let out = Command::new("vmalert")
         .arg("-dryRun")
         .arg(format!("-rule={}", rule_file.display()))
@@ -155,6 +165,7 @@ pub struct Vmalert {
 
 impl Vmalert {
     pub fn start(dir: &Path, rule_files: &[PathBuf], datasource: &str, notifier: &str) -> Self {
+        require("vmalert");
         let port = procs::free_port();
         let mut cmd = Command::new("vmalert");
         for f in rule_files {

@@ -24,6 +24,9 @@ use gpuscale_e2e::kubeapi::core;
 use gpuscale_e2e::victoria::{self, VictoriaMetrics};
 use serde_json::{Value, json};
 
+#[path = "victoriametrics/vmalert.rs"]
+mod vmalert;
+
 /// The presets, two custom queries (one empty reads zero) and two object
 /// metrics (a Service, a namespace), as the Prometheus suites configure them.
 const CONFIG: &str = "presets: all
