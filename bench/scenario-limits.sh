@@ -2,7 +2,8 @@
 # Hostile scenario files against the simulator's loader: time to reject and
 # peak RSS (GNU time) of the validate-scenario example for a 100,000-deep
 # flow nesting, a 100,000-deep block nesting, a 50 MB file (about 1M pods),
-# 1,001 pods and a 1 MB `node:` value; then a valid 256-GPU, 1,000-pod node
+# 1,001 pods, a 1 MB `node:` value and a 775 KB file whose aliases repeat
+# 20,000 processes on 256 GPUs; then a valid 256-GPU, 1,000-pod node
 # (bench/busy-scenario.sh) as the baseline. Prints the median of RUNS runs.
 #
 #   bench/scenario-limits.sh                 # release build
@@ -27,6 +28,15 @@ open(f"{w}/deep-block.yaml", "w").write("node:\n" + "- " * n + "x\n")
 open(f"{w}/node-1mb.yaml", "w").write("node: " + "n" * (1 << 20) + "\n")
 pod = "  - {{ namespace: ns, name: p{0}, uid: u{0} }}\n"
 open(f"{w}/pods-1001.yaml", "w").write("pods:\n" + "".join(pod.format(i) for i in range(1001)))
+with open(f"{w}/aliases.yaml", "w") as f:
+    f.write("gpus:\n")
+    for g in range(256):
+        f.write(f"  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-00000000-0000-4000-8000-{g:012}\n"
+                f"    pci_bus_id: \"00000000:{g:02x}:00.0\"\n    memory_mib: 81559\n")
+        if g == 0:
+            f.write("    processes: &p\n" + "".join(f"      - {{ pid: {p}, memory_mib: 1 }}\n" for p in range(20000)))
+        else:
+            f.write("    processes: *p\n")
 with open(f"{w}/pods-50mb.yaml", "w") as f:
     f.write("pods:\n")
     i = 0
@@ -37,7 +47,7 @@ PY
 GPUS=256 PODS=1000 "$root/bench/busy-scenario.sh" > "$work/valid-256-gpus-1000-pods.yaml"
 
 printf '%-30s %10s %10s  %s\n' file bytes "median s" "median peak RSS (KiB); first line of the answer"
-for f in deep-flow deep-block pods-50mb pods-1001 node-1mb valid-256-gpus-1000-pods; do
+for f in deep-flow deep-block pods-50mb pods-1001 node-1mb aliases valid-256-gpus-1000-pods; do
   file=$work/$f.yaml
   for ((r = 0; r < RUNS; r++)); do
     /usr/bin/time -f '%e %M' -o "$work/time" "$bin" "$file" >"$work/out" 2>&1 || true

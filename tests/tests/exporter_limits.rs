@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use gpuscale_e2e::exporter::Exporter;
-use gpuscale_e2e::hostile::closed_by_peer;
+use gpuscale_e2e::hostile::{closed_by_peer, open_fds};
 
 fn basic(user: &str, pass: &str) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
@@ -77,8 +77,10 @@ fn slow_readers_on_every_slot_do_not_lock_out_an_authorized_scrape() {
     let exporter = Exporter::spawn(&args);
     let auth = basic("u0", "pw-u0");
     wait_authorized(&exporter, &auth);
+    std::thread::sleep(Duration::from_millis(200));
+    let fds = open_fds(exporter.pid());
     // 200 × ~36 KB is far more than the socket buffers take.
-    let mut readers: Vec<TcpStream> = (0..4)
+    let readers: Vec<TcpStream> = (0..4)
         .map(|_| pipeline(exporter.port, "/metrics", &auth, 200))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -90,26 +92,18 @@ fn slow_readers_on_every_slot_do_not_lock_out_an_authorized_scrape() {
         took < Duration::from_secs(3),
         "authorized scrape took {took:?} with every slot held by a slow reader"
     );
-    // The slow readers themselves were closed, not merely outnumbered.
-    for r in &mut readers {
-        drain_until_closed(r, Duration::from_secs(5));
+    // The slow readers themselves were closed (their sockets are gone from
+    // the exporter while they still hold theirs), not merely outnumbered.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while open_fds(exporter.pid()) > fds {
+        assert!(
+            Instant::now() < deadline,
+            "{} fds, {fds} before the slow readers",
+            open_fds(exporter.pid())
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Reads until the server closes.
-fn drain_until_closed(c: &mut TcpStream, within: Duration) {
-    let deadline = Instant::now() + within;
-    c.set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("timeout");
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        assert!(Instant::now() < deadline, "slow reader still open");
-        match c.read(&mut buf) {
-            Ok(0) => return,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
-            _ => {}
-        }
-    }
+    drop(readers);
 }
 
 #[test]
@@ -222,4 +216,142 @@ fn a_first_login_during_a_wrong_password_flood_waits_a_few_checks_not_the_flood(
         "first login {quiet:.1} ms quiet, {flooded:.1} ms during the flood"
     );
     assert!(line.contains("'401'") && line.contains("'429'"), "{line}");
+}
+
+/// The exporter under `--simulate` with its temporary directory in `tmp`.
+fn simulate_in(tmp: &std::path::Path, scenario: &str, port: u16) -> std::process::Child {
+    std::process::Command::new(gpuscale_e2e::bins::exporter())
+        .args([
+            "--simulate",
+            scenario,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--simulator-lib")
+        .arg(gpuscale_e2e::bins::simulator_lib())
+        .env("TMPDIR", tmp)
+        .env_remove("GPUSCALE_SIM_SCENARIO")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start gpuscale-exporter")
+}
+
+fn simnode_dirs(tmp: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .expect("read tmp")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("gpuscale-simnode-"))
+        .collect()
+}
+
+/// SIGTERM, then the exit status within `within` (None: still running).
+fn terminate(child: &mut std::process::Child, within: Duration) -> Option<i32> {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code().or(Some(-1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn the_simulated_nodes_directory_is_removed_on_every_exit_path() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = gpuscale_e2e::bins::repo_root().join("tests/scenarios/pods-story.yaml");
+    let scenario = scenario.to_string_lossy().into_owned();
+    // Left by a process that was killed (SIGKILL): removed at the next start.
+    let mut gone = std::process::Command::new("true").spawn().expect("spawn");
+    let dead = gone.id();
+    gone.wait().expect("wait");
+    std::fs::create_dir_all(tmp.path().join(format!("gpuscale-simnode-{dead}-0/proc")))
+        .expect("stale dir");
+    // Once serving: the stale directory is gone, its own exists until SIGTERM.
+    let port = gpuscale_e2e::free_port();
+    let mut child = simulate_in(tmp.path(), &scenario, port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
+        .call()
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "exporter never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let own = format!("gpuscale-simnode-{}-0", child.id());
+    assert_eq!(simnode_dirs(tmp.path()), [own]);
+    assert_eq!(terminate(&mut child, Duration::from_secs(10)), Some(0));
+    assert!(simnode_dirs(tmp.path()).is_empty());
+    // SIGTERM at different points of the start.
+    for delay_ms in [0, 50, 150, 400, 1000] {
+        let mut child = simulate_in(tmp.path(), &scenario, gpuscale_e2e::free_port());
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let code = terminate(&mut child, Duration::from_secs(10));
+        assert!(
+            code.is_some(),
+            "still running 10 s after SIGTERM (at {delay_ms} ms)"
+        );
+        let left = simnode_dirs(tmp.path());
+        assert!(
+            left.is_empty(),
+            "left behind after SIGTERM at {delay_ms} ms: {left:?}"
+        );
+    }
+}
+
+#[test]
+fn an_alias_scenario_and_a_fifo_are_refused_at_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut yaml = String::from("gpus:\n");
+    for g in 0..256 {
+        yaml.push_str(&format!(
+            "  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-00000000-0000-4000-8000-{g:012}\n    pci_bus_id: \"00000000:{g:02x}:00.0\"\n    memory_mib: 81559\n"
+        ));
+        if g == 0 {
+            yaml.push_str("    processes: &p\n");
+            for pid in 0..20_000 {
+                yaml.push_str(&format!("      - {{ pid: {pid}, memory_mib: 1 }}\n"));
+            }
+        } else {
+            yaml.push_str("    processes: *p\n");
+        }
+    }
+    let aliases = tmp.path().join("aliases.yaml");
+    std::fs::write(&aliases, yaml).expect("write");
+    // Built before the clock starts.
+    gpuscale_e2e::bins::exporter();
+    let fifo = tmp.path().join("fifo.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for (path, needle) in [
+        (&aliases, "YAML aliases"),
+        (&fifo, "not a regular file (a FIFO)"),
+    ] {
+        let began = Instant::now();
+        let port = gpuscale_e2e::free_port();
+        let mut child = simulate_in(tmp.path(), &path.to_string_lossy(), port);
+        while child.try_wait().ok().flatten().is_none() {
+            if began.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let took = began.elapsed();
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    }
+    assert!(simnode_dirs(tmp.path()).is_empty());
 }

@@ -4,9 +4,9 @@
 //! requests and never reads keeps its connection slot while the server waits
 //! for the socket to drain. [`Guarded`] wraps a connection's stream so that
 //! once a write blocks, everything the server has to send must be taken
-//! within the write timeout (the window closes when the server next reads a
-//! request, not at the first byte taken, so reading a trickle does not keep
-//! it open), and counts the reads that bring new bytes so the service can
+//! within the write timeout (the window closes only when the client sends
+//! new bytes after the server has written all it had, not at each byte
+//! taken, so neither a pipeline nor reading a trickle keeps it open), and counts the reads that bring new bytes so the service can
 //! tell requests answered from bytes already received (pipelined ones).
 
 use std::io;
@@ -98,15 +98,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        // Reading again after the last write completed: the client has
-        // taken everything, the next response gets a fresh window.
-        if this.wrote {
-            this.deadline = None;
-        }
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
         if buf.filled().len() > before {
             this.reads.reads.fetch_add(1, Ordering::Relaxed);
+            // A new request after everything was written: the client kept
+            // up, its next response gets a fresh window.
+            if this.wrote {
+                this.deadline = None;
+            }
         }
         Poll::Ready(Ok(()))
     }
