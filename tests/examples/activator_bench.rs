@@ -59,9 +59,15 @@ fn rss_mib(pid: u32) -> f64 {
 }
 
 /// wrk's (requests/s, p99 ms) against `url`.
-fn wrk(url: &str, secs: u64) -> (f64, f64) {
+fn wrk(url: &str, secs: u64, threads: u32, conns: u32) -> (f64, f64) {
     let out = Command::new("wrk")
-        .args(["-t2", "-c32", &format!("-d{secs}s"), "--latency", url])
+        .args([
+            &format!("-t{threads}"),
+            &format!("-c{conns}"),
+            &format!("-d{secs}s"),
+            "--latency",
+            url,
+        ])
         .output()
         .expect("run wrk");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -86,6 +92,29 @@ fn wrk(url: &str, secs: u64) -> (f64, f64) {
         })
         .unwrap_or(f64::NAN);
     (rps, p99)
+}
+
+/// wrk at `conns` connections against the backend directly and through
+/// the activator, alternated three times; medians.
+fn compare(direct: &str, via: &str, secs: u64, threads: u32, conns: u32) {
+    let (mut d_rps, mut d_p99, mut v_rps, mut v_p99) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..3 {
+        let (r, p) = wrk(direct, secs, threads, conns);
+        d_rps.push(r);
+        d_p99.push(p);
+        let (r, p) = wrk(via, secs, threads, conns);
+        v_rps.push(r);
+        v_p99.push(p);
+    }
+    let (dr, dp) = (median(&mut d_rps), median(&mut d_p99));
+    let (vr, vp) = (median(&mut v_rps), median(&mut v_p99));
+    println!("warm, wrk -t{threads} -c{conns}, median of 3 runs of {secs} s each, alternated:");
+    println!("  direct:  {dr:.0} req/s, p99 {dp:.3} ms");
+    println!(
+        "  through: {vr:.0} req/s, p99 {vp:.3} ms  (throughput ratio {:.2}, p99 {:+.3} ms)",
+        vr / dr,
+        vp - dp
+    );
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -166,28 +195,9 @@ fn main() {
         format!("http://127.0.0.1:{}/", backend.port),
         format!("http://127.0.0.1:{port}/"),
     );
-    let (mut d_rps, mut d_p99, mut v_rps, mut v_p99) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..3 {
-        let (r, p) = wrk(&direct_url, secs);
-        d_rps.push(r);
-        d_p99.push(p);
-        let (r, p) = wrk(&via_url, secs);
-        v_rps.push(r);
-        v_p99.push(p);
+    for (threads, conns) in [(2, 32), (1, 1)] {
+        compare(&direct_url, &via_url, secs, threads, conns);
     }
-    let (dr, dp, vr, vp) = (
-        median(&mut d_rps),
-        median(&mut d_p99),
-        median(&mut v_rps),
-        median(&mut v_p99),
-    );
-    println!("warm, wrk -t2 -c32, median of 3 runs of {secs} s each, alternated:");
-    println!("  direct:  {dr:.0} req/s, p99 {dp:.2} ms");
-    println!(
-        "  through: {vr:.0} req/s, p99 {vp:.2} ms  (throughput ratio {:.2}, p99 +{:.2} ms)",
-        vr / dr,
-        vp - dp
-    );
 
     // RSS with HELD requests held.
     fake.put(&deployments(), deployment("inference", "chat", 0));

@@ -98,8 +98,11 @@ impl Backend {
     }
 }
 
+/// One response in one write, without Nagle: a reply split over several
+/// small writes would wait for the peer's delayed ACK (40 ms).
 fn serve(conn: TcpStream, seen: &Mutex<Seen>, name: &str, accepted: usize, delay: Duration) {
     let Ok(mut w) = conn.try_clone() else { return };
+    let _ = conn.set_nodelay(true);
     let mut r = BufReader::new(conn);
     for nth in 0.. {
         let mut line = String::new();
@@ -139,12 +142,11 @@ fn serve(conn: TcpStream, seen: &Mutex<Seen>, name: &str, accepted: usize, delay
         } else {
             std::thread::sleep(delay);
             let text = format!("ok {name}");
-            write!(
-                w,
+            let reply = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}",
                 text.len()
-            )
-            .is_ok()
+            );
+            w.write_all(reply.as_bytes()).is_ok()
         };
         if !ok || path == "/sse" {
             return;

@@ -102,6 +102,9 @@ impl KubeFake {
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 let state = state.clone();
+                // Answers go out in several writes: without this each
+                // would wait for the client's delayed ACK.
+                let _ = conn.set_nodelay(true);
                 std::thread::spawn(move || http::serve(conn, &state));
             }
         });
