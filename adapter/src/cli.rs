@@ -212,3 +212,27 @@ impl Args {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_the_rest() {
+        assert_eq!(bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(bytes("1Gi"), Ok(1 << 30));
+        assert_eq!(bytes("2048Ki"), Ok(2 << 20));
+        assert_eq!(bytes("1048576"), Ok(1 << 20));
+        for bad in [
+            "",
+            "64M",
+            "1Ki",
+            "-1Mi",
+            "Mi",
+            "99999999999999999999Gi",
+            "1.5Mi",
+        ] {
+            assert!(bytes(bad).is_err(), "{bad}");
+        }
+    }
+}
