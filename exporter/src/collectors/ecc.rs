@@ -176,16 +176,17 @@ impl<'n> Collector<'n> for Ecc {
     }
 }
 
-/// `gpu_ecc_enabled`: ECC on now and after the next reset.
+/// `gpu_ecc_enabled`: ECC on now, and after the next reset while that
+/// differs (a mode change waiting for a reset; otherwise the same series twice).
 fn ecc_mode(cx: &mut Ctx<'_, '_>, gpu: &Gpu<'_>, family: &mut Family) {
     let read = gpu.device.is_ecc_enabled();
     let Some(m) = cx.reader.read(gpu.id.index, "nvmlDeviceGetEccMode", read) else {
         return;
     };
-    for (mode, on) in [
-        ("current", m.currently_enabled),
-        ("pending", m.pending_enabled),
-    ] {
-        family.push(gpu.subject(), vec![("mode", mode.into())], flag(on));
+    let current = flag(m.currently_enabled);
+    family.push(gpu.subject(), vec![("mode", "current".into())], current);
+    if m.pending_enabled != m.currently_enabled {
+        let pending = flag(m.pending_enabled);
+        family.push(gpu.subject(), vec![("mode", "pending".into())], pending);
     }
 }

@@ -25,6 +25,12 @@ pub enum Keep {
     NonZero,
     /// `Only`, and the other values while they are not 0.
     OnlyOrNonZero(&'static str, &'static [&'static str]),
+    /// `Only`, and only while not 0: a count that is a fault when above 0.
+    OnlyNonZero(&'static str, &'static [&'static str]),
+    /// Samples whose value is 0: a 0/1 flag whose healthy value is 1.
+    Zero,
+    /// Nothing: signals the fleet profile leaves to the full one.
+    Nothing,
 }
 
 /// The fleet profile's trims; families not listed are kept whole.
@@ -50,6 +56,19 @@ pub const FLEET: &[(&str, Keep)] = &[
     ("gpu_remapped_rows_failure", Keep::NonZero),
     ("gpu_retired_pages", Keep::NonZero),
     ("gpu_retired_pages_pending", Keep::NonZero),
+    // A link down is the signal; the active links are charted on full only.
+    (
+        "gpu_nvlink_links",
+        Keep::OnlyNonZero("state", &["inactive"]),
+    ),
+    // ECC switched off (now, or at the next reset).
+    ("gpu_ecc_enabled", Keep::Zero),
+    // A downgraded link compares current with maximum per GPU: four series
+    // per GPU that the fleet budget has no room for.
+    ("gpu_pcie_link_generation", Keep::Nothing),
+    ("gpu_pcie_link_max_generation", Keep::Nothing),
+    ("gpu_pcie_link_width", Keep::Nothing),
+    ("gpu_pcie_link_max_width", Keep::Nothing),
 ];
 
 fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
@@ -67,6 +86,9 @@ impl Keep {
             Keep::Only(key, values) => listed(key, values),
             Keep::NonZero => value != 0.0,
             Keep::OnlyOrNonZero(key, values) => listed(key, values) || value != 0.0,
+            Keep::OnlyNonZero(key, values) => listed(key, values) && value != 0.0,
+            Keep::Zero => value == 0.0,
+            Keep::Nothing => false,
         }
     }
 }

@@ -44,13 +44,15 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
         let (_, g) = c.gpu(device, Some(Feature::Ecc))?;
         super::nonnull(current)?;
         super::nonnull(pending)?;
-        let v = if g.ecc {
-            nvmlEnableState_enum_NVML_FEATURE_ENABLED
-        } else {
-            nvmlEnableState_enum_NVML_FEATURE_DISABLED
+        let state = |on: bool| {
+            if on {
+                nvmlEnableState_enum_NVML_FEATURE_ENABLED
+            } else {
+                nvmlEnableState_enum_NVML_FEATURE_DISABLED
+            }
         };
-        put!(current, v)?;
-        put!(pending, v)
+        put!(current, state(g.ecc))?;
+        put!(pending, state(g.ecc_pending.unwrap_or(g.ecc)))
     })
 }
 

@@ -6,7 +6,7 @@ use nvml_wrapper_sys::bindings::field_id::*;
 use nvml_wrapper_sys::bindings::*;
 
 use super::{Ctx, INVALID_ARGUMENT, NOT_SUPPORTED, R, guard, to_u32, to_u64};
-use crate::scenario::{Feature, Gpu, NvlinkErrorType, ThrottleReason};
+use crate::scenario::{FabricState, Feature, Gpu, NvlinkErrorType, ThrottleReason};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkGeneration(
 ) -> nvmlReturn_t {
     // SAFETY: `v` is this function's out-pointer argument: null or
     // valid as the NVML API requires, which is `pcie_value`'s contract.
-    unsafe { pcie_value(device, v, |g| g.pcie.generation) }
+    unsafe { pcie_value(device, v, |g| g.pcie.max_generation()) }
 }
 
 #[unsafe(no_mangle)]
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(
 ) -> nvmlReturn_t {
     // SAFETY: `v` is this function's out-pointer argument: null or
     // valid as the NVML API requires, which is `pcie_value`'s contract.
-    unsafe { pcie_value(device, v, |g| g.pcie.width) }
+    unsafe { pcie_value(device, v, |g| g.pcie.max_width()) }
 }
 
 fn nvlink_gpu(c: &Ctx, device: nvmlDevice_t, link: c_uint) -> Result<&Gpu, nvmlReturn_t> {
@@ -114,8 +114,13 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
 ) -> nvmlReturn_t {
     guard(|| {
         let c = Ctx::new()?;
-        nvlink_gpu(&c, device, link)?;
-        put!(active, nvmlEnableState_enum_NVML_FEATURE_ENABLED)
+        let g = nvlink_gpu(&c, device, link)?;
+        let state = if g.nvlink_down(link, c.t) {
+            nvmlEnableState_enum_NVML_FEATURE_DISABLED
+        } else {
+            nvmlEnableState_enum_NVML_FEATURE_ENABLED
+        };
+        put!(active, state)
     })
 }
 
@@ -322,5 +327,44 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
             }
         }
         Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
+    device: nvmlDevice_t,
+    info: *mut nvmlGpuFabricInfo_t,
+) -> nvmlReturn_t {
+    guard(|| {
+        let c = Ctx::new()?;
+        let (_, g) = c.gpu(device, None)?;
+        let state = g.fabric_at(c.t).ok_or(NOT_SUPPORTED)?;
+        let (state, status) = match state {
+            FabricState::NotStarted => (
+                NVML_GPU_FABRIC_STATE_NOT_STARTED,
+                nvmlReturn_enum_NVML_SUCCESS,
+            ),
+            FabricState::InProgress => (
+                NVML_GPU_FABRIC_STATE_IN_PROGRESS,
+                nvmlReturn_enum_NVML_SUCCESS,
+            ),
+            FabricState::Completed => (
+                NVML_GPU_FABRIC_STATE_COMPLETED,
+                nvmlReturn_enum_NVML_SUCCESS,
+            ),
+            FabricState::Failed => (
+                NVML_GPU_FABRIC_STATE_COMPLETED,
+                nvmlReturn_enum_NVML_ERROR_UNKNOWN,
+            ),
+        };
+        put!(
+            info,
+            nvmlGpuFabricInfo_t {
+                clusterUuid: [0; 16],
+                status,
+                cliqueId: 0,
+                state: state as nvmlGpuFabricState_t,
+            }
+        )
     })
 }

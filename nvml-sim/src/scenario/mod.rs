@@ -225,8 +225,24 @@ impl Default for Thresholds {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pcie {
+    /// The link as trained now.
     pub generation: u32,
     pub width: u32,
+    /// What the GPU and slot support; default: the current value (a link
+    /// below its maximum is a downgraded link).
+    #[serde(default)]
+    pub max_generation: Option<u32>,
+    #[serde(default)]
+    pub max_width: Option<u32>,
+}
+
+impl Pcie {
+    pub fn max_generation(&self) -> u32 {
+        self.max_generation.unwrap_or(self.generation)
+    }
+    pub fn max_width(&self) -> u32 {
+        self.max_width.unwrap_or(self.width)
+    }
 }
 
 impl Default for Pcie {
@@ -234,8 +250,32 @@ impl Default for Pcie {
         Pcie {
             generation: 5,
             width: 16,
+            max_generation: None,
+            max_width: None,
         }
     }
+}
+
+/// An NVLink link that is down (inactive) over an interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDown {
+    pub link: u32,
+    pub from_s: f64,
+    /// null = down for good.
+    #[serde(default)]
+    pub to_s: Option<f64>,
+}
+
+/// The GPU's NVSwitch fabric registration (nvmlDeviceGetGpuFabricInfo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    NotStarted,
+    InProgress,
+    Completed,
+    /// Completed with an error status (Fabric Manager refused the GPU).
+    Failed,
 }
 
 /// One physical GPU.
@@ -270,6 +310,16 @@ pub struct Gpu {
     pub nvlinks: u32,
     #[serde(default = "default_true")]
     pub ecc: bool,
+    /// ECC after the next reset; default: `ecc`.
+    #[serde(default)]
+    pub ecc_pending: Option<bool>,
+    /// NVLink links down over intervals.
+    #[serde(default)]
+    pub nvlink_down: Vec<LinkDown>,
+    /// Fabric state over time (`steps` of states); absent = no NVSwitch
+    /// fabric (NOT_SUPPORTED).
+    #[serde(default)]
+    pub fabric: Vec<FabricStep>,
     #[serde(default)]
     pub unsupported: Vec<Feature>,
     #[serde(default)]
@@ -376,6 +426,24 @@ impl Gpu {
             .map(|e| e.count)
             .sum()
     }
+    /// Whether NVLink `link` is down at `t`.
+    pub fn nvlink_down(&self, link: u32, t: f64) -> bool {
+        self.nvlink_down
+            .iter()
+            .any(|d| d.link == link && t >= d.from_s && d.to_s.is_none_or(|to| t < to))
+    }
+    /// The fabric state at `t`: the last step at or before `t` (the first
+    /// before it); `None` without a fabric.
+    pub fn fabric_at(&self, t: f64) -> Option<FabricState> {
+        let first = self.fabric.first()?;
+        let last = self
+            .fabric
+            .iter()
+            .rev()
+            .find(|s| s.at_s <= t)
+            .unwrap_or(first);
+        Some(last.state)
+    }
     /// NVLink errors of `kind` on `link` that happened by `t`.
     pub fn nvlink_error_count(&self, link: u32, kind: NvlinkErrorType, t: f64) -> u64 {
         self.nvlink_errors
@@ -384,6 +452,14 @@ impl Gpu {
             .map(|e| e.count)
             .sum()
     }
+}
+
+/// The fabric state from `at_s` on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricStep {
+    pub at_s: f64,
+    pub state: FabricState,
 }
 
 /// GPU load. Every key is optional.

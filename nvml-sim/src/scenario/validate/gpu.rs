@@ -84,6 +84,19 @@ fn hardware(g: &Gpu, p: &FieldPath, out: &mut Problems) {
     if ![1, 2, 4, 8, 16, 32].contains(&g.pcie.width) {
         out.add(at("pcie").key("width"), "must be 1, 2, 4, 8, 16 or 32");
     }
+    let (max_gen, max_width) = (g.pcie.max_generation(), g.pcie.max_width());
+    if !(1..=6).contains(&max_gen) || max_gen < g.pcie.generation {
+        out.add(
+            at("pcie").key("max_generation"),
+            "must be 1..=6 and at least generation",
+        );
+    }
+    if ![1, 2, 4, 8, 16, 32].contains(&max_width) || max_width < g.pcie.width {
+        out.add(
+            at("pcie").key("max_width"),
+            "must be 1, 2, 4, 8, 16 or 32 and at least width",
+        );
+    }
     if g.nvlinks > 18 {
         out.add(
             at("nvlinks"),
@@ -179,6 +192,14 @@ fn events(g: &Gpu, p: &FieldPath, out: &mut Problems) {
             out.add(ep, "ECC errors on a GPU with `ecc: false`");
         }
     }
+    links_down(g, p, out);
+    for (j, s) in g.fabric.iter().enumerate() {
+        let sp = p.clone().key("fabric").index(j);
+        out.time(s.at_s, sp.clone().key("at_s"));
+        if j > 0 && s.at_s <= g.fabric[j - 1].at_s {
+            out.add(sp.key("at_s"), "must be after the previous step");
+        }
+    }
     for (j, e) in g.nvlink_errors.iter().enumerate() {
         let ep = p.clone().key("nvlink_errors").index(j);
         out.time(e.at_s, ep.clone().key("at_s"));
@@ -186,6 +207,25 @@ fn events(g: &Gpu, p: &FieldPath, out: &mut Problems) {
             out.add(
                 ep.key("link"),
                 format!("link {} does not exist (nvlinks: {})", e.link, g.nvlinks),
+            );
+        }
+    }
+}
+
+fn links_down(g: &Gpu, p: &FieldPath, out: &mut Problems) {
+    for (j, d) in g.nvlink_down.iter().enumerate() {
+        let dp = p.clone().key("nvlink_down").index(j);
+        out.time(d.from_s, dp.clone().key("from_s"));
+        if let Some(to) = d.to_s {
+            out.time(to, dp.clone().key("to_s"));
+            if to < d.from_s {
+                out.add(dp.clone().key("to_s"), "must not be before from_s");
+            }
+        }
+        if d.link >= g.nvlinks {
+            out.add(
+                dp.key("link"),
+                format!("link {} does not exist (nvlinks: {})", d.link, g.nvlinks),
             );
         }
     }
