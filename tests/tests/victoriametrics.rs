@@ -8,7 +8,7 @@
 //! Then `vmalert` evaluates the shipped rule files (`victoriametrics/vmalert.rs`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gpuscale_e2e::adapter::client::{Adapter, Identity, assert_status, kubectl_raw};
@@ -116,7 +116,7 @@ fn add_pods(kube: &KubeFake) {
 
 /// `kubectl get --raw` as alice on `kubeconfig`; the JSON, or a panic with
 /// the adapter's log.
-fn get(kubeconfig: &PathBuf, adapter: &Adapter, path: &str) -> Value {
+fn get(kubeconfig: &Path, adapter: &Adapter, path: &str) -> Value {
     let out = kubectl_raw(kubeconfig, path);
     assert!(
         out.ok,
@@ -134,7 +134,7 @@ fn external_path(ns: &str, metric: &str, selector: &str) -> String {
 }
 
 /// The single value of an external metric.
-fn external(kubeconfig: &PathBuf, adapter: &Adapter, ns: &str, metric: &str, sel: &str) -> String {
+fn external(kubeconfig: &Path, adapter: &Adapter, ns: &str, metric: &str, sel: &str) -> String {
     let v = get(kubeconfig, adapter, &external_path(ns, metric, sel));
     assert_eq!(v["kind"], "ExternalMetricValueList", "{v}");
     let items = v["items"].as_array().expect("items");
