@@ -153,36 +153,7 @@ fn main() {
     let pid = proc.child.id();
     let idle = rss_mib(pid);
 
-    // Wake signal: park, hold one request, time the scale patch.
-    let mut lat = Vec::new();
-    for i in 0..wakes {
-        fake.put(&deployments(), deployment("inference", "chat", 0));
-        fake.put(&slices(), slice("inference", "chat", backend.port, false));
-        wait("not ready", 10, || {
-            scrape(
-                mport,
-                "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
-            ) == Some(0.0)
-        });
-        let before = fake.scale_patches().len();
-        let sent = SystemTime::now();
-        let s = send(port, "/", "chat", &format!("x-seq: {i}\r\n"), "{}");
-        wait("the scale patch", 10, || {
-            fake.scale_patches().len() > before
-        });
-        let at = fake.scale_patches()[before].at;
-        lat.push(at.duration_since(sent).unwrap_or_default().as_secs_f64() * 1000.0);
-        fake.put(&slices(), slice("inference", "chat", backend.port, true));
-        let (code, _, _) = gpuscale_e2e::activator::response(s);
-        assert_eq!(code, 200);
-    }
-    if !lat.is_empty() {
-        let max = lat.iter().copied().fold(0.0, f64::max);
-        println!(
-            "wake signal (request held -> scale patch accepted) over {wakes}: median {:.1} ms, max {max:.1} ms",
-            median(&mut lat)
-        );
-    }
+    wake_signal(&fake, port, mport, backend.port, wakes);
 
     // Warm: the same backend directly and through the activator, alternated.
     wait("ready", 10, || {
@@ -199,9 +170,58 @@ fn main() {
         compare(&direct_url, &via_url, secs, threads, conns);
     }
 
+    held_rss(&fake, port, mport, backend.port, held, pid, idle);
+    drop(proc);
+}
+
+/// Park, hold one request, time the scale patch; `wakes` times.
+fn wake_signal(fake: &KubeFake, port: u16, mport: u16, backend: u16, wakes: usize) {
+    // Wake signal: park, hold one request, time the scale patch.
+    let mut lat = Vec::new();
+    for i in 0..wakes {
+        fake.put(&deployments(), deployment("inference", "chat", 0));
+        fake.put(&slices(), slice("inference", "chat", backend, false));
+        wait("not ready", 10, || {
+            scrape(
+                mport,
+                "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
+            ) == Some(0.0)
+        });
+        let before = fake.scale_patches().len();
+        let sent = SystemTime::now();
+        let s = send(port, "/", "chat", &format!("x-seq: {i}\r\n"), "{}");
+        wait("the scale patch", 10, || {
+            fake.scale_patches().len() > before
+        });
+        let at = fake.scale_patches()[before].at;
+        lat.push(at.duration_since(sent).unwrap_or_default().as_secs_f64() * 1000.0);
+        fake.put(&slices(), slice("inference", "chat", backend, true));
+        let (code, _, _) = gpuscale_e2e::activator::response(s);
+        assert_eq!(code, 200);
+    }
+    if !lat.is_empty() {
+        let max = lat.iter().copied().fold(0.0, f64::max);
+        println!(
+            "wake signal (request held -> scale patch accepted) over {wakes}: median {:.1} ms, max {max:.1} ms",
+            median(&mut lat)
+        );
+    }
+}
+
+/// RSS with `held` requests held on as many connections.
+fn held_rss(
+    fake: &KubeFake,
+    port: u16,
+    mport: u16,
+    backend: u16,
+    held: usize,
+    pid: u32,
+    idle: f64,
+) {
+    let pending = "gpuscale_activator_pending_requests{namespace=\"inference\",route=\"chat\"}";
     // RSS with HELD requests held.
     fake.put(&deployments(), deployment("inference", "chat", 0));
-    fake.put(&slices(), slice("inference", "chat", backend.port, false));
+    fake.put(&slices(), slice("inference", "chat", backend, false));
     wait("not ready", 10, || {
         scrape(
             mport,
@@ -221,5 +241,4 @@ fn main() {
         (full - idle) * 1024.0 / held as f64
     );
     drop(conns);
-    drop(proc);
 }
