@@ -84,14 +84,18 @@ fn hardware(g: &Gpu, p: &FieldPath, out: &mut Problems) {
     if ![1, 2, 4, 8, 16, 32].contains(&g.pcie.width) {
         out.add(at("pcie").key("width"), "must be 1, 2, 4, 8, 16 or 32");
     }
-    let (max_gen, max_width) = (g.pcie.max_generation(), g.pcie.max_width());
-    if !(1..=6).contains(&max_gen) || max_gen < g.pcie.generation {
+    // A maximum that is given (it defaults to the current value).
+    if let Some(m) = g.pcie.max_generation
+        && (!(1..=6).contains(&m) || m < g.pcie.generation)
+    {
         out.add(
             at("pcie").key("max_generation"),
             "must be 1..=6 and at least generation",
         );
     }
-    if ![1, 2, 4, 8, 16, 32].contains(&max_width) || max_width < g.pcie.width {
+    if let Some(m) = g.pcie.max_width
+        && (![1, 2, 4, 8, 16, 32].contains(&m) || m < g.pcie.width)
+    {
         out.add(
             at("pcie").key("max_width"),
             "must be 1, 2, 4, 8, 16 or 32 and at least width",
