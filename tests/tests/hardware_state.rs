@@ -275,3 +275,71 @@ fn the_fleet_profile_keeps_only_the_faults() {
     );
     assert!(!m.has("gpu_pcie_link_width"));
 }
+
+/// A MIG instance held by a live pod, with a second process on it that
+/// belongs to no pod (a process left behind by a deleted pod, or a host
+/// process).
+const ORPHAN: &str = r#"
+node: test-node
+gpus:
+  - model: NVIDIA H100 80GB HBM3
+    uuid: GPU-00000000-0000-4000-8000-00000000aaaa
+    pci_bus_id: "00000000:18:00.0"
+    memory_mib: 81559
+    mig:
+      - uuid: MIG-00000000-0001-4000-8000-000000000000
+        profile: 3g.40gb
+        gpu_instance_id: 1
+        memory_mib: 40192
+    processes:
+      - { pid: 4100, name: python3, memory_mib: 10000, mig: MIG-00000000-0001-4000-8000-000000000000 }
+      - { pid: 4200, name: python3, memory_mib: 7000, mig: MIG-00000000-0001-4000-8000-000000000000 }
+pods:
+  - namespace: ml
+    name: live
+    uid: 6a1c0d6e-0000-4000-8000-000000000101
+    containers:
+      - name: main
+        id: 1f3e0c1b2a4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7
+        devices:
+          - { resource: nvidia.com/mig-3g.40gb, ids: [MIG-00000000-0001-4000-8000-000000000000] }
+        pids: [4100]
+"#;
+
+#[test]
+fn a_process_without_a_pod_is_named_per_gpu_and_pid_and_not_charged_to_the_pod() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = write(dir.path(), "orphan.yaml", ORPHAN);
+    let e = Exporter::simulate(&scenario, &[]);
+    let mig = "MIG-00000000-0001-4000-8000-000000000000";
+    let m = e.scrape_until("the pod join", |m| {
+        m.get("gpu_pod_memory_used_bytes", &[("pod", "live")])
+            .is_some()
+            && m.has("gpu_process_unattributed")
+    });
+    let orphans = m.find("gpu_process_unattributed", &[]);
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    let o = &orphans[0].labels;
+    for (k, v) in [
+        ("pid", "4200"),
+        ("uuid", A),
+        ("mig_uuid", mig),
+        ("gpu", "0"),
+        ("node", "test-node"),
+    ] {
+        assert_eq!(o.get(k).map(String::as_str), Some(v), "{k}: {o:?}");
+    }
+    assert!(!o.contains_key("pod") && o.contains_key("reason"), "{o:?}");
+    // Its memory is its own series, without pod labels; the pod is charged
+    // for its own process only.
+    let mem = m.find("gpu_process_memory_used_bytes", &[("pid", "4200")]);
+    assert_eq!(mem.len(), 1);
+    assert!(!mem[0].labels.contains_key("pod"));
+    assert_eq!(
+        m.value(
+            "gpu_pod_memory_used_bytes",
+            &[("pod", "live"), ("mig_uuid", mig)]
+        ),
+        10000.0 * 1024.0 * 1024.0
+    );
+}
