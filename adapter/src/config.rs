@@ -8,7 +8,8 @@ use std::sync::Arc;
 use yaml_serde::Value;
 
 use crate::metric_def::{
-    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_WINDOW, EmptyPolicy, MetricDef, PodMetadata,
+    DEFAULT_ACTIVATION, DEFAULT_FRESHNESS, DEFAULT_NAMESPACE_LABEL, DEFAULT_WINDOW, EmptyPolicy,
+    MetricDef, PodMetadata,
 };
 use crate::objects::ObjectKind;
 use crate::presets;
@@ -26,6 +27,7 @@ pub const METRIC_KEYS: &[&str] = &[
     "activation",
     "objects",
     "pod_metadata",
+    "namespace_label",
 ];
 /// Placeholders a query template may use.
 pub const PLACEHOLDERS: &[&str] = &[
@@ -232,6 +234,9 @@ fn parse_metric(
     if !entry.has_query && entry.def.objects.is_empty() {
         issues.push(issue(&at("query"), "missing (or give `objects`)"));
     }
+    if let Some(message) = namespace_label_problem(&entry.def) {
+        issues.push(issue(&at("namespace_label"), message));
+    }
     Some(entry.def)
 }
 
@@ -254,6 +259,7 @@ impl Entry {
             activation: DEFAULT_ACTIVATION,
             objects: BTreeMap::new(),
             pod_metadata: source,
+            namespace_label: DEFAULT_NAMESPACE_LABEL.into(),
         };
         Self {
             def,
@@ -304,9 +310,31 @@ impl Entry {
             "description" => d.description = text().ok_or("expected a string")?,
             "objects" => parse_objects(v, at, &mut d.objects, issues),
             "pod_metadata" => d.pod_metadata = parse_source(v).ok_or_else(source_message)?,
+            "namespace_label" => {
+                d.namespace_label = text()
+                    .filter(|l| crate::selector::is_prom_label(l) && !l.starts_with("__"))
+                    .ok_or("expected a Prometheus label name (not starting with `__`)")?;
+            }
             _ => return Err(format!("unknown key (expected one of {METRIC_KEYS:?})")),
         }
         Ok(())
+    }
+}
+
+/// A namespace label other than `namespace` is for a holder's own series
+/// read with `${matchers}` alone: the pod join and the per-object queries
+/// match on `namespace` itself.
+fn namespace_label_problem(def: &MetricDef) -> Option<&'static str> {
+    if def.namespace_label == DEFAULT_NAMESPACE_LABEL {
+        None
+    } else if def.joins() || def.query.contains("${series_matchers}") {
+        Some(
+            "a namespace label other than `namespace` works with `${matchers}` only, not with the pod join",
+        )
+    } else if !def.objects.is_empty() {
+        Some("a namespace label other than `namespace` is for external metrics only, not `objects`")
+    } else {
+        None
     }
 }
 
@@ -433,6 +461,44 @@ mod tests {
     use super::*;
     use crate::prometheus::join::render;
     use crate::selector::parse;
+
+    #[test]
+    fn a_metric_may_pin_the_namespace_on_its_own_label() {
+        let c = MetricsConfig::parse(
+            "metrics:\n  - name: held\n    query: sum(held{${matchers}})\n    namespace_label: route_namespace\n",
+        )
+        .unwrap();
+        let m = c.get("held").unwrap();
+        assert_eq!(m.namespace_label, "route_namespace");
+        assert_eq!(
+            render(m, "ns", &parse("route_name=a").unwrap()).unwrap(),
+            r#"sum(held{route_namespace="ns",route_name="a"})"#
+        );
+        let plain =
+            MetricsConfig::parse("metrics:\n  - name: a\n    query: x{${matchers}}\n").unwrap();
+        assert_eq!(plain.get("a").unwrap().namespace_label, "namespace");
+    }
+
+    #[test]
+    fn a_namespace_label_is_checked() {
+        let issues = MetricsConfig::parse(
+            "metrics:\n  - name: a\n    query: x{${matchers}}\n    namespace_label: route-ns\n  - name: b\n    query: x{${matchers}}\n    namespace_label: __name__\n  - name: c\n    query: sum(q{${series_matchers}} * on (namespace, pod) group_left () ${pods})\n    namespace_label: ns\n  - name: d\n    query: x{${matchers}}\n    namespace_label: ns\n    objects:\n      pods: sum by (namespace, pod) (x{${matchers}})\n",
+        )
+        .unwrap_err();
+        let at: Vec<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            at,
+            [
+                "metrics[0].namespace_label",
+                "metrics[1].namespace_label",
+                "metrics[2].namespace_label",
+                "metrics[3].namespace_label"
+            ],
+            "{issues:?}"
+        );
+        assert!(issues[2].message.contains("pod join"), "{issues:?}");
+        assert!(issues[3].message.contains("objects"), "{issues:?}");
+    }
 
     #[test]
     fn a_valid_file_with_presets_and_custom_metrics() {

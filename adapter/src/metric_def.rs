@@ -63,6 +63,10 @@ pub struct MetricDef {
     pub objects: BTreeMap<ObjectKind, String>,
     /// Source of `${pods}`.
     pub pod_metadata: PodMetadata,
+    /// The series label that holds the request's namespace (`${matchers}`
+    /// pins it). `namespace` unless a holder names it otherwise, e.g. the
+    /// KEDA HTTP add-on's `route_namespace`.
+    pub namespace_label: String,
 }
 
 impl MetricDef {
@@ -91,3 +95,5 @@ pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(30);
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 /// Active when the value is above 0.
 pub const DEFAULT_ACTIVATION: f64 = 0.0;
+/// The label `${matchers}` pins to the request's namespace.
+pub const DEFAULT_NAMESPACE_LABEL: &str = "namespace";

@@ -15,6 +15,12 @@ pub const NAMES: &[&str] = &[
     "tgi_queue_size",
     "triton_queue_time_avg_seconds",
     "gpu_pressure",
+    "gateway_flow_control_queue_size",
+    "gateway_pool_average_queue_size",
+    "gateway_pool_ready_pods",
+    "keda_http_pending_requests",
+    "knative_activator_request_concurrency",
+    "activator_pending_requests",
 ];
 
 /// GPU pressure per pod: the largest of SM utilization, DRAM bandwidth
@@ -52,6 +58,7 @@ fn def(name: &str, query: &str, window: u64, description: &str) -> MetricDef {
         description: description.into(),
         activation: crate::metric_def::DEFAULT_ACTIVATION,
         pod_metadata: PodMetadata::default(),
+        namespace_label: crate::metric_def::DEFAULT_NAMESPACE_LABEL.into(),
     }
 }
 
@@ -100,8 +107,71 @@ pub fn get(name: &str) -> Option<MetricDef> {
             60,
             "max(utilization, DRAM active, memory used/total) per pod, averaged over the matched pods (0-1).",
         ),
+        _ => return holder(name),
+    })
+}
+
+/// Presets for request holders: gateways and activators that queue
+/// requests in front of a model, in the shape those projects emit. All stay
+/// `empty: error`: each family appears only once its holder has seen the
+/// route (or the pool) and vanishes when the holder is not scraped, so no
+/// series is never known to mean no request.
+fn holder(name: &str) -> Option<MetricDef> {
+    Some(match name {
+        // llm-d's endpoint picker emits `llm_d_epp_*` and keeps the Gateway
+        // API Inference Extension name as a deprecated mirror: read the new
+        // one, fall back to the old (never both: they count the same requests).
+        "gateway_flow_control_queue_size" => def(
+            name,
+            "sum(llm_d_epp_flow_control_queue_size{${matchers}}) or sum(inference_extension_flow_control_queue_size{${matchers}})",
+            60,
+            "Requests queued by the endpoint picker's flow control (Gateway API Inference Extension, llm-d), summed over the matched flows.",
+        ),
+        "gateway_pool_average_queue_size" => def(
+            name,
+            "avg(inference_pool_average_queue_size{${matchers}})",
+            60,
+            "Average queue size of the InferencePool's model servers, as the endpoint picker reports it (label `name`: the pool).",
+        ),
+        "gateway_pool_ready_pods" => def(
+            name,
+            "sum(llm_d_epp_ready_endpoints{${matchers}}) or sum(inference_pool_ready_pods{${matchers}})",
+            60,
+            "Ready pods of the InferencePool, as the endpoint picker reports it (label `name`: the pool).",
+        ),
+        "keda_http_pending_requests" => with_namespace_label(
+            def(
+                name,
+                "sum(interceptor_request_concurrency{${matchers}})",
+                60,
+                "Requests in flight at the KEDA HTTP add-on's interceptor for the matched routes (label `route_name`).",
+            ),
+            "route_namespace",
+        ),
+        "knative_activator_request_concurrency" => with_namespace_label(
+            def(
+                name,
+                "sum(activator_request_concurrency{${matchers}})",
+                60,
+                "Requests held or proxied by Knative's activator for the matched revisions.",
+            ),
+            "namespace_name",
+        ),
+        "activator_pending_requests" => def(
+            name,
+            "sum(gpuscale_activator_pending_requests{${matchers}})",
+            60,
+            "Requests the gpuscale activator holds for the matched routes (label `route`), waiting for a Ready endpoint.",
+        ),
         _ => return None,
     })
+}
+
+/// The holder's series name the namespace of what they hold in their own
+/// label; the holder's pod runs elsewhere, so `namespace` is its own.
+fn with_namespace_label(mut d: MetricDef, label: &str) -> MetricDef {
+    d.namespace_label = label.into();
+    d
 }
 
 /// All presets.
@@ -125,6 +195,70 @@ mod tests {
                 m.query.replace('\'', "''")
             );
             MetricsConfig::parse(&text).unwrap();
+        }
+    }
+
+    fn rendered(name: &str, selector: &str) -> String {
+        let def = get(name).unwrap();
+        let reqs = crate::selector::parse(selector).unwrap();
+        crate::prometheus::join::render(&def, "llm", &reqs).unwrap()
+    }
+
+    #[test]
+    fn holder_presets_render_the_upstream_series_shapes() {
+        assert_eq!(
+            rendered(
+                "gateway_flow_control_queue_size",
+                "inference_pool=chat-pool,target_model_name=llama-8b"
+            ),
+            r#"sum(llm_d_epp_flow_control_queue_size{namespace="llm",inference_pool="chat-pool",target_model_name="llama-8b"}) or sum(inference_extension_flow_control_queue_size{namespace="llm",inference_pool="chat-pool",target_model_name="llama-8b"})"#
+        );
+        assert_eq!(
+            rendered("gateway_pool_average_queue_size", "name=chat-pool"),
+            r#"avg(inference_pool_average_queue_size{namespace="llm",name="chat-pool"})"#
+        );
+        assert_eq!(
+            rendered("gateway_pool_ready_pods", "name=chat-pool"),
+            r#"sum(llm_d_epp_ready_endpoints{namespace="llm",name="chat-pool"}) or sum(inference_pool_ready_pods{namespace="llm",name="chat-pool"})"#
+        );
+        assert_eq!(
+            rendered("keda_http_pending_requests", "route_name=llama-8b"),
+            r#"sum(interceptor_request_concurrency{route_namespace="llm",route_name="llama-8b"})"#
+        );
+        assert_eq!(
+            rendered(
+                "knative_activator_request_concurrency",
+                "configuration_name=llama-8b"
+            ),
+            r#"sum(activator_request_concurrency{namespace_name="llm",configuration_name="llama-8b"})"#
+        );
+        assert_eq!(
+            rendered("activator_pending_requests", "route=llama-8b"),
+            r#"sum(gpuscale_activator_pending_requests{namespace="llm",route="llama-8b"})"#
+        );
+    }
+
+    #[test]
+    fn a_holders_namespace_label_cannot_be_chosen_by_the_selector() {
+        for (name, label) in [
+            ("keda_http_pending_requests", "route_namespace"),
+            ("knative_activator_request_concurrency", "namespace_name"),
+        ] {
+            let def = get(name).unwrap();
+            let reqs = crate::selector::parse(&format!("{label}=other")).unwrap();
+            let err = crate::prometheus::join::render(&def, "llm", &reqs).unwrap_err();
+            assert!(err.to_string().contains("reserved"), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_holder_preset_refuses_an_empty_result() {
+        for name in &NAMES[NAMES
+            .iter()
+            .position(|n| *n == "gateway_flow_control_queue_size")
+            .unwrap()..]
+        {
+            assert_eq!(get(name).unwrap().empty, EmptyPolicy::Error, "{name}");
         }
     }
 

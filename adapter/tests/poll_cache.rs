@@ -144,6 +144,7 @@ fn def(empty: EmptyPolicy, freshness: Duration) -> Arc<MetricDef> {
         activation: 0.0,
         objects: Default::default(),
         pod_metadata: Default::default(),
+        namespace_label: "namespace".into(),
     })
 }
 

@@ -6,7 +6,7 @@
 //! configured source, ready for `* on (namespace, pod) group_left ()`.
 
 use super::matchers::to_matchers;
-use crate::metric_def::{MetricDef, PodMetadata};
+use crate::metric_def::{DEFAULT_NAMESPACE_LABEL, MetricDef, PodMetadata};
 use crate::selector::{Requirement, SelectorError};
 
 /// Selector keys answered by the metadata series; every other key (`pod`,
@@ -48,6 +48,22 @@ impl Matchers {
             pod,
             pods,
         })
+    }
+
+    /// Pin the namespace on `label` instead of `namespace` in `${matchers}`
+    /// and `${series_matchers}` (a holder that names the namespace of what it
+    /// holds in its own label). The selector may not name that label: it
+    /// would reach into another namespace's series.
+    fn pin_namespace_to(&mut self, label: &str, reqs: &[Requirement]) -> Result<(), SelectorError> {
+        if let Some(r) = reqs.iter().find(|r| r.key() == label) {
+            return Err(SelectorError::Reserved(r.key().to_string()));
+        }
+        for list in [&mut self.all, &mut self.series] {
+            if let Some(rest) = list.strip_prefix("namespace=") {
+                *list = format!("{label}={rest}");
+            }
+        }
+        Ok(())
     }
 
     /// The value of a placeholder name.
@@ -97,7 +113,10 @@ pub fn render(
     namespace: &str,
     reqs: &[Requirement],
 ) -> Result<String, SelectorError> {
-    let m = Matchers::new(namespace, reqs, def.pod_metadata)?;
+    let mut m = Matchers::new(namespace, reqs, def.pod_metadata)?;
+    if def.namespace_label != DEFAULT_NAMESPACE_LABEL {
+        m.pin_namespace_to(&def.namespace_label, reqs)?;
+    }
     let query = fill(&def.query, |name| m.get(name, namespace).map(str::to_owned));
     if query.len() > crate::limits::MAX_QUERY_BYTES {
         return Err(SelectorError::QueryTooLong(query.len()));

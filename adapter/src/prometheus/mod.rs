@@ -176,6 +176,7 @@ fn query_def(template: &str) -> MetricDef {
         activation: DEFAULT_ACTIVATION,
         objects: Default::default(),
         pod_metadata: Default::default(),
+        namespace_label: crate::metric_def::DEFAULT_NAMESPACE_LABEL.into(),
     }
 }
 
