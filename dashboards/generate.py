@@ -380,7 +380,7 @@ def node_gpu():
     d.ts("Memory used", "Device memory in use.", [
         {"expr": f'max without (job, instance) (gpu_memory_used_bytes{{{DEV}}})', "legend": L}], unit="bytes", w=8)
     d.ts("Memory used / total", "Fraction of device memory in use.", [
-        {"expr": f'gpu_memory_used_bytes{{{DEV}}} / gpu_memory_total_bytes{{{DEV}}}', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
+        {"expr": f'max without (job, instance) (gpu_memory_used_bytes{{{DEV}}}) / max without (job, instance) (gpu_memory_total_bytes{{{DEV}}})', "legend": L}], unit=PCT, minv=0, maxv=1, w=8)
     d.table("Memory", "Total, free and driver-reserved device memory.", [
         {"expr": f'max without (job, instance) (gpu_memory_total_bytes{{{DEV}}})'},
         {"expr": f'max without (job, instance) (gpu_memory_free_bytes{{{DEV}}})'},
@@ -410,7 +410,7 @@ def node_gpu():
         {"expr": f'max without (job, instance) (gpu_clock_max_hertz{{{DEV}, clock="sm"}})', "legend": L + " sm max"}], unit="hertz", w=8)
     d.row("Throttling")
     d.ts("Clock event reasons", "Reasons holding clocks down right now (1 = active). gpu_idle is normal when idle.", [
-        {"expr": f'gpu_clock_event_active{{{DEV}}} == 1', "legend": L + " {{reason}}"}], unit="none", w=12,
+        {"expr": f'max without (job, instance) (gpu_clock_event_active{{{DEV}}}) == 1', "legend": L + " {{reason}}"}], unit="none", w=12,
         custom={"drawStyle": "points", "pointSize": 4, "showPoints": "always"})
     d.ts("Time throttled", "Share of time clocks were held below the requested clocks, by policy (NVML violation counters).", [
         {"expr": f'max without (job, instance) (rate(gpu_clock_event_seconds_total{{{DEV}}}[$__rate_interval])) > 0', "legend": L + " {{policy}}"}], unit=PCT, w=12)
@@ -421,14 +421,14 @@ def node_gpu():
     d.ts("PCIe replays", "PCIe replay rate: link errors corrected by retransmission.", [
         {"expr": f'max without (job, instance) (rate(gpu_pcie_replays_total{{{DEV}}}[$__rate_interval]))', "legend": L}], unit="ops", w=8)
     d.ts("NVLink throughput", "Bytes per second over all NVLink links of the GPU.", [
-        {"expr": f'sum by (node, gpu) (rate(gpu_nvlink_transmit_bytes_total{{{DEV}}}[$__rate_interval]))', "legend": L + " tx"},
-        {"expr": f'sum by (node, gpu) (rate(gpu_nvlink_receive_bytes_total{{{DEV}}}[$__rate_interval]))', "legend": L + " rx"}], unit="Bps", w=8)
+        {"expr": f'sum by (node, gpu) (max without (job, instance) (rate(gpu_nvlink_transmit_bytes_total{{{DEV}}}[$__rate_interval])))', "legend": L + " tx"},
+        {"expr": f'sum by (node, gpu) (max without (job, instance) (rate(gpu_nvlink_receive_bytes_total{{{DEV}}}[$__rate_interval])))', "legend": L + " rx"}], unit="Bps", w=8)
     d.table("NVLink errors", "NVLink error counters per link and type (non-zero only).", [
-        {"expr": f'gpu_nvlink_errors_total{{{DEV}}} > 0'}], w=12)
+        {"expr": f'max without (job, instance) (gpu_nvlink_errors_total{{{DEV}}}) > 0'}], w=12)
     d.row("Errors: XID, ECC, row remapping, page retirement")
     d.table("XIDs", "XID errors since the exporter started: count and time since last seen. Hardware XIDs (48, 62, 64, 74, 79, 92, 94, 95, 119, 120) raise GPUCriticalXid.", [
         {"expr": f'max without (job, instance) (gpu_xid_errors_total{{{DEV}}})'},
-        {"expr": f'time() - gpu_xid_last_seen_timestamp_seconds{{{DEV}}}'}], w=12, transformations=[
+        {"expr": f'time() - max without (job, instance) (gpu_xid_last_seen_timestamp_seconds{{{DEV}}})'}], w=12, transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "count", "Value #B": "last seen (ago)"}}}],
@@ -491,18 +491,18 @@ def node_gpu():
     # process_* is every exporter's name: the exporter pod's identity label keeps other jobs out.
     X = f'{C}, {N}, exporter_pod!=""'
     d.ts("Exporter memory", "Resident and virtual memory of each exporter process.", [
-        {"expr": f'process_resident_memory_bytes{{{X}}}', "legend": "{{node}} resident"},
-        {"expr": f'process_virtual_memory_bytes{{{X}}}', "legend": "{{node}} virtual"}], unit="bytes")
+        {"expr": f'max without (job, instance) (process_resident_memory_bytes{{{X}}})', "legend": "{{node}} resident"},
+        {"expr": f'max without (job, instance) (process_virtual_memory_bytes{{{X}}})', "legend": "{{node}} virtual"}], unit="bytes")
     d.ts("Exporter CPU and threads", "CPU seconds per second of each exporter process, and its threads.", [
-        {"expr": f'rate(process_cpu_seconds_total{{{X}}}[$__rate_interval])', "legend": "{{node}} CPU"},
-        {"expr": f'process_threads{{{X}}}', "legend": "{{node}} threads"}], unit="none")
+        {"expr": f'max without (job, instance) (rate(process_cpu_seconds_total{{{X}}}[$__rate_interval]))', "legend": "{{node}} CPU"},
+        {"expr": f'max without (job, instance) (process_threads{{{X}}})', "legend": "{{node}} threads"}], unit="none")
     d.ts("Exporter file descriptors", "Open file descriptors of each exporter process and its limit.", [
-        {"expr": f'process_open_fds{{{X}}}', "legend": "{{node}} open"},
-        {"expr": f'process_max_fds{{{X}}}', "legend": "{{node}} limit"}], unit="none")
+        {"expr": f'max without (job, instance) (process_open_fds{{{X}}})', "legend": "{{node}} open"},
+        {"expr": f'max without (job, instance) (process_max_fds{{{X}}})', "legend": "{{node}} limit"}], unit="none")
     d.stat("Exporter uptime", "Time since the most recently started exporter process started.",
            f'min(time() - process_start_time_seconds{{{X}}})', unit="s", w=12, h=8)
     d.table("Exporter versions", "gpuscale_exporter_build_info per exporter.", [
-        {"expr": f'gpuscale_exporter_build_info{{{C}, {N}}}'}])
+        {"expr": f'max without (job, instance) (gpuscale_exporter_build_info{{{C}, {N}}})'}])
     d.row("Pod mapping")
     d.stat("Pod mapping up", "Exporters whose last kubelet pod-resources refresh succeeded.",
            f'min(gpuscale_exporter_pod_mapping_up{{{C}, {N}}})', thresholds={
@@ -510,7 +510,7 @@ def node_gpu():
     d.stat("Pod metadata stale", "Exporters working from stale pod metadata (Kubernetes API watch failing).",
            f'sum(gpuscale_exporter_pod_metadata_stale{{{C}, {N}}})', thresholds=ORANGE_AT(1))
     d.stat("Pods on the nodes", "Non-terminal pods on the selected nodes, from the exporters' pod watch.",
-           f'sum(gpuscale_exporter_pods{{{C}, {N}}})')
+           f'sum(max by (cluster, node) (gpuscale_exporter_pods{{{C}, {N}}}))')
     d.stat("Pod refresh time", "Duration of the last kubelet pod-resources refresh (slowest exporter).",
            f'max(gpuscale_exporter_pod_refresh_duration_seconds{{{C}, {N}}})', unit="s")
     d.stat("Pod join time", "Duration of the last join of GPU data with the pod map (slowest exporter).",
@@ -526,7 +526,7 @@ def node_gpu():
     d.stat("Exporters without DRA mapping", "Exporters whose ResourceSlice watch is down, or whose cluster serves no resource.k8s.io: DRA claims cannot be mapped to GPUs.",
            f'count(gpuscale_exporter_dra_mapping_up{{{C}, {N}}}) - sum(gpuscale_exporter_dra_mapping_up{{{C}, {N}}})', decimals=0, thresholds=ORANGE_AT(1), w=8)
     d.ts("Attributed devices by path", "GPUs and MIG instances attributed to pods through the device plugin or DRA ResourceClaims.", [
-        {"expr": f'sum by (allocation) (gpuscale_exporter_pod_attributed_devices{{{C}, {N}}})', "legend": "{{allocation}}"}],
+        {"expr": f'sum by (allocation) (max by (cluster, node, allocation) (gpuscale_exporter_pod_attributed_devices{{{C}, {N}}}))', "legend": "{{allocation}}"}],
         unit="none", w=8)
     d.ts("DRA devices without a pod", "Devices held through DRA claims that got no pod labels, by reason.", [
         {"expr": f'sum by (reason) (gpuscale_exporter_dra_devices_unattributed{{{C}, {N}}})', "legend": "{{reason}}"}],
@@ -549,22 +549,22 @@ def workloads():
     d.stat("Cost / h", "Allocated share × GPU price.", f'sum(gpuscale:gpu_allocation_cost_usd_per_hour{{{A}}}) or vector(0)', unit="currencyUSD")
     d.stat("Waste / h", "Cost per hour of allocations in a waste class.", f'sum(gpuscale:gpu_allocation_waste_cost_usd_per_hour{{{A}}}) or vector(0)', unit="currencyUSD", thresholds=ORANGE_AT(1))
     d.stat("Pods", "Pods holding a GPU or MIG instance.", f'count(count by (cluster, namespace, pod) (gpu_pod_allocation{{{A}}})) or vector(0)')
-    d.stat("Idle allocations", "Allocations under 5% busy now.", f'count(gpuscale:gpu_allocation_utilization:ratio{{{A}}} < 0.05) or vector(0)', thresholds=ORANGE_AT(1))
+    d.stat("Idle allocations", "Allocations under 5% busy now.", f'count(max without (job, instance) (gpuscale:gpu_allocation_utilization:ratio{{{A}}}) < 0.05) or vector(0)', thresholds=ORANGE_AT(1))
     d.row("Per pod")
     d.ts("Utilization", "Utilization of the GPU or MIG instance each pod holds (GPU utilization; GPM SM activity for MIG).", [
-        {"expr": f'gpuscale:gpu_allocation_utilization:ratio{{{A}}}', "legend": LP}], unit=PCT, minv=0, maxv=1)
+        {"expr": f'max without (job, instance) (gpuscale:gpu_allocation_utilization:ratio{{{A}}})', "legend": LP}], unit=PCT, minv=0, maxv=1)
     d.ts("SM utilization of the pod's processes", "Sum of the pod's processes' SM utilization per GPU (meaningful on shared GPUs).", [
-        {"expr": f'gpu_pod_sm_utilization_ratio{{{A}}}', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"}], unit=PCT, minv=0)
+        {"expr": f'max without (job, instance) (gpu_pod_sm_utilization_ratio{{{A}}})', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"}], unit=PCT, minv=0)
     d.ts("Memory used by the pod's processes", "GPU memory of the pod's processes per GPU.", [
-        {"expr": f'gpu_pod_memory_used_bytes{{{A}}}', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"}], unit="bytes")
+        {"expr": f'max without (job, instance) (gpu_pod_memory_used_bytes{{{A}}})', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"}], unit="bytes")
     d.ts("Memory used / size", "How full the GPU or MIG instance each pod holds is (GPUPodMemoryNearlyFull fires above 95%).", [
-        {"expr": f'gpuscale:gpu_allocation_memory_used:ratio{{{A}}}', "legend": LP}], unit=PCT, minv=0, maxv=1)
+        {"expr": f'max without (job, instance) (gpuscale:gpu_allocation_memory_used:ratio{{{A}}})', "legend": LP}], unit=PCT, minv=0, maxv=1)
     d.ts("Power (by GPU share)", "GPU power draw attributed to each pod by its share of the GPU.", [
         {"expr": f'sum by (namespace, pod) (gpuscale:gpu_allocation:share{{{A}}} * on (cluster, node, uuid) group_left () max by (cluster, node, uuid) (gpu_power_usage_watts{{{C}, {N}}}))',
          "legend": "{{namespace}}/{{pod}}"}], unit="watt")
     d.ts("Tensor activity (exclusive GPUs, GPM)", "Tensor pipe activity of GPUs held by exactly one pod (Hopper+).", [
-        {"expr": f'gpu_tensor_active_ratio{{{A}, pod!=""}}', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"},
-        {"expr": f'gpu_mig_tensor_active_ratio{{{A}, pod!=""}}', "legend": "{{namespace}}/{{pod}} {{mig_uuid}}"}], unit=PCT, minv=0, maxv=1)
+        {"expr": f'max without (job, instance) (gpu_tensor_active_ratio{{{A}, pod!=""}})', "legend": "{{namespace}}/{{pod}} gpu {{gpu}}"},
+        {"expr": f'max without (job, instance) (gpu_mig_tensor_active_ratio{{{A}, pod!=""}})', "legend": "{{namespace}}/{{pod}} {{mig_uuid}}"}], unit=PCT, minv=0, maxv=1)
     d.row("Per workload: cost")
     d.ts("Cost per hour by workload", "Allocated share × price per workload.", [
         {"expr": f'namespace_workload:gpu_cost_usd_per_hour:sum{{{WLS}}}', "legend": "{{namespace}}/{{workload}}"}], unit="currencyUSD",
@@ -582,16 +582,16 @@ def workloads():
                                        "renameByName": {"Value #A": "GPU-hours", "Value #B": "busy GPU-hours",
                                                         "Value #C": "cost (USD)", "Value #D": "cost last hour (USD)"}}}])
     d.table("Pods: waste class", "Allocations in a waste class, with their average utilization and peak memory over the last hour.", [
-        {"expr": f'gpuscale:gpu_allocation_waste:share{{{A}}}'},
-        {"expr": f'gpuscale:gpu_allocation_utilization:avg1h{{{A}}} and ignoring (waste_class) gpuscale:gpu_allocation_waste:share{{{A}}}'},
-        {"expr": f'gpuscale:gpu_allocation_memory_used:max1h{{{A}}} and ignoring (waste_class) gpuscale:gpu_allocation_waste:share{{{A}}}'}], transformations=[
+        {"expr": f'sum without (job, instance) (gpuscale:gpu_allocation_waste:share{{{A}}})'},
+        {"expr": f'max without (job, instance) (gpuscale:gpu_allocation_utilization:avg1h{{{A}}}) and ignoring (waste_class) sum without (job, instance) (gpuscale:gpu_allocation_waste:share{{{A}}})'},
+        {"expr": f'max without (job, instance) (gpuscale:gpu_allocation_memory_used:max1h{{{A}}}) and ignoring (waste_class) sum without (job, instance) (gpuscale:gpu_allocation_waste:share{{{A}}})'}], transformations=[
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True, "job": True, "instance": True},
                                        "renameByName": {"Value #A": "GPU share", "Value #B": "utilization 1h", "Value #C": "peak memory 1h"}}}])
     d.table("Pod processes", "GPU processes of the selected pods.", [
-        {"expr": f'gpu_process_memory_used_bytes{{{A}, pod!=""}}'}])
+        {"expr": f'max without (job, instance) (gpu_process_memory_used_bytes{{{A}, pod!=""}})'}])
     d.table("Pod identity", "gpu_pod_info: one row per GPU pod with its workload, kind and allowlisted labels; gpuscale-adapter's presets join inference servers' series on it by (namespace, pod).", [
-        {"expr": f'gpu_pod_info{{{A}}}'}], transformations=[
+        {"expr": f'max without (job, instance) (gpu_pod_info{{{A}}})'}], transformations=[
         {"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True, "job": True, "instance": True}}}])
     return d
 
