@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod fleet;
+pub mod holders;
 pub mod keda;
 pub mod pki;
 pub mod procs;
