@@ -347,17 +347,12 @@ def node_gpu():
         {"expr": f'max without (job, instance) (gpu_info{{{DEV}}})'}], w=16)
     d.table("GPU state", "gpuscale_exporter_gpu_state: ok, lost (fallen off the bus) or error.", [
         {"expr": f'max without (job, instance) (gpuscale_exporter_gpu_state{{{DEV}}}) == 1'}], w=8)
-    d.table("PCIe link", "Current and maximum PCIe generation and width (a link trained below its maximum raises GPUPCIeLinkDegraded; the generation drops at idle on many boards).", [
-        {"expr": f'max without (job, instance) (gpu_pcie_link_generation{{{DEV}}})'},
-        {"expr": f'max without (job, instance) (gpu_pcie_link_max_generation{{{DEV}}})'},
-        {"expr": f'max without (job, instance) (gpu_pcie_link_width{{{DEV}}})'},
-        {"expr": f'max without (job, instance) (gpu_pcie_link_max_width{{{DEV}}})'}], w=8, transformations=[
-        {"id": "merge", "options": {}},
-        {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                       "renameByName": {"Value #A": "gen", "Value #B": "max gen", "Value #C": "width", "Value #D": "max width"}}}])
-    d.table("NVLink links, ECC mode, fabric", "NVLink links per state (GPUNVLinkDown), ECC mode now and after the next reset (GPUECCDisabled), NVLink fabric state on NVSwitch systems (GPUFabricNotReady).", [
-        {"expr": f'max without (job, instance) (gpu_nvlink_links{{{DEV}}})'},
-        {"expr": f'max without (job, instance) (gpu_ecc_enabled{{{DEV}}})'},
+    d.table("PCIe links below their maximum", "GPUs whose PCIe link trained narrower (A: width) or slower (B: generation) than its maximum, with the maximum (GPUPCIeLinkDegraded; the generation drops at idle on many boards). Empty when every link is at its best; the full profile only.", [
+        {"expr": f'max without (job, instance) (gpu_pcie_link_width{{{DEV}}}) < max without (job, instance) (gpu_pcie_link_max_width{{{DEV}}})'},
+        {"expr": f'max without (job, instance) (gpu_pcie_link_generation{{{DEV}}}) < max without (job, instance) (gpu_pcie_link_max_generation{{{DEV}}})'}], w=8)
+    d.table("NVLink down, ECC off, fabric", "NVLink links down (GPUNVLinkDown), ECC off now or after the next reset (GPUECCDisabled), NVLink fabric state on NVSwitch systems (GPUFabricNotReady). Empty rows for links and ECC mean healthy.", [
+        {"expr": f'max without (job, instance) (gpu_nvlink_links{{{DEV}, state="inactive"}}) > 0'},
+        {"expr": f'max without (job, instance) (gpu_ecc_enabled{{{DEV}}}) == 0'},
         {"expr": f'max without (job, instance) (gpu_fabric_state{{{DEV}}}) == 1'}], w=16)
     d.row("Utilization")
     d.ts("GPU utilization", "Share of time a kernel ran (NVML utilization; a duty cycle, not a measure of how full the SMs are).", [

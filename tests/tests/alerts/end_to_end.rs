@@ -29,7 +29,23 @@ use super::{
 /// Dashboard queries allowed to return nothing on the test scenario, with the reason.
 const MAY_BE_EMPTY: &[(&str, &str)] = &[
     (
-        "gpuscale / Node & GPU / NVLink links, ECC mode, fabric / C",
+        "gpuscale / Node & GPU / PCIe links below their maximum / A",
+        "every PCIe link of the scenario trains at its maximum; GPUPCIeLinkDegraded's promtool test feeds a degraded one",
+    ),
+    (
+        "gpuscale / Node & GPU / PCIe links below their maximum / B",
+        "every PCIe link of the scenario trains at its maximum; GPUPCIeLinkDegraded's promtool test feeds a degraded one",
+    ),
+    (
+        "gpuscale / Node & GPU / NVLink down, ECC off, fabric / A",
+        "no NVLink link of the scenario is down; GPUNVLinkDown's promtool test feeds one",
+    ),
+    (
+        "gpuscale / Node & GPU / NVLink down, ECC off, fabric / B",
+        "ECC is on for every GPU of the scenario; GPUECCDisabled's promtool test feeds ECC off",
+    ),
+    (
+        "gpuscale / Node & GPU / NVLink down, ECC off, fabric / C",
         "the scenario's GPUs are not on an NVSwitch fabric (NVML reports no fabric state); GPUFabricNotReady's promtool test feeds it",
     ),
     (
