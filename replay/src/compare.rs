@@ -2,6 +2,7 @@
 
 use crate::model::Service;
 use crate::policy::{Gpuscale, Hpa, Keda, Static};
+use crate::signal::{Path, Signalled};
 use crate::sim::{Outcome, Policy, replay};
 use crate::trace::Arrival;
 
@@ -21,6 +22,12 @@ pub struct Knobs {
     pub min_up: u64,
     /// gpuscale controller's resync, seconds.
     pub sync: u64,
+    /// Prometheus `scrape_interval`, seconds.
+    pub scrape: u64,
+    /// The adapter's `--poll-interval` of Prometheus, seconds.
+    pub adapter_poll: u64,
+    /// KEDA `pollingInterval`, seconds.
+    pub keda_polling: u64,
 }
 
 impl Knobs {
@@ -33,20 +40,43 @@ impl Knobs {
             idle_for: 300,
             min_up: 0,
             sync: 15,
+            scrape: 30,
+            adapter_poll: 5,
+            keda_polling: 30,
         }
     }
 
-    fn hpa(&self) -> Hpa {
-        Hpa::new(self.hpa_target, 1, self.max_replicas)
+    /// Through Prometheus and a reader polling every `poll` seconds.
+    fn path(&self, poll: u64, direct_wake: bool) -> Path {
+        Path {
+            scrape: self.scrape as i64,
+            poll: poll as i64,
+            direct_wake,
+        }
     }
 
-    pub fn keda(&self) -> Keda {
-        Keda::new(self.hpa(), self.activation, self.cooldown as i64)
+    /// The HPA reads the adapter's cache.
+    pub fn hpa(&self) -> Signalled<Hpa> {
+        let hpa = Hpa::new(self.hpa_target, 1, self.max_replicas);
+        Signalled::new(hpa, self.path(self.adapter_poll, false))
     }
 
-    pub fn gpuscale(&self) -> Gpuscale {
+    /// KEDA queries Prometheus at each `pollingInterval`; its HPA reads
+    /// KEDA's metrics server, which queries at each HPA sync.
+    pub fn keda(&self) -> Signalled<Keda> {
+        let hpa = Hpa::new(self.hpa_target, 1, self.max_replicas);
+        let mut keda = Keda::new(hpa, self.activation, self.cooldown as i64);
+        keda.polling = self.keda_polling.max(1) as i64;
+        Signalled::new(keda, self.path(1, false))
+    }
+
+    /// gpuscale's controller and the HPA read the adapter's cache; with the
+    /// activator, the wake from zero comes from the request path.
+    pub fn gpuscale(&self, activator: bool) -> Signalled<Gpuscale> {
+        let hpa = Hpa::new(self.hpa_target, 1, self.max_replicas);
         let rules = Gpuscale::rules(self.idle_for, self.activation, self.min_up);
-        Gpuscale::new(self.hpa(), rules, self.sync as i64)
+        let g = Gpuscale::new(hpa, rules, self.sync as i64);
+        Signalled::new(g, self.path(self.adapter_poll, activator))
     }
 }
 
@@ -71,7 +101,8 @@ pub fn compare(svc: &Service, arrivals: &[Arrival], k: &Knobs) -> Vec<Outcome> {
         }),
         Box::new(k.hpa()),
         Box::new(k.keda()),
-        Box::new(k.gpuscale()),
+        Box::new(k.gpuscale(false)),
+        Box::new(k.gpuscale(true)),
     ];
     policies
         .iter_mut()

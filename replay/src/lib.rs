@@ -3,9 +3,11 @@
 
 pub mod compare;
 pub mod derive;
+pub mod frontier;
 pub mod limits;
 pub mod model;
 pub mod policy;
 pub mod report;
+pub mod signal;
 pub mod sim;
 pub mod trace;

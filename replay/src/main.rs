@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use gpuscale_replay::compare::{Knobs, compare};
 use gpuscale_replay::model::Service;
 use gpuscale_replay::trace::{self, Arrival, RangeQuery};
-use gpuscale_replay::{derive, limits, report};
+use gpuscale_replay::{derive, frontier, limits, report};
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -76,6 +76,13 @@ struct Run {
     /// Vary one knob: idle-for=60,300 | cooldown=… | activation=…
     #[arg(long)]
     sweep: Option<String>,
+    /// KEDA cooldowns (seconds, comma-separated) to find dominating gpuscale
+    /// settings for: the Pareto frontier.
+    #[arg(long, value_delimiter = ',', value_parser = seconds)]
+    frontier: Vec<u64>,
+    /// Write the frontier's picture here; needs --frontier.
+    #[arg(long, requires = "frontier")]
+    frontier_svg: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -95,6 +102,9 @@ struct SvcArgs {
     price: f64,
     #[arg(long, default_value_t = Service::default().ttft_slo)]
     ttft_slo: f64,
+    /// Seconds a client waits for its first token before it gives up.
+    #[arg(long, default_value_t = Service::default().client_deadline)]
+    client_deadline: f64,
 }
 
 #[derive(Args)]
@@ -115,6 +125,15 @@ struct KnobArgs {
     min_up: u64,
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
     sync: u64,
+    /// Prometheus scrape interval, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    scrape_interval: u64,
+    /// The adapter's poll of Prometheus, seconds.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    adapter_poll: u64,
+    /// KEDA pollingInterval, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    keda_polling: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +237,12 @@ fn service(a: &SvcArgs) -> Result<Service, Error> {
             "--prefill-tps, --decode-tps, --price, --ttft-slo and --max-seqs must be > 0".into(),
         ));
     }
+    if !(a.client_deadline.is_finite() && a.client_deadline > 0.0 && a.client_deadline <= 3600.0) {
+        return Err(Error::Invalid(format!(
+            "--client-deadline {}: must be more than 0 and at most 3600 seconds",
+            a.client_deadline
+        )));
+    }
     if a.ttft_slo > 3600.0 {
         return Err(Error::Invalid(format!(
             "--ttft-slo {}: at most 3600 seconds",
@@ -232,6 +257,7 @@ fn service(a: &SvcArgs) -> Result<Service, Error> {
         gpus_per_replica: a.gpus_per_replica,
         price_per_gpu_hour: a.price,
         ttft_slo: a.ttft_slo,
+        client_deadline: a.client_deadline,
     })
 }
 
@@ -258,6 +284,9 @@ fn knobs(svc: &Service, a: &KnobArgs) -> Result<Knobs, Error> {
         idle_for: a.idle_for,
         min_up: a.min_up,
         sync: a.sync,
+        scrape: a.scrape_interval,
+        adapter_poll: a.adapter_poll,
+        keda_polling: a.keda_polling,
     })
 }
 
@@ -295,6 +324,16 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
     if let Some(spec) = &run.sweep {
         sweep(&svc, &arrivals, k, spec, outcomes[0].gpu_hours)?;
     }
+    if !run.frontier.is_empty() {
+        let f = frontier::frontier(&svc, &arrivals, &k, &run.frontier, &frontier::IDLE_GRID);
+        print!("\nfrontier against KEDA\n{}", frontier::table(&f));
+        if let Some(path) = &run.frontier_svg {
+            std::fs::write(path, frontier::svg(&f)).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
     Ok(())
 }
 
@@ -310,7 +349,7 @@ fn sweep(
     let (name, values) = spec.split_once('=').ok_or_else(bad)?;
     println!("\nsweep {name}: saving vs static at peak ({peak:.2} GPU-h)");
     println!(
-        "{:>10} {:<26} {:>9} {:>8} {:>8} {:>7}",
+        "{:>10} {:<37} {:>9} {:>8} {:>8} {:>7}",
         name, "policy", "GPU-h", "saving", "SLO-min", "cold"
     );
     for v in values.split(',') {
@@ -327,11 +366,12 @@ fn sweep(
         }
         let runs = [
             gpuscale_replay::sim::replay(svc, arrivals, &mut k.keda()),
-            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale()),
+            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale(false)),
+            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale(true)),
         ];
         for o in runs {
             println!(
-                "{:>10} {:<26} {:>9.2} {:>7.1}% {:>8} {:>7}",
+                "{:>10} {:<37} {:>9.2} {:>7.1}% {:>8} {:>7}",
                 v.trim(),
                 o.policy,
                 o.gpu_hours,

@@ -18,6 +18,9 @@ pub struct Service {
     pub price_per_gpu_hour: f64,
     /// Time-to-first-token SLO: p95 per minute at or under this, seconds.
     pub ttft_slo: f64,
+    /// Clients give up after waiting this long for a first token (held or
+    /// queued): a failed request, seconds.
+    pub client_deadline: f64,
 }
 
 impl Default for Service {
@@ -30,6 +33,7 @@ impl Default for Service {
             gpus_per_replica: 1,
             price_per_gpu_hour: 2.5,
             ttft_slo: 2.0,
+            client_deadline: 60.0,
         }
     }
 }

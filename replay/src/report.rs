@@ -7,13 +7,13 @@ use crate::sim::{Minute, Outcome};
 /// One row per policy.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = format!(
-        "{:<26} {:>9} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}\n",
+        "{:<34} {:>9} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}\n",
         "policy", "GPU-h", "cost", "SLO-min", "TTFT p50", "TTFT p95", "cold", "events", "unserved"
     );
     for o in outcomes {
         let _ = writeln!(
             s,
-            "{:<26} {:>9.2} {:>9.2} {:>8} {:>8.2}s {:>8.2}s {:>7} {:>7} {:>9}",
+            "{:<34} {:>9.2} {:>9.2} {:>8} {:>8.2}s {:>8.2}s {:>7} {:>7} {:>9}",
             o.policy,
             o.gpu_hours,
             o.cost,

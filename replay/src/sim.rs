@@ -44,6 +44,13 @@ pub struct Outcome {
     /// violate the SLO.
     pub unserved: u64,
     pub scale_events: u32,
+    /// Requests whose client gave up (`Service::client_deadline`) before a
+    /// slot was free. Their minutes violate the SLO.
+    pub failed: u64,
+    /// Per wake from zero: seconds from the first request that found no
+    /// replica to the scale-up (the signal path's delay; the cold start
+    /// comes on top).
+    pub wake_signal: Vec<f64>,
     /// Per minute: arrivals, most replicas asked for, SLO violated.
     pub minutes: Vec<Minute>,
 }
@@ -53,10 +60,11 @@ pub struct Minute {
     pub arrivals: u32,
     pub replicas: i32,
     pub violated: bool,
-    /// Arrivals of this minute never started.
+    /// Arrivals of this minute never started (unserved or failed).
     pub unserved: u32,
 }
 
+#[derive(Clone, Copy)]
 struct Queued {
     a: Arrival,
     cold: bool,
@@ -72,6 +80,10 @@ struct Server<'a> {
     queue: VecDeque<Queued>,
     ttft: Vec<Vec<f64>>,
     cold_waiters: u32,
+    failed: u64,
+    /// The first request held while no replica was asked for.
+    held_since: Option<f64>,
+    wake_signal: Vec<f64>,
 }
 
 const MS: f64 = 1000.0;
@@ -83,6 +95,12 @@ impl Server<'_> {
 
     fn scale(&mut self, now: i64, want: i32) {
         let want = usize::try_from(want).unwrap_or(0);
+        if want > 0
+            && self.replicas.is_empty()
+            && let Some(since) = self.held_since.take()
+        {
+            self.wake_signal.push(now as f64 - since);
+        }
         while self.replicas.len() < want {
             self.replicas.push(now + i64::from(self.svc.cold_start));
         }
@@ -114,6 +132,21 @@ impl Server<'_> {
         self.cold_waiters += u32::from(q.cold);
     }
 
+    /// Clients waiting past their deadline at `now` give up: recorded with
+    /// the deadline as their wait (a lower bound) and their minute violates.
+    fn expire(&mut self, now: f64, minutes: &mut [Minute]) {
+        let deadline = self.svc.client_deadline;
+        while let Some(q) = self.queue.front().filter(|q| now - q.a.t > deadline) {
+            let q = *q;
+            self.queue.pop_front();
+            self.record(&q, deadline);
+            self.failed += 1;
+            if let Some(m) = minutes.get_mut(((q.a.t - self.t0) / 60.0) as usize) {
+                m.unserved += 1;
+            }
+        }
+    }
+
     /// Finish requests up to `until`, starting waiting ones on freed slots.
     fn release(&mut self, until: f64, ready: usize) {
         while let Some(Reverse(end)) = self.running.peek().copied() {
@@ -141,6 +174,9 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         queue: VecDeque::new(),
         ttft: Vec::new(),
         cold_waiters: 0,
+        failed: 0,
+        held_since: None,
+        wake_signal: Vec::new(),
     };
     let start = t0 as i64;
     let (trace_end, drain_end) = (start + steps, start + steps + svc.ttft_slo.ceil() as i64);
@@ -153,6 +189,7 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         while recent.front().is_some_and(|t| *t < (now - 60) as f64) {
             recent.pop_front();
         }
+        srv.expire(now as f64, &mut minutes);
         let ready = srv.ready(now);
         let seen = Signals {
             now,
@@ -177,6 +214,9 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         minute.replicas = minute.replicas.max(want);
         while let Some(a) = arrivals.get(next).filter(|a| a.t < end) {
             srv.release(a.t, ready);
+            if srv.replicas.is_empty() {
+                srv.held_since.get_or_insert(a.t);
+            }
             srv.queue.push_back(Queued {
                 a: *a,
                 cold: ready == 0,
@@ -237,6 +277,8 @@ fn summarize(
         ttft_p95: percentile(&mut all, 0.95),
         cold_waiters: srv.cold_waiters,
         unserved: 0,
+        failed: srv.failed,
+        wake_signal: srv.wake_signal,
         scale_events,
         minutes,
     }
