@@ -88,8 +88,7 @@ fn sent_while_non_zero() -> Vec<&'static str> {
 /// altogether (docs/operations.md, "Fleet profile": what the fleet profile
 /// does not see): an expression over them may answer on full only.
 const HEALTHY_LEFT_OUT: &[&str] = &[
-    // The PCIe link shape: four series per GPU the fleet budget has no room
-    // for; GPUPCIeLinkDegraded and the "PCIe link" panel need full.
+    // The PCIe link shape: served only while a link runs below its maximum.
     "gpu_pcie_link_",
     // ECC mode: sent only while ECC is off.
     "gpu_ecc_enabled",

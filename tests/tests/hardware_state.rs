@@ -273,7 +273,15 @@ fn the_fleet_profile_keeps_only_the_faults() {
         m.find("gpu_ecc_enabled", &[("uuid", A), ("mode", "current")])
             .is_empty()
     );
-    assert!(!m.has("gpu_pcie_link_width"));
+    // A's link trained at gen 4 x8 of gen 5 x16: its shape is served; B's
+    // link runs at its maximum and costs nothing.
+    assert_eq!(m.get("gpu_pcie_link_width", &[("uuid", A)]), Some(8.0));
+    assert_eq!(m.get("gpu_pcie_link_max_width", &[("uuid", A)]), Some(16.0));
+    assert!(m.find("gpu_pcie_link_width", &[("uuid", B)]).is_empty());
+    assert!(
+        m.find("gpu_pcie_link_max_generation", &[("uuid", B)])
+            .is_empty()
+    );
 }
 
 /// A MIG instance held by a live pod, with a second process on it that

@@ -157,6 +157,7 @@ impl<'n> Collector<'n> for Trimmed<'n> {
         for family in &mut out.families[from..] {
             self.profile.trim(family);
         }
+        self.profile.trim_together(&mut out.families[from..]);
     }
 }
 

@@ -5,7 +5,9 @@
 
 use clap::ValueEnum;
 
-use crate::metrics::{Family, Labels};
+use std::collections::{HashMap, HashSet};
+
+use crate::metrics::{Family, Labels, Sample, Subject};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum Profile {
@@ -29,8 +31,6 @@ pub enum Keep {
     OnlyNonZero(&'static str, &'static [&'static str]),
     /// Samples whose value is 0: a 0/1 flag whose healthy value is 1.
     Zero,
-    /// Nothing: signals the fleet profile leaves to the full one.
-    Nothing,
 }
 
 /// The fleet profile's trims; families not listed are kept whole.
@@ -63,12 +63,15 @@ pub const FLEET: &[(&str, Keep)] = &[
     ),
     // ECC switched off (now, or at the next reset).
     ("gpu_ecc_enabled", Keep::Zero),
-    // A downgraded link compares current with maximum per GPU: four series
-    // per GPU that the fleet budget has no room for.
-    ("gpu_pcie_link_generation", Keep::Nothing),
-    ("gpu_pcie_link_max_generation", Keep::Nothing),
-    ("gpu_pcie_link_width", Keep::Nothing),
-    ("gpu_pcie_link_max_width", Keep::Nothing),
+];
+
+/// The PCIe link shape, as (current, maximum) pairs. A downgraded link
+/// compares current with maximum per GPU: the fleet profile serves a GPU's
+/// four series only while its link runs below either maximum
+/// ([`Profile::trim_together`]), so a healthy link costs nothing.
+const PCIE_LINK: [(&str, &str); 2] = [
+    ("gpu_pcie_link_generation", "gpu_pcie_link_max_generation"),
+    ("gpu_pcie_link_width", "gpu_pcie_link_max_width"),
 ];
 
 fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
@@ -88,12 +91,56 @@ impl Keep {
             Keep::OnlyOrNonZero(key, values) => listed(key, values) || value != 0.0,
             Keep::OnlyNonZero(key, values) => listed(key, values) && value != 0.0,
             Keep::Zero => value == 0.0,
-            Keep::Nothing => false,
         }
     }
 }
 
+/// The GPU index of a device sample.
+fn device(sample: &Sample) -> Option<u32> {
+    match &sample.subject {
+        Subject::Device(d) => Some(d.index),
+        _ => None,
+    }
+}
+
+/// The GPUs whose PCIe link runs below its maximum generation or width.
+fn downgraded(families: &[Family]) -> HashSet<u32> {
+    let values = |name: &str| -> HashMap<u32, f64> {
+        families
+            .iter()
+            .filter(|f| f.name == name)
+            .flat_map(|f| &f.samples)
+            .filter_map(|s| Some((device(s)?, s.value)))
+            .collect()
+    };
+    let mut out = HashSet::new();
+    for (current, max) in PCIE_LINK {
+        let max = values(max);
+        for (gpu, now) in values(current) {
+            if max.get(&gpu).is_some_and(|m| now < *m) {
+                out.insert(gpu);
+            }
+        }
+    }
+    out
+}
+
 impl Profile {
+    /// Trims that compare families built together: the fleet profile keeps
+    /// the PCIe link shape of downgraded links only.
+    pub fn trim_together(self, families: &mut [Family]) {
+        if self == Profile::Full {
+            return;
+        }
+        let keep = downgraded(families);
+        let link = |name: &str| PCIE_LINK.iter().any(|(c, m)| *c == name || *m == name);
+        for family in families.iter_mut().filter(|f| link(f.name)) {
+            family
+                .samples
+                .retain(|s| device(s).is_some_and(|gpu| keep.contains(&gpu)));
+        }
+    }
+
     /// Drops the samples of `family` this profile does not serve.
     pub fn trim(self, family: &mut Family) {
         if self == Profile::Full {
@@ -176,5 +223,36 @@ mod tests {
         assert_eq!(events, full);
         Profile::Fleet.trim(&mut events);
         assert_eq!(kept(&events), [("gpu_idle".to_string(), 1.0)]);
+    }
+
+    fn link(name: &'static str, values: [f64; 2]) -> Family {
+        let mut f = Family::gauge(name, "");
+        for (index, value) in values.into_iter().enumerate() {
+            let gpu = Arc::new(DeviceRef {
+                index: index as u32,
+                uuid: format!("GPU-{index}").into(),
+            });
+            f.push(Subject::Device(gpu), vec![], value);
+        }
+        f
+    }
+
+    #[test]
+    fn fleet_keeps_the_pcie_link_shape_of_downgraded_links_only() {
+        // GPU 0 runs at x16 gen 5 as it can; GPU 1 trained at x8.
+        let mut families = vec![
+            link("gpu_pcie_link_generation", [5.0, 5.0]),
+            link("gpu_pcie_link_max_generation", [5.0, 5.0]),
+            link("gpu_pcie_link_width", [16.0, 8.0]),
+            link("gpu_pcie_link_max_width", [16.0, 16.0]),
+        ];
+        let full = families.clone();
+        Profile::Full.trim_together(&mut families);
+        assert_eq!(families, full);
+        Profile::Fleet.trim_together(&mut families);
+        for f in &families {
+            let gpus: Vec<_> = f.samples.iter().filter_map(device).collect();
+            assert_eq!(gpus, [1], "{}", f.name);
+        }
     }
 }
