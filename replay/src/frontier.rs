@@ -1,6 +1,7 @@
 //! The Pareto frontier against KEDA: for each KEDA `cooldownPeriod`, the
-//! gpuscale settings (an `idleFor` grid) with no more GPU-hours and no more
-//! SLO-violation minutes, and how long a cold request's wake signal took.
+//! gpuscale settings (an `idleFor` × `minUpDuration` grid) with no more
+//! GPU-hours and no more SLO-violation minutes, and how long a cold
+//! request's wake signal took.
 
 use std::fmt::Write as _;
 
@@ -14,6 +15,8 @@ use crate::trace::Arrival;
 pub struct Point {
     /// KEDA `cooldownPeriod` or gpuscale `idleFor`, seconds.
     pub knob: u64,
+    /// gpuscale `minUpDuration`, seconds (0 for KEDA).
+    pub min_up: u64,
     pub gpu_hours: f64,
     pub slo_minutes: u32,
     /// The longest wake signal (first held request → scale-up), seconds.
@@ -21,9 +24,10 @@ pub struct Point {
 }
 
 impl Point {
-    fn of(knob: u64, o: &Outcome) -> Self {
+    fn of(knob: u64, min_up: u64, o: &Outcome) -> Self {
         Self {
             knob,
+            min_up,
             gpu_hours: o.gpu_hours,
             slo_minutes: o.slo_violation_minutes,
             wake_max: o.wake_signal.iter().copied().fold(0.0, f64::max),
@@ -36,7 +40,7 @@ impl Point {
     }
 }
 
-/// KEDA at each cooldown; gpuscale at each `idleFor`, through Prometheus
+/// KEDA at each cooldown; gpuscale at each grid point, through Prometheus
 /// and with the activator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frontier {
@@ -51,26 +55,40 @@ pub fn frontier(
     arrivals: &[Arrival],
     k: &Knobs,
     cooldowns: &[u64],
-    idle_grid: &[u64],
+    grid: &[(u64, u64)],
 ) -> Frontier {
-    let run = |k: Knobs, activator: Option<bool>| match activator {
-        None => Point::of(k.cooldown, &replay(svc, arrivals, &mut k.keda())),
-        Some(a) => Point::of(k.idle_for, &replay(svc, arrivals, &mut k.gpuscale(a))),
-    };
     let keda = cooldowns
         .iter()
-        .map(|c| run(Knobs { cooldown: *c, ..*k }, None))
+        .map(|c| {
+            let k = Knobs { cooldown: *c, ..*k };
+            Point::of(*c, 0, &replay(svc, arrivals, &mut k.keda()))
+        })
         .collect();
-    let grid = |a| {
-        idle_grid
-            .iter()
-            .map(|i| run(Knobs { idle_for: *i, ..*k }, Some(a)))
+    let run = |activator: bool| -> Vec<Point> {
+        grid.iter()
+            .map(|(idle_for, min_up)| {
+                let k = Knobs {
+                    idle_for: *idle_for,
+                    min_up: *min_up,
+                    ..*k
+                };
+                let o = replay(svc, arrivals, &mut k.gpuscale(activator));
+                Point::of(*idle_for, *min_up, &o)
+            })
             .collect()
     };
+    // The two grids are independent: one thread each.
+    let (prometheus, activator) = std::thread::scope(|s| {
+        let p = s.spawn(|| run(false));
+        let a = run(true);
+        (p.join(), a)
+    });
     Frontier {
         keda,
-        prometheus: grid(false),
-        activator: grid(true),
+        // A replay does not panic (its input is checked up front); if one
+        // did, the panic carries on here.
+        prometheus: prometheus.unwrap_or_else(|e| std::panic::resume_unwind(e)),
+        activator,
     }
 }
 
@@ -93,8 +111,8 @@ fn cell(p: Option<Point>) -> String {
         || "none".to_string(),
         |p| {
             format!(
-                "idle {}s: {:.2} GPU-h, {} min",
-                p.knob, p.gpu_hours, p.slo_minutes
+                "idle {}s, minUp {}s: {:.2} GPU-h, {} min",
+                p.knob, p.min_up, p.gpu_hours, p.slo_minutes
             )
         },
     )
@@ -104,7 +122,7 @@ fn cell(p: Option<Point>) -> String {
 /// settings, with the activator and through Prometheus.
 pub fn table(f: &Frontier) -> String {
     let mut s = format!(
-        "{:>9} {:>7} {:>8} {:>9}  {:<36} {:<36}\n",
+        "{:>9} {:>7} {:>8} {:>9}  {:<48} {:<48}\n",
         "cooldown",
         "GPU-h",
         "SLO-min",
@@ -115,7 +133,7 @@ pub fn table(f: &Frontier) -> String {
     for kp in &f.keda {
         let _ = writeln!(
             s,
-            "{:>8}s {:>7.2} {:>8} {:>8.0}s  {:<36} {:<36}",
+            "{:>8}s {:>7.2} {:>8} {:>8.0}s  {:<48} {:<48}",
             kp.knob,
             kp.gpu_hours,
             kp.slo_minutes,
@@ -135,16 +153,13 @@ pub fn table(f: &Frontier) -> String {
     s
 }
 
-/// gpuscale `idleFor` values searched: 0 to 1800 s every 30 s.
-pub const IDLE_GRID: [u64; 61] = {
-    let mut g = [0; 61];
-    let mut i = 0;
-    while i < g.len() {
-        g[i] = 30 * i as u64;
-        i += 1;
-    }
-    g
-};
+/// The gpuscale settings searched: `idleFor` 0 to 1800 s every 60 s, each
+/// with `minUpDuration` 0, 300, 600, 900 and 1200 s.
+pub fn grid() -> Vec<(u64, u64)> {
+    (0..=30)
+        .flat_map(|i| [0, 300, 600, 900, 1200].map(|m| (60 * i, m)))
+        .collect()
+}
 
 const W: f64 = 700.0;
 const H: f64 = 420.0;
@@ -189,24 +204,27 @@ pub fn svg(f: &Frontier) -> String {
         (
             &f.prometheus,
             "#999",
-            "gpuscale via Prometheus (idleFor grid)",
+            "gpuscale via Prometheus (one dot per setting)",
             20.0,
         ),
         (
             &f.activator,
             "#1f77b4",
-            "gpuscale + activator (idleFor grid)",
+            "gpuscale + activator (one dot per setting)",
             36.0,
         ),
     ] {
-        let mut d = String::new();
-        for (i, p) in points.iter().enumerate() {
+        for p in points.iter() {
             let (x, y) = xy(p);
-            let _ = write!(d, "{}{x:.1},{y:.1} ", if i == 0 { "M" } else { "L" });
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{colour}\"><title>idleFor {}s, minUpDuration {}s</title></circle>",
+                p.knob, p.min_up
+            );
         }
         let _ = writeln!(
             s,
-            "<path d=\"{d}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"/>\n<text x=\"{}\" y=\"{dy}\" fill=\"{colour}\">{label}</text>",
+            "<text x=\"{}\" y=\"{dy}\" fill=\"{colour}\">{label}</text>",
             W - 300.0
         );
     }

@@ -325,7 +325,7 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
         sweep(&svc, &arrivals, k, spec, outcomes[0].gpu_hours)?;
     }
     if !run.frontier.is_empty() {
-        let f = frontier::frontier(&svc, &arrivals, &k, &run.frontier, &frontier::IDLE_GRID);
+        let f = frontier::frontier(&svc, &arrivals, &k, &run.frontier, &frontier::grid());
         print!("\nfrontier against KEDA\n{}", frontier::table(&f));
         if let Some(path) = &run.frontier_svg {
             std::fs::write(path, frontier::svg(&f)).map_err(|source| Error::Read {
