@@ -82,6 +82,13 @@ fn bad_flags_are_errors() {
     fails_with(&with(&["--cooldown", "99999999999999999"]), "--cooldown");
     fails_with(&with(&["--gpus-per-replica", "0"]), "--gpus-per-replica");
     fails_with(&with(&["--ttft-slo", "1e300"]), "--ttft-slo");
+    fails_with(&with(&["--client-deadline", "0"]), "--client-deadline");
+    fails_with(&with(&["--client-deadline", "NaN"]), "--client-deadline");
+    fails_with(&with(&["--scrape-interval", "0"]), "--scrape-interval");
+    fails_with(&with(&["--adapter-poll", "0"]), "--adapter-poll");
+    fails_with(&with(&["--keda-polling", "0"]), "--keda-polling");
+    fails_with(&with(&["--frontier", "60,x"]), "--frontier");
+    fails_with(&with(&["--frontier-svg", "f.svg"]), "--frontier");
     let prom = ["--prometheus", "http://127.0.0.1:9", "--query", "q"];
     let range = |start: &str, end: &str, step: &str| {
         let range = [
