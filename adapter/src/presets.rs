@@ -20,6 +20,7 @@ pub const NAMES: &[&str] = &[
     "gateway_pool_ready_pods",
     "keda_http_pending_requests",
     "knative_activator_request_concurrency",
+    "knative_revision_request_concurrency",
     "activator_pending_requests",
 ];
 
@@ -157,6 +158,18 @@ fn holder(name: &str) -> Option<MetricDef> {
             ),
             "namespace_name",
         ),
+        // Knative's OpenTelemetry metrics (`kn.revision.request.concurrency`,
+        // attributes `k8s.namespace.name`, `kn.*.name`) replaced the
+        // OpenCensus family above; both are served, each in its own shape.
+        "knative_revision_request_concurrency" => with_namespace_label(
+            def(
+                name,
+                "sum(kn_revision_request_concurrency{${matchers}})",
+                60,
+                "Requests routed to Knative's activator for the matched revisions, in Knative's OpenTelemetry names.",
+            ),
+            "k8s_namespace_name",
+        ),
         "activator_pending_requests" => def(
             name,
             "sum(gpuscale_activator_pending_requests{${matchers}})",
@@ -233,6 +246,13 @@ mod tests {
             r#"sum(activator_request_concurrency{namespace_name="llm",configuration_name="llama-8b"})"#
         );
         assert_eq!(
+            rendered(
+                "knative_revision_request_concurrency",
+                "kn_configuration_name=llama-8b"
+            ),
+            r#"sum(kn_revision_request_concurrency{k8s_namespace_name="llm",kn_configuration_name="llama-8b"})"#
+        );
+        assert_eq!(
             rendered("activator_pending_requests", "route=llama-8b"),
             r#"sum(gpuscale_activator_pending_requests{namespace="llm",route="llama-8b"})"#
         );
@@ -243,6 +263,7 @@ mod tests {
         for (name, label) in [
             ("keda_http_pending_requests", "route_namespace"),
             ("knative_activator_request_concurrency", "namespace_name"),
+            ("knative_revision_request_concurrency", "k8s_namespace_name"),
         ] {
             let def = get(name).unwrap();
             let reqs = crate::selector::parse(&format!("{label}=other")).unwrap();

@@ -122,6 +122,11 @@ fn each_holder_preset_reads_its_upstream_series() {
             "revision_name=llama-8b-00001",
             "4",
         ),
+        (
+            "knative_revision_request_concurrency",
+            "kn_revision_name=llama-8b-00001",
+            "6",
+        ),
         ("activator_pending_requests", "route=llama-8b", "3"),
         ("activator_pending_requests", "route=qwen-coder", "0"),
     ];
@@ -163,6 +168,14 @@ fn the_namespace_is_the_holders_label_not_the_holders_pod() {
             "knative-serving",
             "knative_activator_request_concurrency",
             "configuration_name=llama-8b"
+        )
+        .contains("ServiceUnavailable")
+    );
+    assert!(
+        refused(
+            "knative-serving",
+            "knative_revision_request_concurrency",
+            "kn_configuration_name=llama-8b"
         )
         .contains("ServiceUnavailable")
     );

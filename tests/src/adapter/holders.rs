@@ -2,7 +2,7 @@
 //! holder presets: the Gateway API Inference Extension's endpoint picker
 //! (and llm-d's, which renames the families and keeps the old names as a
 //! deprecated mirror), the KEDA HTTP add-on's interceptor, Knative's
-//! activator and the gpuscale activator.
+//! activator (OpenCensus and OpenTelemetry names) and the gpuscale activator.
 //!
 //! Prometheus scrapes them with `honor_labels`, so each series carries the
 //! target labels a ServiceMonitor adds (`namespace`, `pod`, `job`) here:
@@ -55,6 +55,15 @@ const KNATIVE: &str = r#"# HELP activator_request_concurrency Concurrent request
 activator_request_concurrency{configuration_name="llama-8b",container_name="activator",namespace_name="llm",pod_name="activator-7f9c8-x",revision_name="llama-8b-00001",service_name="llama-8b",namespace="knative-serving",pod="activator-7f9c8-x",job="activator-service"} 4
 "#;
 
+/// Knative's activator since its OpenTelemetry metrics: the instrument
+/// `kn.revision.request.concurrency` with `k8s.namespace.name` and
+/// `kn.{service,configuration,revision}.name`, as the Prometheus exporter
+/// writes them.
+const KNATIVE_OTEL: &str = r#"# HELP kn_revision_request_concurrency Concurrent requests that are routed to Activator
+# TYPE kn_revision_request_concurrency gauge
+kn_revision_request_concurrency{k8s_namespace_name="llm",kn_configuration_name="llama-8b",kn_revision_name="llama-8b-00001",kn_service_name="llama-8b",namespace="knative-serving",pod="activator-7f9c8-x",job="activator-service"} 6
+"#;
+
 /// The gpuscale activator, two replicas; its ServiceMonitor keeps the
 /// model's `namespace` (`honorLabels: true`).
 const GPUSCALE: &str = r#"# HELP gpuscale_activator_pending_requests Requests held now, waiting for a Ready endpoint.
@@ -66,5 +75,5 @@ gpuscale_activator_pending_requests{namespace="llm",route="qwen-coder",pod="gpus
 
 /// Every holder's exposition, one scrape target.
 pub fn exposition() -> String {
-    [GATEWAY, LLM_D, KEDA_HTTP, KNATIVE, GPUSCALE].concat()
+    [GATEWAY, LLM_D, KEDA_HTTP, KNATIVE, KNATIVE_OTEL, GPUSCALE].concat()
 }
