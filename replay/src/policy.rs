@@ -157,7 +157,8 @@ impl Policy for Keda {
 /// gpuscale's scale-to-zero controller: every `sync` seconds it calls the
 /// adapter's own [`decide::decide`] with the idle read (requests/s over the
 /// last minute) and the activation read (in-flight requests, which include
-/// those queued while parked); the HPA scales above zero.
+/// those queued while parked); the HPA scales above zero. An activator's
+/// wake reaches `decide` as a scale it did not make (`ExternallyWoken`).
 pub struct Gpuscale {
     pub rules: Rules,
     pub sync: i64,

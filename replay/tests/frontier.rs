@@ -35,7 +35,7 @@ fn frontier_on_the_long_tail_trace() {
             .map(|kp| kp.knob)
             .collect()
     };
-    assert_eq!(dominated(&f.activator), vec![120, 180, 240], "{f:#?}");
+    assert_eq!(dominated(&f.activator), vec![420, 480], "{f:#?}");
     assert_eq!(
         dominated(&f.prometheus),
         vec![60, 180, 360, 420, 480],

@@ -67,6 +67,9 @@ pub struct Memory {
     /// Woken and no pod has been Ready since (the last phase was Waking):
     /// a later loss of every Ready pod is not a wake that hangs.
     pub waking: bool,
+    /// Parked by this controller and not woken by it since: a target seen
+    /// up while this holds was woken by someone else.
+    pub parked: bool,
 }
 
 /// The scale change to make, if any.
@@ -101,6 +104,9 @@ pub enum Reason {
     StillIdle,
     ActivationUnknown,
     Woken,
+    /// A parked target was scaled up by someone else (an activator,
+    /// GitOps, an operator): counted as a wake.
+    ExternallyWoken,
 }
 
 impl Reason {
@@ -117,6 +123,7 @@ impl Reason {
             Reason::StillIdle => "StillIdle",
             Reason::ActivationUnknown => "ActivationUnknown",
             Reason::Woken => "Woken",
+            Reason::ExternallyWoken => "ExternallyWoken",
         }
     }
 }
@@ -178,8 +185,33 @@ fn decide_action(rules: &Rules, seen: &Observed, memory: Memory) -> Decision {
     }
     if seen.target.replicas == 0 {
         parked(rules, seen, base)
+    } else if memory.parked {
+        externally_woken(seen, base)
     } else {
         running(rules, seen, base)
+    }
+}
+
+/// A target this controller parked is up and it did not wake it: the scale
+/// is respected and counted as a wake, so the idle window restarts and
+/// `minUpDuration` counts from now (never an immediate re-park).
+fn externally_woken(seen: &Observed, base: Decision) -> Decision {
+    let memory = Memory {
+        idle_since: None,
+        last_wake: Some(seen.now),
+        parked_from: None,
+        waking: true,
+        parked: false,
+    };
+    Decision {
+        phase: phase_of(seen.target, memory),
+        reason: Reason::ExternallyWoken,
+        message: format!(
+            "woken to {} by someone else while parked: counted as a wake",
+            seen.target.replicas
+        ),
+        memory,
+        ..base
     }
 }
 
@@ -219,6 +251,7 @@ fn parked(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
                     last_wake: Some(seen.now),
                     parked_from: None,
                     waking: true,
+                    parked: false,
                 },
                 ..base
             }
@@ -287,6 +320,7 @@ fn running(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
             last_wake: base.memory.last_wake,
             parked_from: Some(from),
             waking: false,
+            parked: true,
         },
         ..base
     }

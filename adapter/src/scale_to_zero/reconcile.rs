@@ -311,6 +311,7 @@ fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>)
         last_wake: status.and_then(|s| parse_time(s.last_wake_time.as_ref())),
         parked_from,
         waking: status.and_then(|s| s.phase) == Some(Phase::Waking),
+        parked: status.and_then(|s| s.phase) == Some(Phase::Parked),
     }
 }
 
@@ -726,6 +727,10 @@ async fn apply<P: Provider>(
             if is_refusal(d.reason) && last_reason(policy) != Some(d.reason.as_str()) {
                 ctx.report.refused(d.reason.as_str());
                 event(ctx, policy, true, d.reason.as_str(), d.message.clone()).await;
+            }
+            if d.reason == Reason::ExternallyWoken {
+                event(ctx, policy, false, d.reason.as_str(), d.message.clone()).await;
+                tracing::info!(namespace = %ns, target = %target.name, "woken by someone else");
             }
         }
         Action::Park { from } => {

@@ -274,3 +274,116 @@ fn the_wake_itself_starts_waking() {
     assert_eq!((d.phase, d.memory.waking), (Phase::Waking, true));
     assert_eq!(d.memory.last_wake, Some(5 * MIN));
 }
+
+/// Parks after the whole window, then returns the memory of the park.
+fn parked_memory() -> Memory {
+    let d = replay(&vec![idle(); 16], Memory::default());
+    assert_eq!(d.action, Action::Park { from: 2 });
+    assert!(d.memory.parked);
+    d.memory
+}
+
+#[test]
+fn a_scale_by_someone_else_while_parked_counts_as_a_wake() {
+    let memory = parked_memory();
+    let woke_at = 40 * MIN;
+    let d = decide(
+        &rules(),
+        &running(woke_at, Read::Value(0.0), Read::Value(0.0)),
+        memory,
+    );
+    assert_eq!(d.action, Action::Nothing);
+    assert_eq!(d.reason, Reason::ExternallyWoken);
+    assert_eq!(d.reason.as_str(), "ExternallyWoken");
+    assert_eq!(d.phase, Phase::Active);
+    assert_eq!(d.memory.last_wake, Some(woke_at));
+    assert_eq!(d.memory.idle_since, None);
+    assert!(!d.memory.parked);
+    assert!(d.message.contains("someone else"), "{}", d.message);
+}
+
+#[test]
+fn min_up_duration_counts_from_an_external_wake() {
+    let mut memory = parked_memory();
+    let woke_at = 40 * MIN;
+    // Idle from the external wake on: the window restarts after the wake
+    // (its first idle read a minute later) and holds 15 minutes.
+    let mut last = None;
+    for m in 0..=16 {
+        let d = decide(
+            &rules(),
+            &running(woke_at + m * MIN, Read::Value(0.0), Read::Value(0.0)),
+            memory,
+        );
+        memory = d.memory;
+        last = Some((m, d));
+        if last
+            .as_ref()
+            .is_some_and(|(_, d)| d.action != Action::Nothing)
+        {
+            break;
+        }
+    }
+    let (m, d) = last.expect("rounds ran");
+    assert_eq!(d.action, Action::Park { from: 2 });
+    assert_eq!(m, 16, "parks one whole window after the external wake");
+
+    // With minUpDuration longer than the window, the park waits for it.
+    let long = Rules {
+        min_up: Duration::from_secs(20 * 60),
+        ..rules()
+    };
+    let mut memory = parked_memory();
+    for m in 0..20 {
+        let d = decide(
+            &long,
+            &running(woke_at + m * MIN, Read::Value(0.0), Read::Value(0.0)),
+            memory,
+        );
+        assert_eq!(d.action, Action::Nothing, "minute {m}: {}", d.message);
+        if m > 15 {
+            assert_eq!(d.reason, Reason::MinUpDuration, "minute {m}");
+        }
+        memory = d.memory;
+    }
+    let d = decide(
+        &long,
+        &running(woke_at + 20 * MIN, Read::Value(0.0), Read::Value(0.0)),
+        memory,
+    );
+    assert_eq!(d.action, Action::Park { from: 2 });
+}
+
+#[test]
+fn an_external_wake_without_ready_pods_is_waking_and_our_own_wake_is_not_external() {
+    let d = decide(
+        &rules(),
+        &Observed {
+            target: Target {
+                replicas: 1,
+                ready: 0,
+            },
+            ..running(40 * MIN, Read::Value(0.0), Read::Value(0.0))
+        },
+        parked_memory(),
+    );
+    assert_eq!(
+        (d.reason, d.phase),
+        (Reason::ExternallyWoken, Phase::Waking)
+    );
+    assert!(d.memory.waking);
+
+    let woken = decide(
+        &rules(),
+        &parked(40 * MIN, Read::Value(3.0)),
+        parked_memory(),
+    );
+    assert_eq!(woken.action, Action::Wake { to: 2 });
+    assert!(!woken.memory.parked);
+    let next = decide(
+        &rules(),
+        &running(41 * MIN, Read::Value(1.0), Read::Value(0.0)),
+        woken.memory,
+    );
+    assert_eq!(next.reason, Reason::Busy);
+}
