@@ -386,9 +386,10 @@ def node_gpu():
         overrides=[{"matcher": {"id": "byRegexp", "options": "total|free|reserved"},
                     "properties": [{"id": "unit", "value": "bytes"}]}])
     d.row("Power and thermal")
-    d.ts("Power", "Power draw against the enforced power limit.", [
+    d.ts("Power", "Power draw against the enforced power limit and the board's default limit (an enforced limit below the default was lowered).", [
         {"expr": f'max without (job, instance) (gpu_power_usage_watts{{{DEV}}})', "legend": L},
-        {"expr": f'max without (job, instance) (gpu_power_limit_watts{{{DEV}}})', "legend": L + " limit"}], unit="watt", w=8)
+        {"expr": f'max without (job, instance) (gpu_power_limit_watts{{{DEV}}})', "legend": L + " limit"},
+        {"expr": f'max without (job, instance) (gpu_power_limit_default_watts{{{DEV}}})', "legend": L + " default limit"}], unit="watt", w=8)
     d.ts("Energy (average power)", "Rate of the energy counter: average power over the rate window.", [
         {"expr": f'max without (job, instance) (rate(gpu_energy_consumed_joules_total{{{DEV}}}[$__rate_interval]))', "legend": L}], unit="watt", w=8)
     d.ts("Temperature", "GPU and memory temperature against the slowdown threshold.", [

@@ -145,6 +145,7 @@ fn memory_power_and_energy(d: &Device) {
     assert_eq!(d.power_usage().unwrap(), 500_000);
     assert_eq!(d.enforced_power_limit().unwrap(), 700_000);
     assert_eq!(d.power_management_limit().unwrap(), 700_000);
+    assert_eq!(d.power_management_limit_default().unwrap(), 700_000);
     let e = d.total_energy_consumption().unwrap() as f64;
     assert!(
         near(e, (1000.0 + 500.0 * T) * 1000.0, 500.0 * 1000.0 * 5.0),

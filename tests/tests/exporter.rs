@@ -87,6 +87,11 @@ fn utilization_memory_power_thermal_and_clocks_are_the_scenario_values() {
     );
     assert_close(m, "gpu_power_usage_watts", &g0, 350.0);
     assert_close(m, "gpu_power_limit_watts", &g0, 700.0);
+    // No default in the scenario: the board's default is the enforced limit.
+    assert_close(m, "gpu_power_limit_default_watts", &g0, 700.0);
+    let g1 = [("uuid", GPU1)];
+    assert_close(m, "gpu_power_limit_watts", &g1, 300.0);
+    assert_close(m, "gpu_power_limit_default_watts", &g1, 350.0);
     let energy = m.value("gpu_energy_consumed_joules_total", &g0);
     assert!(
         energy >= 1000.0,

@@ -1,4 +1,4 @@
-//! Power draw, the enforced limit and the energy counter.
+//! Power draw, the enforced and default limits and the energy counter.
 
 use super::{Collector, Ctx, Spec};
 use crate::metrics::{Collected, Desc, Family};
@@ -7,7 +7,7 @@ pub struct Power;
 
 pub const SPEC: Spec = Spec {
     name: "power",
-    families: &[&USAGE, &LIMIT, &ENERGY],
+    families: &[&USAGE, &LIMIT, &DEFAULT_LIMIT, &ENERGY],
     build: |_, _| Box::new(Power),
 };
 
@@ -23,6 +23,15 @@ const LIMIT: Desc = Desc::gauge(
     "watts",
     &[],
 );
+/// The board's default limit: a GPU held at a cap below it was lowered on
+/// purpose (nvidia-smi -pl, a power policy), which is what the power-cap
+/// alert compares with.
+const DEFAULT_LIMIT: Desc = Desc::gauge(
+    "gpu_power_limit_default_watts",
+    "Default power limit of the GPU board.",
+    "watts",
+    &[],
+);
 const ENERGY: Desc = Desc::counter(
     "gpu_energy_consumed_joules_total",
     "Energy consumed by the GPU since the driver was loaded.",
@@ -34,6 +43,7 @@ impl<'n> Collector<'n> for Power {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let mut usage = Family::of(&USAGE);
         let mut limit = Family::of(&LIMIT);
+        let mut default_limit = Family::of(&DEFAULT_LIMIT);
         let mut energy = Family::of(&ENERGY);
         for gpu in cx.gpus {
             let (i, d) = (gpu.id.index, &gpu.device);
@@ -50,6 +60,13 @@ impl<'n> Collector<'n> for Power {
             ) {
                 limit.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
             }
+            if let Some(mw) = cx.reader.read(
+                i,
+                "nvmlDeviceGetPowerManagementDefaultLimit",
+                d.power_management_limit_default(),
+            ) {
+                default_limit.push(gpu.subject(), vec![], f64::from(mw) / 1000.0);
+            }
             if let Some(mj) = cx.reader.read(
                 i,
                 "nvmlDeviceGetTotalEnergyConsumption",
@@ -58,6 +75,6 @@ impl<'n> Collector<'n> for Power {
                 energy.push(gpu.subject(), vec![], mj as f64 / 1000.0);
             }
         }
-        out.families.extend([usage, limit, energy]);
+        out.families.extend([usage, limit, default_limit, energy]);
     }
 }

@@ -116,6 +116,12 @@ fn power_limit_mw(c: &Ctx, device: nvmlDevice_t) -> Result<c_uint, nvmlReturn_t>
     Ok(to_u32(g.power_limit_watts * 1000.0))
 }
 
+fn default_power_limit_mw(c: &Ctx, device: nvmlDevice_t) -> Result<c_uint, nvmlReturn_t> {
+    let (_, g) = c.gpu(device, Some(Feature::PowerLimit))?;
+    let watts = g.power_limit_default_watts.unwrap_or(g.power_limit_watts);
+    Ok(to_u32(watts * 1000.0))
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
     device: nvmlDevice_t,
@@ -144,10 +150,11 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementDefaultLimit(
     device: nvmlDevice_t,
     limit: *mut c_uint,
 ) -> nvmlReturn_t {
-    // SAFETY: passes this function's own arguments on unchanged; the
-    // callee's pointer contract (null or valid, per the NVML API) is this
-    // function's own.
-    unsafe { nvmlDeviceGetEnforcedPowerLimit(device, limit) }
+    guard(|| {
+        let c = Ctx::new()?;
+        let v = default_power_limit_mw(&c, device)?;
+        put!(limit, v)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -158,7 +165,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimitConstraints(
 ) -> nvmlReturn_t {
     guard(|| -> R {
         let c = Ctx::new()?;
-        let v = power_limit_mw(&c, device)?;
+        let v = power_limit_mw(&c, device)?.max(default_power_limit_mw(&c, device)?);
         super::nonnull(min)?;
         super::nonnull(max)?;
         put!(min, v / 2)?;

@@ -299,6 +299,10 @@ pub struct Gpu {
     pub reserved_mib: u64,
     #[serde(default = "default_power_limit")]
     pub power_limit_watts: f64,
+    /// The board's default power limit; absent = `power_limit_watts` (a GPU
+    /// whose limit nobody lowered).
+    #[serde(default)]
+    pub power_limit_default_watts: Option<f64>,
     #[serde(default)]
     pub max_clocks_mhz: MaxClocks,
     #[serde(default)]

@@ -56,3 +56,14 @@ fn beyond_the_reported_problems_the_rest_are_counted() {
     assert!(shown.starts_with("t.yaml: 25 problems:"), "{shown}");
     assert!(shown.ends_with("\n  … and 5 more"), "{shown}");
 }
+
+#[test]
+fn a_default_power_limit_must_be_positive() {
+    let e = err(&format!("{GPU}    power_limit_default_watts: 0\n"));
+    assert_eq!(e.problems().len(), 1);
+    assert!(
+        e.to_string()
+            .contains("gpus[0].power_limit_default_watts: must be > 0"),
+        "{e}"
+    );
+}

@@ -74,6 +74,11 @@ fn hardware(g: &Gpu, p: &FieldPath, out: &mut Problems) {
     if !(g.power_limit_watts.is_finite() && g.power_limit_watts > 0.0) {
         out.add(at("power_limit_watts"), "must be > 0");
     }
+    if g.power_limit_default_watts
+        .is_some_and(|w| !(w.is_finite() && w > 0.0))
+    {
+        out.add(at("power_limit_default_watts"), "must be > 0");
+    }
     let mc = &g.max_clocks_mhz;
     if mc.graphics == 0 || mc.sm == 0 || mc.memory == 0 || mc.video == 0 {
         out.add(at("max_clocks_mhz"), "every clock must be > 0");
