@@ -3,45 +3,25 @@
 //! off when it fails (out of file descriptors) instead of spinning.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::conn::{self, Activity, Limits};
 use crate::handler::{self, App};
 use crate::proxy;
 
-async fn accept(
-    listener: &TcpListener,
-    slots: &Arc<Semaphore>,
-) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
-    let slot = slots.clone().acquire_owned().await.ok()?;
-    let mut delay = Duration::from_millis(10);
-    loop {
-        match listener.accept().await {
-            Ok((tcp, peer)) => return Some((tcp, peer, slot)),
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
-            }
-        }
-    }
-}
-
 /// Serves the proxy until the task is dropped.
 pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let builder = Arc::new(conn::builder(false));
-    while let Some((tcp, peer, slot)) = accept(&listener, &slots).await {
+    while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
         let builder = builder.clone();
@@ -67,7 +47,7 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
 pub async fn serve_metrics(listener: TcpListener, app: Arc<App>, limits: Limits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, 64)));
     let builder = Arc::new(conn::builder(true));
-    while let Some((tcp, _, slot)) = accept(&listener, &slots).await {
+    while let Some((tcp, _, slot)) = conn::accept(&listener, &slots).await {
         let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {

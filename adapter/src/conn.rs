@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-pub use gpuscale_conn::{Activity, InFlight, builder, serve};
+pub use gpuscale_conn::{Activity, InFlight, accept, builder, serve};
 
 /// Set by flags.
 #[derive(Debug, Clone, Copy)]

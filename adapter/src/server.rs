@@ -3,7 +3,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -11,9 +10,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use rustls_pki_types::CertificateDer;
-use std::net::SocketAddr;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::Api;
@@ -21,26 +19,6 @@ use crate::conn::{self, Activity, Limits};
 use crate::prometheus::PollCache;
 use crate::provider::Provider;
 use crate::selfmetrics::SelfMetrics;
-
-/// Accepts connections while a slot is free; backs off when accept fails
-/// (out of file descriptors) instead of spinning.
-pub(crate) async fn accept(
-    listener: &TcpListener,
-    slots: &Arc<Semaphore>,
-) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
-    let slot = slots.clone().acquire_owned().await.ok()?;
-    let mut delay = Duration::from_millis(10);
-    loop {
-        match listener.accept().await {
-            Ok((tcp, peer)) => return Some((tcp, peer, slot)),
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
-            }
-        }
-    }
-}
 
 /// Serve the API over TLS until the task is dropped.
 pub async fn serve_api<P: Provider>(
@@ -51,7 +29,7 @@ pub async fn serve_api<P: Provider>(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    while let Some((tcp, peer, slot)) = accept(&listener, &slots).await {
+    while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let api = api.clone();
@@ -112,7 +90,7 @@ pub async fn serve_metrics(
     limits: Limits,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    while let Some((tcp, _, slot)) = accept(&listener, &slots).await {
+    while let Some((tcp, _, slot)) = conn::accept(&listener, &slots).await {
         let metrics = metrics.clone();
         let cache = cache.clone();
         tokio::spawn(async move {

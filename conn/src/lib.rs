@@ -4,6 +4,7 @@
 //! requests, not bytes (an HTTP/2 peer that only answers pings is still
 //! idle; a request in flight, such as one the activator holds, is not).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +13,10 @@ use hyper::body::{Body, Incoming};
 use hyper::service::Service;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -114,4 +118,24 @@ pub async fn serve<I, S, B>(
     }
     conn.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(DRAIN, conn).await;
+}
+
+/// Accepts a connection once a slot is free; backs off when accept fails
+/// (out of file descriptors) instead of spinning.
+pub async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => return Some((tcp, peer, slot)),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
 }

@@ -95,7 +95,7 @@ pub async fn serve(
     let mut builder = conn::builder(false);
     builder.http2().max_concurrent_streams(MAX_STREAMS);
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    while let Some((tcp, peer, slot)) = crate::server::accept(&listener, &slots).await {
+    while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
         let (acceptor, grpc, builder) = (acceptor.clone(), grpc.clone(), builder.clone());
         tokio::spawn(async move {
