@@ -104,3 +104,24 @@ pub fn median_ms(n: usize, mut f: impl FnMut()) -> f64 {
     ms.sort_by(f64::total_cmp);
     ms[n / 2]
 }
+
+/// `Authorization` value for HTTP basic auth.
+pub fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+    format!("Basic {b64}")
+}
+
+/// Status of a GET with `Authorization: auth` (0: no answer within 30 s).
+pub fn get_with(url: &str, auth: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    agent
+        .get(url)
+        .header("Authorization", auth)
+        .call()
+        .map_or(0, |r| r.status().as_u16())
+}

@@ -7,28 +7,8 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use gpuscale_e2e::exporter::Exporter;
-use gpuscale_e2e::hostile::{closed_by_peer, open_fds};
-
-fn basic(user: &str, pass: &str) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-    format!("Basic {b64}")
-}
-
-/// Status of a GET /metrics with `Authorization: auth` (0: no answer).
-fn get_with(url: &str, auth: &str) -> u16 {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    agent
-        .get(url)
-        .header("Authorization", auth)
-        .call()
-        .map_or(0, |r| r.status().as_u16())
-}
+use gpuscale_e2e::hostile::{basic, closed_by_peer, get_with, open_fds};
 
 /// A web config with `users` users `u0`, `u1`, … whose password is `pw-<name>`.
 fn web_config(dir: &std::path::Path, users: usize, cost: u32) -> String {

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use base64::Engine as _;
 use gpuscale_e2e::bins;
 use gpuscale_e2e::exporter::Exporter;
 use gpuscale_e2e::hostile::{
-    closed_by_peer, cpu_seconds, dribble, idle_connections, median_ms, open_fds,
+    basic, closed_by_peer, cpu_seconds, dribble, get_with, idle_connections, median_ms, open_fds,
 };
 
 fn scenario() -> String {
@@ -124,25 +123,6 @@ fn exporter_closes_a_stalled_tls_handshake() {
     use std::io::Write as _;
     conns[0].write_all(&[0x16, 0x03, 0x01]).expect("send");
     assert!(closed_by_peer(&mut conns[0], Duration::from_secs(5)));
-}
-
-fn basic(user: &str, pass: &str) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-    format!("Basic {b64}")
-}
-
-/// Status of a GET /metrics with `Authorization: auth`.
-fn get_with(url: &str, auth: &str) -> u16 {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    agent
-        .get(url)
-        .header("Authorization", auth)
-        .call()
-        .map_or(0, |r| r.status().as_u16())
 }
 
 #[test]
