@@ -3,44 +3,11 @@
 //! scalar, a selector whose query fails), and Prometheus sees a few
 //! requests per round instead of one per key.
 
+use gpuscale_e2e::adapter::batch::{CONFIG, NS, SERVERS, exposition};
 use gpuscale_e2e::adapter::client::{Adapter, Identity};
 use gpuscale_e2e::adapter::procs::eventually;
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
-
-const NS: &str = "serving";
-const SERVERS: usize = 30;
-/// `queue_depth` is the vLLM queue of the selected pods; `queue_scalar` the
-/// same as a scalar (read alone); `queue_paired` adds each pod's queue to
-/// itself by `on (pod)`, which Prometheus refuses for a selector that
-/// matches two series of one pod (a query that fails for one key only).
-const CONFIG: &str = "metrics:
-  - name: queue_depth
-    query: sum(vllm:num_requests_waiting{${matchers}})
-  - name: queue_scalar
-    query: scalar(sum(vllm:num_requests_waiting{${matchers}}))
-  - name: queue_paired
-    query: sum(vllm:num_requests_waiting{${matchers}} + on (pod) vllm:num_requests_waiting{${matchers}})
-";
-
-/// One queue per server pod (`s{i}-0`, waiting `i * scale`) as vLLM
-/// exposes it, with the labels a real scrape gives it; pod `twin-0` is
-/// served by two model servers (two series, one pod).
-fn exposition(scale: usize) -> String {
-    let mut s = String::from("# TYPE vllm:num_requests_waiting gauge\n");
-    for i in 0..SERVERS {
-        s.push_str(&format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"s{i}-0\",model_name=\"llama\"}} {}\n",
-            i * scale
-        ));
-    }
-    for model in ["llama", "mistral"] {
-        s.push_str(&format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"twin-0\",model_name=\"{model}\"}} 1\n"
-        ));
-    }
-    s
-}
 
 /// (HTTP status, summed value) of one external metric read.
 fn read(adapter: &Adapter, metric: &str, selector: &str) -> (u16, Option<f64>) {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use gpuscale_e2e::adapter::batch::{CONFIG as BATCH_CONFIG, NS, SERVERS, exposition as servers};
 use gpuscale_e2e::adapter::client::{Adapter, Identity, assert_status, kubectl_raw};
 use gpuscale_e2e::adapter::fleet::{CHAT_0, CHAT_1};
 use gpuscale_e2e::adapter::keda::KedaClient;
@@ -304,37 +305,6 @@ fn keda_reads_the_spec_the_value_and_the_activity() {
         gpuscale_e2e::adapter::keda::scaled_object("empty", &[("metric", "vllm_queue_depth")]);
     let out = w.keda.call("IsActive", &empty);
     assert_eq!(out["code"], "UNAVAILABLE", "{out}");
-}
-
-const NS: &str = "serving";
-const SERVERS: usize = 30;
-/// As `batches.rs`: a vector key, a scalar key, and a key whose query the
-/// engine refuses (a one-to-one match with two series of one pod).
-const BATCH_CONFIG: &str = "metrics:
-  - name: queue_depth
-    query: sum(vllm:num_requests_waiting{${matchers}})
-  - name: queue_scalar
-    query: scalar(sum(vllm:num_requests_waiting{${matchers}}))
-  - name: queue_paired
-    query: sum(vllm:num_requests_waiting{${matchers}} + on (pod) vllm:num_requests_waiting{${matchers}})
-";
-
-/// One queue per server pod (`s{i}-0`, waiting `i * scale`); `twin-0` is
-/// served by two model servers.
-fn servers(scale: usize) -> String {
-    let mut s = String::from("# TYPE vllm:num_requests_waiting gauge\n");
-    for i in 0..SERVERS {
-        s.push_str(&format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"s{i}-0\",model_name=\"llama\"}} {}\n",
-            i * scale
-        ));
-    }
-    for model in ["llama", "mistral"] {
-        s.push_str(&format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"twin-0\",model_name=\"{model}\"}} 1\n"
-        ));
-    }
-    s
 }
 
 /// (HTTP status, summed value) of one external metric read.

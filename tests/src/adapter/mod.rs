@@ -3,6 +3,7 @@
 //! the real `kubectl`/`curl` clients, a KEDA-like gRPC client in Python, and
 //! the world the suites build from them.
 
+pub mod batch;
 pub mod client;
 pub mod fleet;
 pub mod holders;
