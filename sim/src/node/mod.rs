@@ -1,0 +1,1 @@
+//! Simulated GPU nodes: the kubelet pod-resources socket, `/proc` and the NVML scenario.
