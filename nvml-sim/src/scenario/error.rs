@@ -2,9 +2,18 @@
 
 use std::fmt;
 
-use super::limits::MAX_REPORTED;
-use super::validate::Violation;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// Semantic problems reported at once; the rest are counted (listed with
+/// the other limits in `limits`, which re-exports it: the error type is
+/// the leaf that `limits` and `validate` both use).
+pub const MAX_REPORTED: usize = 20;
+
+/// One semantic problem at a field, before it is located in the text.
+pub(crate) struct Violation {
+    pub path: FieldPath,
+    pub message: String,
+}
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,8 +45,7 @@ pub const MAX_ID: usize = 128;
 pub const MAX_TEXT: usize = 255;
 /// Driver version string.
 pub const MAX_VERSION: usize = 79;
-/// Semantic problems reported at once; the rest are counted.
-pub const MAX_REPORTED: usize = 20;
+pub use super::error::MAX_REPORTED;
 
 /// Read a scenario file, refusing one over [`MAX_FILE_BYTES`] before reading
 /// it, and anything but a regular file before opening it (opening a FIFO

@@ -8,15 +8,9 @@ mod pod;
 
 use std::collections::HashMap;
 
-use super::error::FieldPath;
+use super::error::{FieldPath, Violation};
 use super::limits::{MAX_NAME, MAX_VERSION};
 use super::{Curve, Scenario};
-
-/// One semantic problem at a field.
-pub(crate) struct Violation {
-    pub path: FieldPath,
-    pub message: String,
-}
 
 /// The problems found so far, in the order the checks ran (document order).
 #[derive(Default)]
