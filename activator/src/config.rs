@@ -10,6 +10,7 @@
 //!     service: {namespace: inference, name: chat, port: 8000}
 //!     target: {kind: Deployment, name: chat}
 //!     wakeReplicas: 1
+//!     upstreamProtocol: http1     # or h2c (HTTP/2, prior knowledge)
 //! ```
 
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ pub const ROUTE_KEYS: &[&str] = &[
     "service",
     "target",
     "wakeReplicas",
+    "upstreamProtocol",
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,6 +49,19 @@ pub struct RouteSpec {
     pub target: TargetRef,
     #[serde(default = "one")]
     pub wake_replicas: i32,
+    #[serde(default)]
+    pub upstream_protocol: Protocol,
+}
+
+/// What the activator speaks to the model's endpoints.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// HTTP/1.1 with keep-alive (vLLM, TGI, SGLang, Triton's HTTP port).
+    #[default]
+    Http1,
+    /// Cleartext HTTP/2 with prior knowledge (gRPC and h2 model servers).
+    H2c,
 }
 
 fn root() -> String {
@@ -188,6 +203,9 @@ mod tests {
         assert_eq!(f.routes[0].path_prefix, "/");
         assert_eq!(f.routes[0].wake_replicas, 1);
         assert_eq!(f.routes[0].service.port, Port::Number(8000));
+        assert_eq!(f.routes[0].upstream_protocol, Protocol::Http1);
+        let h2 = parse(&format!("{OK}  upstreamProtocol: h2c\n")).unwrap();
+        assert_eq!(h2.routes[0].upstream_protocol, Protocol::H2c);
     }
 
     #[test]
@@ -201,5 +219,7 @@ mod tests {
         let e = parse(&OK.replace("model: m", "modle: m")).unwrap_err();
         assert!(e.contains("modle"), "{e}");
         assert!(parse("routes: []\n").unwrap_err().contains("no routes"));
+        let e = parse(&format!("{OK}  upstreamProtocol: h3\n")).unwrap_err();
+        assert!(e.contains("h3") && e.contains("upstreamProtocol"), "{e}");
     }
 }

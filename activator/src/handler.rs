@@ -8,8 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 
+use crate::held_body::{self, Waited};
 use crate::metrics::Metrics;
 use crate::proxy::{self, Body, BoxError, Upstream};
 use crate::route::{Admit, Route};
@@ -43,7 +45,8 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    match app.upstream.forward(addr, req, peer).await {
+    let proto = route.spec.upstream_protocol;
+    match app.upstream.forward(addr, proto, req, peer).await {
         Ok(resp) => {
             app.metrics
                 .forwarded
@@ -82,7 +85,11 @@ async fn admit(
             .with_label_values(&[&route.spec.service.namespace, name, reason])
             .inc()
     };
-    let holdable = declared_len(&req).is_none_or(|n| n <= app.bounds.max_held_body as u64);
+    let holdable = req
+        .body()
+        .size_hint()
+        .exact()
+        .is_none_or(|n| n <= app.bounds.max_held_body as u64);
     let mut held = match route.admit(app.bounds.queue_length, holdable) {
         Admit::Ready(addr) => return Ok((addr, req, false)),
         Admit::QueueFull => {
@@ -97,28 +104,32 @@ async fn admit(
         }
         Admit::TooLarge => {
             refused("body_too_large");
-            return Err(proxy::text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "route {name}: the model is not ready and a request body over {} bytes is not held",
-                    app.bounds.max_held_body
-                ),
-            ));
+            return Err(too_large(name, app.bounds.max_held_body));
         }
         Admit::Held(held) => held,
     };
-    match tokio::time::timeout(app.bounds.max_wait, held.released()).await {
-        Ok(Some(release)) => {
-            let (parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
+    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body);
+    match tokio::time::timeout(app.bounds.max_wait, waited).await {
+        Ok(Waited::Released(release, body)) => {
             let body = proxy::on_first_poll(body, release.sent);
             Ok((release.addr, Request::from_parts(parts, body), true))
         }
-        Ok(None) => Err(proxy::unavailable(
+        Ok(Waited::Dropped) => Err(proxy::unavailable(
             &format!("route {name}: the request was not released"),
             app.bounds.retry_after,
         )),
+        Ok(Waited::TooLarge) => {
+            held.refuse("body_too_large");
+            Err(too_large(name, app.bounds.max_held_body))
+        }
+        // The held request leaves the queue as abandoned (dropped here).
+        Ok(Waited::BodyFailed(e)) => Err(proxy::text(
+            StatusCode::BAD_REQUEST,
+            &format!("route {name}: reading the request body failed while held: {e}"),
+        )),
         Err(_) => {
-            held.expire();
+            held.refuse("wait_limit");
             Err(proxy::unavailable(
                 &format!(
                     "route {name}: the model did not become ready within {:?}",
@@ -130,13 +141,13 @@ async fn admit(
     }
 }
 
-fn declared_len<B>(req: &Request<B>) -> Option<u64> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+fn too_large(route: &str, cap: usize) -> Response<Body> {
+    proxy::text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!(
+            "route {route}: the model is not ready and a request body over {cap} bytes is not held"
+        ),
+    )
 }
 
 fn host_of<B>(req: &Request<B>) -> Option<&str> {

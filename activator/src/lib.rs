@@ -8,6 +8,7 @@ pub mod config;
 pub mod conn;
 pub mod endpoints;
 pub mod handler;
+pub mod held_body;
 pub mod metrics;
 pub mod proxy;
 pub mod route;

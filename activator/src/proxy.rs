@@ -1,6 +1,7 @@
 //! Forwarding one request to a Ready endpoint: bodies stream both ways
 //! unbuffered (server-sent events arrive token by token), hop-by-hop
-//! headers are dropped and `X-Forwarded-*` added, as a proxy must.
+//! headers are dropped and `X-Forwarded-*` added, as a proxy must. Each
+//! route speaks HTTP/1.1 or cleartext HTTP/2 (prior knowledge) upstream.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,13 +15,17 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use crate::config::Protocol;
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BoxError>;
 
-/// HTTP/1.1 to the endpoints, connections pooled per endpoint.
+/// Clients to the endpoints, connections pooled per endpoint: HTTP/1.1
+/// keep-alive, and HTTP/2 (one multiplexed connection per endpoint).
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpConnector, Body>,
+    http1: Client<HttpConnector, Body>,
+    h2c: Client<HttpConnector, Body>,
 }
 
 impl Upstream {
@@ -28,21 +33,28 @@ impl Upstream {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(http);
-        Self { client }
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.pool_idle_timeout(Duration::from_secs(60));
+        let http1 = builder.build(http.clone());
+        let h2c = builder.http2_only(true).build(http);
+        Self { http1, h2c }
     }
 
-    /// Sends `req` to `addr`; the response body streams as it arrives.
+    /// Sends `req` to `addr` over `proto`; the response body streams as it
+    /// arrives.
     pub async fn forward(
         &self,
         addr: SocketAddr,
+        proto: Protocol,
         mut req: Request<Body>,
         peer: SocketAddr,
     ) -> Result<Response<Body>, String> {
-        prepare(&mut req, addr, peer)?;
-        let mut resp = self.client.request(req).await.map_err(|e| {
+        prepare(&mut req, addr, proto, peer)?;
+        let client = match proto {
+            Protocol::Http1 => &self.http1,
+            Protocol::H2c => &self.h2c,
+        };
+        let mut resp = client.request(req).await.map_err(|e| {
             let mut msg = e.to_string();
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
@@ -82,7 +94,12 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
-fn prepare(req: &mut Request<Body>, addr: SocketAddr, peer: SocketAddr) -> Result<(), String> {
+fn prepare(
+    req: &mut Request<Body>,
+    addr: SocketAddr,
+    proto: Protocol,
+    peer: SocketAddr,
+) -> Result<(), String> {
     // HTTP/2 carries the host in the URI (`:authority`), HTTP/1 in `Host`.
     let host = req.headers().get(header::HOST).cloned().or_else(|| {
         req.uri()
@@ -100,15 +117,40 @@ fn prepare(req: &mut Request<Body>, addr: SocketAddr, peer: SocketAddr) -> Resul
         .path_and_query(path)
         .build()
         .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
-    *req.version_mut() = Version::HTTP_11;
     let h = req.headers_mut();
+    // gRPC needs `te: trailers`, the one TE an HTTP/2 request may carry.
+    let trailers = h
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
     strip_hop_by_hop(h);
-    if let Some(host) = host {
-        if !h.contains_key("x-forwarded-host") {
-            h.insert("x-forwarded-host", host.clone());
-        }
-        h.insert(header::HOST, host);
+    if let Some(host) = &host
+        && !h.contains_key("x-forwarded-host")
+    {
+        h.insert("x-forwarded-host", host.clone());
     }
+    match proto {
+        Protocol::Http1 => {
+            *req.version_mut() = Version::HTTP_11;
+            if let Some(host) = host {
+                req.headers_mut().insert(header::HOST, host);
+            }
+        }
+        // `:authority` names the endpoint; a `Host` that differs from it
+        // makes the request malformed (RFC 9113 8.3.1), so the client's
+        // host travels in `X-Forwarded-Host` only.
+        Protocol::H2c => {
+            *req.version_mut() = Version::HTTP_2;
+            req.headers_mut().remove(header::HOST);
+            if trailers {
+                req.headers_mut()
+                    .insert(header::TE, HeaderValue::from_static("trailers"));
+            }
+        }
+    }
+    let h = req.headers_mut();
     let ip = peer.ip().to_string();
     let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
         Some(prior) => format!("{prior}, {ip}"),
@@ -210,7 +252,8 @@ mod tests {
             .body(text(StatusCode::OK, "").into_body())
             .unwrap();
         let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
-        prepare(&mut req, "10.1.2.3:8000".parse().unwrap(), peer).unwrap();
+        let addr = "10.1.2.3:8000".parse().unwrap();
+        prepare(&mut req, addr, Protocol::Http1, peer).unwrap();
         let h = req.headers();
         assert_eq!(req.uri().to_string(), "http://10.1.2.3:8000/v1/chat?x=1");
         assert!(
@@ -221,5 +264,25 @@ mod tests {
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["host"], "chat.example");
         assert_eq!(h["authorization"], "Bearer t");
+    }
+
+    #[test]
+    fn h2c_names_the_endpoint_and_keeps_te_trailers() {
+        let mut req = Request::builder()
+            .uri("/pkg.Svc/Call")
+            .header("host", "grpc.example")
+            .header("te", "trailers")
+            .header("connection", "keep-alive")
+            .body(text(StatusCode::OK, "").into_body())
+            .unwrap();
+        let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
+        let addr = "10.1.2.3:9000".parse().unwrap();
+        prepare(&mut req, addr, Protocol::H2c, peer).unwrap();
+        assert_eq!(req.version(), Version::HTTP_2);
+        assert_eq!(req.uri().to_string(), "http://10.1.2.3:9000/pkg.Svc/Call");
+        let h = req.headers();
+        assert!(h.get("host").is_none() && h.get("connection").is_none());
+        assert_eq!(h["te"], "trailers");
+        assert_eq!(h["x-forwarded-host"], "grpc.example");
     }
 }

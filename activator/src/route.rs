@@ -212,8 +212,11 @@ impl Route {
 
 impl Held {
     /// Waits for the release; `None` if the route dropped the sender.
+    /// Cancel-safe: a release that arrives later is still received.
     pub async fn released(&mut self) -> Option<Release> {
-        let release = self.rx.take()?.await.ok()?;
+        let release = self.rx.as_mut()?.await.ok();
+        self.rx = None;
+        let release = release?;
         self.done = true;
         self.route
             .metrics
@@ -223,10 +226,11 @@ impl Held {
         Some(release)
     }
 
-    /// The wait limit passed: leave the queue and count a refusal.
-    pub fn expire(mut self) {
+    /// The wait limit passed, or the body grew past its bound: leave the
+    /// queue and count a refusal for `reason`.
+    pub fn refuse(mut self, reason: &str) {
         self.done = true;
-        // Counted even when a release raced the limit: the client gets 503.
+        // Counted even when a release raced the refusal: the client gets it.
         self.route.leave(self.id);
         self.route
             .metrics
@@ -234,7 +238,7 @@ impl Held {
             .with_label_values(&[
                 &self.route.spec.service.namespace,
                 &self.route.spec.name,
-                "wait_limit",
+                reason,
             ])
             .inc();
     }

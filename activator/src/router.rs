@@ -136,6 +136,7 @@ mod tests {
                 name: name.into(),
             },
             wake_replicas: 1,
+            upstream_protocol: Default::default(),
         };
         Route::new(spec, Arc::new(Metrics::new().unwrap()))
     }
