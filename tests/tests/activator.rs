@@ -366,3 +366,52 @@ fn the_model_field_wakes_only_that_models_deployment() {
     assert_eq!(code, 400, "{body}");
     assert_eq!(a.value(&pending("small")), Some(0.0));
 }
+
+/// A chunked request (no declared length) with `chunks` of `size` bytes.
+fn chunked(port: u16, seq: usize, chunks: usize, size: usize) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n").unwrap();
+    for _ in 0..chunks {
+        write!(s, "{size:x}\r\n{}\r\n", "x".repeat(size)).unwrap();
+    }
+    write!(s, "0\r\n\r\n").unwrap();
+    s
+}
+
+#[test]
+fn a_chunked_body_while_held_is_capped_at_max_held_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = cluster(&["chat"]);
+    let flags = ["--max-held-body=100"];
+    let a = Activator::start(
+        dir.path(),
+        "a",
+        &fake,
+        &routes(NS, &[("chat", None)]),
+        &flags,
+    );
+    // 3 × 50 bytes, no Content-Length: read while held, refused past 100.
+    let (code, _, body) = response(chunked(a.port, 0, 3, 50));
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains("over 100 bytes"), "{body}");
+    a.wait_value(
+        "gpuscale_activator_refused_total{namespace=\"inference\",reason=\"body_too_large\",route=\"chat\"}",
+        1.0,
+    );
+    a.wait_value(&pending("chat"), 0.0);
+    // 2 × 40 bytes fit: held, then forwarded whole after the wake.
+    let small = chunked(a.port, 1, 2, 40);
+    a.wait_value(&pending("chat"), 1.0);
+    let (backend, _) = wake_when_patched(&fake, "chat", Duration::ZERO);
+    let (code, _, body) = response(small);
+    assert_eq!((code, body.as_str()), (200, "ok chat"));
+    assert_eq!(backend.seqs(), ["1"]);
+    let headers = backend
+        .seen
+        .lock()
+        .unwrap()
+        .last_headers
+        .to_ascii_lowercase();
+    assert!(headers.contains("content-length: 80"), "{headers}");
+}
