@@ -3,8 +3,7 @@
 //! counts and replica counts are bounded up front with an error naming the
 //! limit, instead of an allocation that aborts or a run that never ends.
 
-use crate::model::Service;
-use crate::trace::Arrival;
+use crate::model::{Arrival, Service};
 
 /// Latest timestamp: 9999-12-31T23:59:59Z.
 pub const MAX_TIME: f64 = 253_402_300_799.0;

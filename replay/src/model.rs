@@ -1,6 +1,13 @@
-//! The service model: what one replica can do and what it costs.
+//! The service model: the requests, what one replica can do and what it
+//! costs.
 
-use crate::trace::Arrival;
+/// One request: arrival (seconds since the Unix epoch) and its tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arrival {
+    pub t: f64,
+    pub input: u32,
+    pub output: u32,
+}
 
 /// One inference replica (defaults: vLLM serving an 8B model on one H100).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,14 +7,8 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::limits;
-
-/// One request: arrival (seconds since the Unix epoch) and its tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Arrival {
-    pub t: f64,
-    pub input: u32,
-    pub output: u32,
-}
+// A request is part of the model (`limits` checks it without reading traces).
+pub use crate::model::Arrival;
 
 #[derive(Debug, Error)]
 pub enum TraceError {

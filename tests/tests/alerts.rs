@@ -512,65 +512,6 @@ fn every_metric_name_used_is_known() {
     );
 }
 
-/// The XID rules, their promtool test and the runbook's table are what
-/// `alerts/xid/generate.py` writes from `alerts/xid/xids.csv`.
-#[test]
-fn xid_rules_are_generated_from_the_table() {
-    require("python3");
-    run(Command::new("python3")
-        .args(["alerts/xid/generate.py", "--check"])
-        .current_dir(repo_root()));
-}
-
-#[test]
-fn deploy_manifests_are_generated_from_the_rule_files() {
-    let dir = repo_root().join("deploy/prometheus");
-    let bless = std::env::var_os("GPUSCALE_BLESS").is_some();
-    for (file, want) in [
-        ("prometheusrule.yaml", rules::prometheus_rule_manifest()),
-        ("configmap.yaml", rules::configmap_manifest()),
-    ] {
-        let path = dir.join(file);
-        if bless {
-            std::fs::create_dir_all(&dir).expect("deploy/prometheus");
-            std::fs::write(&path, &want).expect("write manifest");
-            continue;
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            have == want,
-            "deploy/prometheus/{file} is out of date with alerts/: run GPUSCALE_BLESS=1 cargo test -p gpuscale-e2e --test alerts deploy_manifests"
-        );
-        // Both parse, and the ConfigMap carries the rule files verbatim.
-        let v: yaml_serde::Value = yaml_serde::from_str(&have).expect("manifest YAML");
-        if file == "configmap.yaml" {
-            for p in rules::rule_files() {
-                let name = p.file_name().expect("name").to_string_lossy().to_string();
-                assert_eq!(
-                    v["data"][name.as_str()].as_str(),
-                    Some(std::fs::read_to_string(&p).expect("read").as_str())
-                );
-            }
-        } else {
-            let n: usize = v["spec"]["groups"]
-                .as_sequence()
-                .expect("groups")
-                .iter()
-                .map(|g| g["rules"].as_sequence().map_or(0, Vec::len))
-                .sum();
-            assert_eq!(n, rules::all_rules().len());
-        }
-    }
-}
-
-#[test]
-fn dashboards_are_what_the_generator_writes() {
-    require("python3");
-    run(Command::new("python3")
-        .arg(repo_root().join("dashboards/generate.py"))
-        .arg("--check"));
-}
-
 /// The exporter's native families, from the descriptors its code builds
 /// them with, and its self-metrics registry's (`process_*` included):
 /// docs/metrics.md is checked against the same lists.

@@ -196,7 +196,7 @@ pub struct ScaleToZeroPolicyStatus {
 pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
     use kube::CustomResourceExt;
     let header = "# Generated from adapter/src/scale_to_zero/crd.rs; regenerate with\n\
-                  # GPUSCALE_BLESS=1 cargo test -p gpuscale-adapter --test crd\n";
+                  # cargo run -p gpuscale-lint\n";
     Ok(format!(
         "{header}{}",
         yaml_serde::to_string(&ScaleToZeroPolicy::crd())?

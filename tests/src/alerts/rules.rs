@@ -155,68 +155,6 @@ pub fn write_time_scaled(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Header of the generated manifests in `deploy/prometheus/`.
-const GENERATED: &str = "# Generated from alerts/*.rules.yml; do not edit. Regenerate with\n\
-# GPUSCALE_BLESS=1 cargo test -p gpuscale-e2e --test alerts deploy_manifests\n";
-
-/// `deploy/prometheus/prometheusrule.yaml`: every group of every rule file
-/// in one Prometheus Operator `PrometheusRule`.
-pub fn prometheus_rule_manifest() -> String {
-    let mut groups = Vec::new();
-    for path in rule_files() {
-        let doc = load(&path);
-        groups.extend(doc["groups"].as_sequence().expect("groups").iter().cloned());
-    }
-    let manifest = yaml_serde::to_value(serde_json::json!({
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {
-            "name": "gpuscale",
-            "namespace": "gpuscale",
-            // `release`: the label kube-prometheus-stack selects rules by.
-            "labels": {
-                "app.kubernetes.io/name": "gpuscale",
-                "app.kubernetes.io/component": "rules",
-                "app.kubernetes.io/part-of": "gpuscale",
-                "release": "kube-prometheus-stack",
-            },
-        },
-        "spec": {"groups": []},
-    }))
-    .expect("manifest value");
-    let mut manifest = manifest;
-    manifest["spec"]["groups"] = Value::Sequence(groups);
-    format!(
-        "{GENERATED}{}",
-        yaml_serde::to_string(&manifest).expect("serialize")
-    )
-}
-
-/// `deploy/prometheus/configmap.yaml`: the rule files verbatim in a
-/// ConfigMap, for a Prometheus that reads rule files from a mounted volume.
-pub fn configmap_manifest() -> String {
-    let mut s = format!(
-        "{GENERATED}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gpuscale-rules\n  namespace: gpuscale\n  labels:\n    app.kubernetes.io/name: gpuscale\n    app.kubernetes.io/component: rules\ndata:\n"
-    );
-    for path in rule_files() {
-        let name = path
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .to_string();
-        let text = std::fs::read_to_string(&path).expect("read rules");
-        s.push_str(&format!("  {name}: |\n"));
-        for line in text.lines() {
-            if line.is_empty() {
-                s.push('\n');
-            } else {
-                s.push_str(&format!("    {line}\n"));
-            }
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
