@@ -415,3 +415,50 @@ fn a_chunked_body_while_held_is_capped_at_max_held_body() {
         .to_ascii_lowercase();
     assert!(headers.contains("content-length: 80"), "{headers}");
 }
+
+#[test]
+fn the_chart_grants_a_role_per_fronted_namespace_naming_its_targets() {
+    use gpuscale_e2e::deploy::{by_key, helm_render, objects};
+    let routes = "routes:\n\
+        - {name: a, service: {namespace: ns-a, name: a, port: 80}, target: {kind: Deployment, name: a}}\n\
+        - {name: b, service: {namespace: ns-a, name: b, port: 80}, target: {kind: StatefulSet, name: b}}\n\
+        - {name: a2, service: {namespace: ns-a, name: a2, port: 80}, target: {kind: Deployment, name: a}}\n\
+        - {name: c, service: {namespace: ns-c, name: c, port: 80}, target: {kind: Deployment, name: c}}\n";
+    let values = serde_json::json!({"activator": {"enabled": true, "routes": routes}});
+    let all = by_key(objects(
+        &helm_render(&values, "gpuscale", "gpuscale").unwrap(),
+    ));
+    assert!(
+        all.keys()
+            .all(|k| !(k.starts_with("Cluster") && k.ends_with("/gpuscale-activator"))),
+        "nothing cluster-wide: {:?}",
+        all.keys()
+    );
+    let rules = |ns: &str| all[&format!("Role/{ns}/gpuscale-activator")]["rules"].clone();
+    let scale = |resource: &str, names: &[&str]| {
+        serde_json::json!({"apiGroups": ["apps"], "resources": [resource],
+            "resourceNames": names, "verbs": ["get", "patch"]})
+    };
+    let slices = serde_json::json!({"apiGroups": ["discovery.k8s.io"],
+        "resources": ["endpointslices"], "verbs": ["list", "watch"]});
+    assert_eq!(
+        rules("ns-a"),
+        serde_json::json!([
+            slices,
+            scale("deployments/scale", &["a"]),
+            scale("statefulsets/scale", &["b"])
+        ])
+    );
+    assert_eq!(
+        rules("ns-c"),
+        serde_json::json!([slices, scale("deployments/scale", &["c"])])
+    );
+    for ns in ["ns-a", "ns-c"] {
+        let binding = &all[&format!("RoleBinding/{ns}/gpuscale-activator")];
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+        assert_eq!(binding["subjects"][0]["namespace"], "gpuscale");
+    }
+    let empty = serde_json::json!({"activator": {"enabled": true, "routes": "routes: []"}});
+    let e = helm_render(&empty, "gpuscale", "gpuscale").unwrap_err();
+    assert!(e.contains("activator.routes: no routes"), "{e}");
+}
