@@ -1,9 +1,11 @@
 //! The Grafana dashboards in `dashboards/` and their panel queries.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
+use super::promql::metric_names;
 use super::repo_root;
 
 /// A dashboard file.
@@ -61,6 +63,15 @@ pub fn load_all() -> Vec<Dashboard> {
                 json,
             }
         })
+        .collect()
+}
+
+/// The metric names of every dashboard query.
+pub fn charted_names() -> BTreeSet<String> {
+    load_all()
+        .iter()
+        .flat_map(Dashboard::queries)
+        .flat_map(|q| metric_names(&q.expr))
         .collect()
 }
 

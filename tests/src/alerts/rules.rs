@@ -14,6 +14,11 @@ use yaml_serde::Value;
 use super::promql::{format_duration, parse_duration, rewrite_ranges};
 use super::repo_root;
 
+/// Where every alert's `runbook_url` points: `docs/runbooks/<alert>.md`.
+pub const RUNBOOK_BASE: &str = "https://github.com/gpuscale/gpuscale/blob/main/docs/runbooks/";
+/// The `severity` label values an alert may have.
+pub const SEVERITIES: &[&str] = &["critical", "warning", "info"];
+
 /// Durations in the test copy are divided by this.
 pub const TIME_SCALE: u64 = 600;
 /// Smallest range selector in the test copy (4 scrapes at 1s).
@@ -46,6 +51,18 @@ pub fn rule_files() -> Vec<PathBuf> {
     files.sort();
     assert!(!files.is_empty(), "no rule files in {}", dir.display());
     files
+}
+
+/// `alerts/tests/*.test.yml` (the promtool unit tests), sorted.
+pub fn unit_test_files() -> Vec<PathBuf> {
+    let dir = repo_root().join("alerts/tests");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("alerts/tests")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".test.yml"))
+        .collect();
+    v.sort();
+    v
 }
 
 fn load(path: &Path) -> Value {
