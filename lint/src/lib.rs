@@ -2,8 +2,9 @@
 //! every generated file and the generator that writes them all
 //! ([`generate`], `cargo run -p gpuscale-lint`), and the static checks of
 //! the sources in `tests/` (import direction of every crate, the
-//! Dockerfile). The end-to-end crate (`tests/`, `gpuscale-e2e`) is about
-//! running the binaries.
+//! Dockerfile, the install guide against the chart, the conventions of the
+//! alerts, runbooks and dashboards). The end-to-end crate (`tests/`,
+//! `gpuscale-e2e`) is about running the binaries.
 
 pub mod generate;
 
