@@ -1,7 +1,8 @@
-# gpuscale: the exporter, the adapter and the NVML simulator in one image.
+# gpuscale: the exporter, the adapter and the activator in one image.
 #   docker build -t registry.example.com/gpuscale:0.1.0 .
-#   docker run --rm -p 9400:9400 registry.example.com/gpuscale:0.1.0 gpuscale-exporter --simulate
 # Build, push and override the image: docs/install.md ("The image").
+# The exporter is built without its `simulate` feature: the image holds no
+# simulator (try gpuscale without a GPU from a clone: README, "Try it").
 #
 # Debian slim rather than distroless: the NVIDIA container toolkit injects
 # libnvidia-ml.so.1 and then runs the image's ldconfig so the library can be
@@ -13,12 +14,11 @@ ARG BASE_IMAGE=debian:12.12-slim
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked \
-        -p gpuscale-exporter -p gpuscale-adapter -p gpuscale-activator -p gpuscale-nvml-sim \
-    && mkdir -p /out/bin /out/lib \
+RUN cargo build --release --locked --no-default-features \
+        -p gpuscale-exporter -p gpuscale-adapter -p gpuscale-activator \
+    && mkdir -p /out/bin \
     && cp target/release/gpuscale-exporter target/release/gpuscale-adapter \
-        target/release/gpuscale-activator /out/bin/ \
-    && cp target/release/libgpuscale_nvml_sim.so /out/lib/
+        target/release/gpuscale-activator /out/bin/
 
 # Only to fetch the CA bundle; nothing of apt reaches the final image.
 FROM ${BASE_IMAGE} AS certs
@@ -39,8 +39,6 @@ LABEL org.opencontainers.image.title="gpuscale" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=certs /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/bin/ /usr/local/bin/
-# The exporter looks for the simulator here under --simulate.
-COPY --from=build /out/lib/libgpuscale_nvml_sim.so /usr/local/lib/gpuscale/
 # nobody: the adapter runs as is; the exporter's DaemonSet sets uid 0 with no
 # capabilities, which connecting to the kubelet's socket needs.
 USER 65534:65534

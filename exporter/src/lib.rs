@@ -14,5 +14,5 @@ pub mod nvml;
 pub mod pods;
 pub mod selfmetrics;
 pub mod server;
-pub mod simnode;
+pub mod simulate;
 pub mod snapshot;

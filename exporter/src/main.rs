@@ -8,13 +8,12 @@ use clap::Parser;
 use gpuscale_exporter::cli::Cli;
 use gpuscale_exporter::collect::{self, Config};
 use gpuscale_exporter::logging;
-use gpuscale_exporter::nvml::library::{self, LibSource};
+use gpuscale_exporter::nvml::library::LibSource;
 use gpuscale_exporter::pods::PodMapper;
 use gpuscale_exporter::server::Server;
 use gpuscale_exporter::server::webconfig::WebConfig;
-use gpuscale_exporter::simnode::SimNode;
+use gpuscale_exporter::simulate::{self, Simulated};
 use gpuscale_exporter::snapshot::Store;
-use gpuscale_nvml_sim::scenario;
 use tracing::{error, info, warn};
 
 /// Exit code for bad flags or configuration, as clap uses.
@@ -80,51 +79,24 @@ fn limit_malloc_arenas() {
 
 /// Picks the NVML library. Under `--simulate` the scenario is validated here,
 /// so a bad file is reported with its line and field before anything starts.
-fn choose_library(cli: &Cli) -> Result<(LibSource, Option<scenario::Scenario>), String> {
-    let Some(sim) = &cli.simulate else {
-        return Ok((
-            cli.nvml_lib
-                .clone()
-                .map(LibSource::Path)
-                .unwrap_or(LibSource::System),
-            None,
-        ));
-    };
-    // `GPUSCALE_SIMULATE=true` (or `1`) is the built-in node, not a file name.
-    let builtin = sim.is_empty() || matches!(sim.as_str(), "true" | "1");
-    let scenario = if !builtin {
-        let path = std::path::Path::new(sim);
-        let loaded = scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
-        let absolute = std::fs::canonicalize(path).map_err(|e| format!("--simulate {sim}: {e}"))?;
-        // SAFETY: no other thread exists yet; the simulator reads this at nvmlInit.
-        unsafe { std::env::set_var("GPUSCALE_SIM_SCENARIO", absolute) };
-        loaded
-    } else {
-        // SAFETY: as above.
-        unsafe { std::env::remove_var("GPUSCALE_SIM_SCENARIO") };
-        scenario::default_scenario()
-    };
-    let exe = std::env::current_exe().ok();
-    let found = cli
-        .simulator_lib
-        .clone()
-        .or_else(|| library::find_simulator(exe.as_deref()));
-    match found {
-        Some(p) if p.is_file() => Ok((LibSource::Path(p), Some(scenario))),
-        Some(p) => Err(format!("--simulator-lib {}: no such file", p.display())),
-        None => Err(format!(
-            "--simulate: cannot find {} next to the executable; build it with `cargo build -p gpuscale-nvml-sim` or pass --simulator-lib",
-            library::SIMULATOR_FILE
-        )),
+fn choose_library(cli: &Cli) -> Result<(LibSource, Option<Simulated>), String> {
+    if let Some((lib, simulated)) = simulate::library(cli)? {
+        return Ok((lib, Some(simulated)));
     }
+    let lib = cli
+        .nvml_lib
+        .clone()
+        .map(LibSource::Path)
+        .unwrap_or(LibSource::System);
+    Ok((lib, None))
 }
 
-fn node_name(cli: &Cli, simulated: Option<&scenario::Scenario>) -> String {
+fn node_name(cli: &Cli, simulated: Option<&Simulated>) -> String {
     if let Some(n) = &cli.node_name {
         return n.clone();
     }
     if let Some(s) = simulated {
-        return s.node.clone();
+        return s.node().to_owned();
     }
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -153,12 +125,7 @@ fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener
     socket.listen(1024)
 }
 
-async fn run(
-    cli: Cli,
-    lib: LibSource,
-    web: WebConfig,
-    simulated: Option<scenario::Scenario>,
-) -> ExitCode {
+async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulated>) -> ExitCode {
     // Caught from here on, so a signal while the simulated node starts
     // still removes its directory.
     let mut signals = Box::pin(wait_for_signal());
@@ -220,9 +187,9 @@ async fn run(
 /// shutdown; pod flags given explicitly win over its endpoints.
 fn start_pods(
     cli: &Cli,
-    simulated: Option<&scenario::Scenario>,
+    simulated: Option<&Simulated>,
     node: &str,
-) -> Result<(Option<collect::Join>, Option<SimNode>), ExitCode> {
+) -> Result<(Option<collect::Join>, Option<simulate::Node>), ExitCode> {
     if cli.pods.no_pods {
         info!("pod mapping disabled (--no-pods)");
         return Ok((None, None));
@@ -234,7 +201,7 @@ fn start_pods(
         && p.proc_root.is_some()
         && (p.kube_api_url.is_some() || p.kubeconfig.is_some());
     let simulated = simulated.filter(|_| !all_explicit);
-    let sim_node = match simulated.map(|s| SimNode::start(s, &rt)).transpose() {
+    let sim_node = match simulated.map(|s| simulate::Node::start(s, &rt)).transpose() {
         Ok(n) => n,
         Err(e) => {
             error!(error = %e, "cannot start the simulated node");
@@ -245,9 +212,9 @@ fn start_pods(
         Some(n) => {
             let sim = n.pod_args();
             info!(
-                socket = %n.socket().display(),
+                socket = ?sim.pod_resources_socket,
                 api = sim.kube_api_url.as_deref().unwrap_or(""),
-                proc_root = %n.proc_root().display(),
+                proc_root = ?sim.proc_root,
                 "simulated node serving the scenario's pods"
             );
             cli.pods.clone().or_defaults(&sim)

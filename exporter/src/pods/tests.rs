@@ -8,7 +8,7 @@ use gpuscale_nvml_sim::scenario::{self, PodPhase, Scenario};
 
 use super::{PodArgs, PodMapper};
 use crate::metrics::{Collected, DeviceRef, Family, MigRef, PodLookup, ProcRef, ProcessUsage};
-use crate::simnode::SimNode;
+use gpuscale_sim::node::SimNode;
 
 const SCENARIO: &str = r#"
 node: node-a
@@ -97,7 +97,12 @@ fn fixture() -> Fixture {
         gpu_prices: vec![("NVIDIA H100 80GB HBM3".into(), 4.5)],
         ..PodArgs::default()
     }
-    .or_defaults(&sim.pod_args());
+    .or_defaults(&PodArgs {
+        pod_resources_socket: Some(sim.socket()),
+        proc_root: Some(sim.proc_root()),
+        kube_api_url: Some(sim.api_url()),
+        ..PodArgs::default()
+    });
     let mapper =
         PodMapper::start(&args, sim.node_name(), rt.handle()).unwrap_or_else(|e| panic!("{e}"));
     Fixture {
@@ -328,4 +333,27 @@ fn node_changes_reach_the_next_join(fx: &Fixture) {
     assert_eq!(label(j.0.process_owner(200), "workload"), Some("web"));
     fx.sim.set_api_down(false);
     fx.join_until("metadata fresh", ready);
+}
+
+/// Every cgroup layout the simulated node writes parses back to its pod and
+/// container.
+#[test]
+fn every_simulated_cgroup_layout_parses_back() {
+    use gpuscale_sim::node::procfs::{Layout, cgroup_text, qos_for_index};
+    let uid = "6a1c0d6e-3f2b-4e8a-9c71-0d5e2b8f4a01";
+    let cid = "017b735449d2ec092d7be53a261ecef0e33b14c4865cd89c243c82cd47e133fa";
+    for i in 0..12 {
+        let text = cgroup_text(Layout::for_index(i), qos_for_index(i), uid, cid);
+        let parsed = super::cgroup::parse_cgroup(&text).map_err(|e| e.to_string());
+        assert_eq!(
+            parsed.as_ref().map(|p| p.pod_uid.as_str()),
+            Ok(uid),
+            "{text}"
+        );
+        assert_eq!(
+            parsed.as_ref().ok().and_then(|p| p.container_id.as_deref()),
+            Some(cid),
+            "{text}"
+        );
+    }
 }

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use gpuscale_exporter::simnode::SimNode;
 use gpuscale_nvml_sim::scenario::{self, Scenario};
+use gpuscale_sim::node::SimNode;
 
 /// A small node with every allocation shape:
 /// - GPU 0: exclusive, StatefulSet pod, plus a host process (no pod);
@@ -101,19 +101,13 @@ impl TestNode {
 
     /// Exporter flags pointing the pod mapper at this node.
     pub fn flags(&self) -> Vec<String> {
-        let args = self.sim.pod_args();
         vec![
             "--pod-resources-socket".into(),
-            path(args.pod_resources_socket.as_deref()),
+            self.sim.socket().to_string_lossy().into_owned(),
             "--proc-root".into(),
-            path(args.proc_root.as_deref()),
+            self.sim.proc_root().to_string_lossy().into_owned(),
             "--kube-api-url".into(),
-            args.kube_api_url.unwrap_or_default(),
+            self.sim.api_url(),
         ]
     }
-}
-
-fn path(p: Option<&Path>) -> String {
-    p.map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }

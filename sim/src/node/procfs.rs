@@ -102,29 +102,3 @@ pub fn remove(root: &Path, pid: u32) -> io::Result<()> {
         _ => Ok(()),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pods::cgroup::parse_cgroup;
-
-    #[test]
-    fn every_layout_parses_back() {
-        let uid = "6a1c0d6e-3f2b-4e8a-9c71-0d5e2b8f4a01";
-        let cid = "017b735449d2ec092d7be53a261ecef0e33b14c4865cd89c243c82cd47e133fa";
-        for i in 0..12 {
-            let text = cgroup_text(Layout::for_index(i), qos_for_index(i), uid, cid);
-            let parsed = parse_cgroup(&text).map_err(|e| e.to_string());
-            assert_eq!(
-                parsed.as_ref().map(|p| p.pod_uid.as_str()),
-                Ok(uid),
-                "{text}"
-            );
-            assert_eq!(
-                parsed.as_ref().ok().and_then(|p| p.container_id.as_deref()),
-                Some(cid),
-                "{text}"
-            );
-        }
-    }
-}

@@ -9,7 +9,7 @@ use gpuscale_nvml_sim::scenario::{
 };
 use serde_json::{Value, json};
 
-use crate::pods::podresources::proto;
+use super::proto;
 
 /// GPU or MIG UUID → the driver's device name: `gpu-<minor>` and
 /// `gpu-<parentMinor>-mig-<profile>-<profileID>-<placementStart>`.

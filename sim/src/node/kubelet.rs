@@ -9,10 +9,8 @@ use tokio::net::UnixListener;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
-use crate::pods::podresources::proto::pod_resources_lister_server::{
-    PodResourcesLister, PodResourcesListerServer,
-};
-use crate::pods::podresources::proto::{
+use super::proto::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
+use super::proto::{
     AllocatableResourcesRequest, AllocatableResourcesResponse, GetPodResourcesRequest,
     GetPodResourcesResponse, ListPodResourcesRequest, ListPodResourcesResponse,
 };
