@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// A duration above zero (`gpuscale_util::duration`'s grammar).
 fn duration(s: &str) -> Result<Duration, String> {
-    let ok = s.ends_with(|c: char| c.is_ascii_alphabetic())
-        && s.split(|c: char| !c.is_ascii_alphabetic())
-            .all(|u| u.is_empty() || ["ms", "s", "m", "h"].contains(&u));
-    ok.then(|| humantime::parse_duration(s).ok())
-        .flatten()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
+    match gpuscale_util::duration::parse(s) {
+        Ok(d) if d.is_zero() => Err(format!("{s:?} must be above zero")),
+        read => read.map_err(|e| e.to_string()),
+    }
 }
 
 /// A size in bytes: a whole number, optionally with Ki or Mi.

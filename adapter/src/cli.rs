@@ -8,8 +8,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 fn duration(s: &str) -> Result<Duration, String> {
-    crate::duration::parse(s)
-        .ok_or_else(|| format!("invalid duration {s:?} (use e.g. 500ms, 5s, 2m, 1h)"))
+    gpuscale_util::duration::parse(s).map_err(|e| e.to_string())
 }
 
 fn budget(s: &str) -> Result<f64, String> {

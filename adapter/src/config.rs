@@ -341,7 +341,7 @@ fn namespace_label_problem(def: &MetricDef) -> Option<&'static str> {
 /// `freshness` and `window`: a duration above zero.
 fn duration(v: &Value) -> Result<std::time::Duration, String> {
     v.as_str()
-        .and_then(crate::duration::parse)
+        .and_then(|s| gpuscale_util::duration::parse(s).ok())
         .filter(|d| !d.is_zero())
         .ok_or_else(|| "expected a duration such as 500ms, 30s, 2m, 1h".into())
 }

@@ -17,7 +17,6 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod conn;
-pub mod duration;
 pub mod exposition;
 pub mod hash;
 pub mod keda;

@@ -37,23 +37,20 @@ pub enum Error {
     Usage(String),
 }
 
-/// A PromQL duration (`30s`, `5m`, `1h`, `7d`, `1w`) in seconds.
+/// A PromQL duration (`30s`, `5m`, `1h`, `7d`, `1w`) above zero, in
+/// seconds. The workspace's grammar, less fractions and spaces: the text
+/// goes into the queries as written (`[7d:5m]`) and PromQL has neither.
 pub fn parse_duration(s: &str) -> Result<f64, Error> {
-    let bad = || Error::Usage(format!("{s:?} is not a duration like 5m, 1h or 7d"));
-    let unit = s.chars().last().ok_or_else(bad)?;
-    let n: u64 = s[..s.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
-    let mult = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86_400,
-        'w' => 604_800,
-        _ => return Err(bad()),
-    };
-    if n == 0 {
-        return Err(bad());
+    if s.contains(|c: char| c == '.' || c.is_whitespace()) {
+        return Err(Error::Usage(format!(
+            "{s:?} is not a duration PromQL reads: whole numbers, no spaces (e.g. 90m)"
+        )));
     }
-    Ok((n * mult) as f64)
+    match gpuscale_util::duration::parse(s) {
+        Ok(d) if d.is_zero() => Err(Error::Usage(format!("{s:?} is not a duration above zero"))),
+        Ok(d) => Ok(d.as_secs_f64()),
+        Err(e) => Err(Error::Usage(e.to_string())),
+    }
 }
 
 /// What to read and where.
@@ -153,7 +150,19 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("5m").unwrap(), 300.0);
         assert_eq!(parse_duration("7d").unwrap(), 604_800.0);
-        for bad in ["", "5", "m", "0m", "5x", "-5m", "1.5h"] {
+        assert_eq!(parse_duration("1h30m").unwrap(), 5400.0);
+        for bad in [
+            "",
+            "5",
+            "m",
+            "0m",
+            "5x",
+            "-5m",
+            "1.5h",
+            " 5m",
+            "30m1h",
+            "99999999999h",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gpuscale_util::backoff::Backoff;
 use hyper::body::{Body, Incoming};
 use hyper::service::Service;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -127,14 +128,14 @@ pub async fn accept(
     slots: &Arc<Semaphore>,
 ) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     let slot = slots.clone().acquire_owned().await.ok()?;
-    let mut delay = Duration::from_millis(10);
+    let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(1));
     loop {
         match listener.accept().await {
             Ok((tcp, peer)) => return Some((tcp, peer, slot)),
             Err(e) => {
+                let delay = backoff.next_delay();
                 tracing::warn!(error = %e, retry_in = ?delay, "accept failed");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
             }
         }
     }

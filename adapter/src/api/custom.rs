@@ -225,7 +225,7 @@ fn render(
             "name": it.name,
             "apiVersion": kind.api_version(),
         });
-        let ts = quantity::rfc3339(it.timestamp);
+        let ts = gpuscale_util::rfc3339::format(it.timestamp);
         let mut item = if version == "v1beta1" {
             json!({"describedObject": object, "metricName": r.metric, "timestamp": ts, "window": r.window_secs, "value": value})
         } else {

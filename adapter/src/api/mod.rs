@@ -230,7 +230,7 @@ pub fn render(r: &Reading) -> Response<Full<Bytes>> {
         items.push(json!({
             "metricName": r.metric,
             "metricLabels": it.labels,
-            "timestamp": quantity::rfc3339(it.timestamp),
+            "timestamp": gpuscale_util::rfc3339::format(it.timestamp),
             "window": r.window_secs,
             "value": value,
         }));
@@ -257,35 +257,11 @@ pub fn query_param(query: &str, name: &str) -> Result<String, String> {
     for pair in query.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         if k == name {
-            out = percent_decode(v)
-                .ok_or_else(|| format!("{name} is not valid percent-encoded UTF-8"))?;
+            out = gpuscale_util::percent::query(v)
+                .map_err(|e| format!("{name} is not valid percent-encoded UTF-8: {e}"))?;
         }
     }
     Ok(out)
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

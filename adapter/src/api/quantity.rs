@@ -1,5 +1,4 @@
-//! Canonical Kubernetes quantities and RFC 3339 timestamps, without a
-//! date or decimal crate.
+//! Canonical Kubernetes quantities, without a decimal crate.
 
 /// Why a number cannot be reported.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -58,29 +57,6 @@ pub fn format(v: f64) -> Result<String, QuantityError> {
     Ok(format!("{mantissa}{}", SUFFIX[idx]))
 }
 
-/// Seconds since the Unix epoch → `2026-11-29T22:40:00Z`.
-pub fn rfc3339(unix_secs: i64) -> String {
-    let days = unix_secs.div_euclid(86_400);
-    let secs = unix_secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,12 +80,5 @@ mod tests {
         assert_eq!(format(f64::NAN), Err(QuantityError::NaN));
         assert_eq!(format(f64::INFINITY), Err(QuantityError::Infinite));
         assert!(format(1e19).is_err());
-    }
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_796_078_400), "2026-11-30T22:40:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 }

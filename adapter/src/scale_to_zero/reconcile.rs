@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gpuscale_util::{backoff, rfc3339};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
@@ -21,7 +22,6 @@ use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rule
 use super::lease::Leadership;
 use super::report::{PolicyReport, Report};
 use super::target::{self, Kinds, TargetError};
-use crate::duration::parse as parse_duration;
 use crate::provider::{Provider, ProviderError};
 
 /// Controller settings.
@@ -146,13 +146,13 @@ impl<P> Context<P> {
         };
     }
 
-    /// Exponential backoff per policy: 2 s doubling to `max_backoff`.
+    /// Exponential backoff per policy: 2 s doubling to `max_backoff`, jittered.
     fn backoff(&self, key: &(String, String)) -> Duration {
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = f.entry(key.clone()).or_default();
         *n = n.saturating_add(1);
-        let secs = 2u64.saturating_mul(1 << (*n - 1).min(16));
-        Duration::from_secs(secs).min(self.settings.max_backoff)
+        let step = backoff::step(Duration::from_secs(2), self.settings.max_backoff, *n);
+        backoff::jitter(step)
     }
 
     /// This leader's last memory of `policy`, else its status's.
@@ -230,9 +230,8 @@ impl ReconcileError {
 fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, ReconcileError> {
     let spec = &policy.spec;
     let duration = |key: &str, v: &str| {
-        parse_duration(v).ok_or_else(|| {
-            ReconcileError::InvalidSpec(format!("{key}: {v:?} is not a duration like 15m"))
-        })
+        gpuscale_util::duration::parse(v)
+            .map_err(|e| ReconcileError::InvalidSpec(format!("{key}: {e}")))
     };
     let wake = spec.wake_replicas.unwrap_or(wake_default);
     if wake < 1 {
@@ -297,12 +296,11 @@ async fn read<P: Provider>(
     }
 }
 
-fn rfc3339(secs: i64) -> String {
-    Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
-}
-
+/// A status time; one that does not parse is forgotten, and said so.
 fn parse_time(s: Option<&String>) -> Option<i64> {
-    s?.parse::<Timestamp>().ok().map(|t| t.as_second())
+    rfc3339::parse(s?)
+        .inspect_err(|e| tracing::warn!(error = %e, "ignoring an unreadable status time"))
+        .ok()
 }
 
 fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>) -> Memory {
@@ -323,7 +321,7 @@ fn rule_status(read: &Read, state: ReadState, name: &str, now: i64) -> RuleStatu
     RuleStatus {
         value,
         state,
-        time: rfc3339(now),
+        time: rfc3339::format(now),
         summary,
     }
 }
@@ -341,7 +339,7 @@ fn condition(
         status: if ok { "True" } else { "False" }.into(),
         reason: reason.into(),
         message: message.into(),
-        last_transition_time: rfc3339(now),
+        last_transition_time: rfc3339::format(now),
         observed_generation: generation,
     }
 }
@@ -797,9 +795,9 @@ async fn record<P: Provider>(
     let parked = d.phase == Phase::Parked;
     let status = ScaleToZeroPolicyStatus {
         phase: Some(d.phase),
-        idle_since: d.memory.idle_since.map(rfc3339),
-        last_wake_time: d.memory.last_wake.map(rfc3339),
-        last_transition_time: Some(rfc3339(now)),
+        idle_since: d.memory.idle_since.map(rfc3339::format),
+        last_wake_time: d.memory.last_wake.map(rfc3339::format),
+        last_transition_time: Some(rfc3339::format(now)),
         reason: Some(d.reason.as_str().into()),
         message: Some(d.message.clone()),
         conditions: vec![
@@ -880,7 +878,7 @@ mod tests {
 
     #[test]
     fn times_round_trip_through_the_status() {
-        let s = rfc3339(1_790_000_000);
+        let s = rfc3339::format(1_790_000_000);
         assert_eq!(parse_time(Some(&s)), Some(1_790_000_000));
     }
 }

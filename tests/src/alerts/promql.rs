@@ -4,56 +4,15 @@
 
 use std::collections::BTreeSet;
 
-/// Parses a Prometheus duration (`1h30m`, `5m`, `500ms`, `1d`) into milliseconds.
+/// A Prometheus duration (`1h30m`, `5m`, `500ms`, `1d`) in milliseconds.
 pub fn parse_duration(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let mut total = 0u64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let ms = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            "y" => 31_536_000_000,
-            _ => return None,
-        };
-        total += n * ms;
-        rest = &rest[unit_len..];
-    }
-    Some(total)
+    let d = gpuscale_util::duration::parse(s).ok()?;
+    u64::try_from(d.as_millis()).ok()
 }
 
-/// Formats milliseconds as a Prometheus duration (`90s` → `1m30s`).
+/// Milliseconds as a Prometheus duration (`90s` → `1m30s`).
 pub fn format_duration(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".into();
-    }
-    let mut out = String::new();
-    let mut rest = ms;
-    for (unit, size) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
+    gpuscale_util::duration::format(std::time::Duration::from_millis(ms))
 }
 
 /// Calls `f` on the duration text of every `[range]` and `[range:step]`
