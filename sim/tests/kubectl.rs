@@ -1,0 +1,385 @@
+//! Real `kubectl` against the simulated cluster's Kubernetes API over TLS,
+//! with the kubeconfig it writes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use gpuscale_sim::kubeapi::{Cluster, KubeFake};
+
+struct Kubectl {
+    fake: KubeFake,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+impl Kubectl {
+    fn new() -> Self {
+        let fake = KubeFake::start_bare(Cluster::default()).expect("start");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("kubeconfig");
+        fake.write_kubeconfig(&config).expect("write kubeconfig");
+        Self { fake, dir, config }
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.config)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .arg("--request-timeout=10s")
+            .args(args)
+            .env("HOME", self.dir.path())
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("run kubectl");
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            std::io::Write::write_all(&mut pipe, text.as_bytes()).expect("stdin");
+        }
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs and expects success; stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_in(args, None)
+    }
+
+    fn ok_in(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "kubectl {args:?} failed:\n{e}\n{o}");
+        o.into_owned()
+    }
+
+    /// Runs and expects failure; stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args, None);
+        assert!(!out.status.success(), "kubectl {args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+/// Typed `kubectl create namespace` sends protobuf, which this server does
+/// not read; manifests go as JSON.
+const INFERENCE: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: inference}\n";
+
+const POLICY: &str = "apiVersion: gpuscale.dev/v1alpha1
+kind: ScaleToZeroPolicy
+metadata: {name: chat, namespace: inference}
+spec:
+  target: {apiVersion: apps/v1, kind: Deployment, name: chat}
+  idle: {metric: vllm_queue_depth, labelSelector: workload=chat, threshold: 0, for: 15m}
+  activation: {metric: gateway_pending, labelSelector: service=chat-gateway, threshold: 0}
+";
+
+fn path(p: &str) -> String {
+    repo(p).to_string_lossy().into_owned()
+}
+
+/// A cluster with namespace `inference` and the vLLM example applied.
+fn with_example() -> Kubectl {
+    let k = Kubectl::new();
+    let ns = k.ok_in(&["create", "-f", "-"], Some(INFERENCE));
+    assert!(ns.contains("namespace/inference created"), "{ns}");
+    let out = k.ok(&["apply", "-f", &path("deploy/examples/vllm.yaml")]);
+    assert!(out.contains("deployment.apps/chat created"), "{out}");
+    assert!(out.contains("service/chat created"), "{out}");
+    k
+}
+
+fn json(k: &Kubectl, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&k.ok(&all)).expect("kubectl -o json")
+}
+
+#[test]
+fn lists_applies_examples_and_custom_resources_once_their_crd_exists() {
+    let k = Kubectl::new();
+    let empty = k.run(&["get", "pods,deploy", "-A"], None);
+    assert!(empty.status.success());
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("No resources found"));
+    let k = with_example();
+    let again = k.ok(&["apply", "-f", &path("deploy/examples/vllm.yaml")]);
+    assert!(again.contains("deployment.apps/chat unchanged"), "{again}");
+    let listed = k.ok(&["get", "pods,deploy", "-A"]);
+    assert!(listed.contains("chat"), "{listed}");
+    let refused = k.run(&["apply", "-f", "-"], Some(POLICY));
+    assert!(!refused.status.success(), "a policy before its CRD");
+    let crd = k.ok(&[
+        "apply",
+        "-f",
+        &path("deploy/adapter/scaletozeropolicy-crd.yaml"),
+    ]);
+    assert!(
+        crd.contains(
+            "customresourcedefinition.apiextensions.k8s.io/scaletozeropolicies.gpuscale.dev created"
+        ),
+        "{crd}"
+    );
+    let created = k.ok_in(&["apply", "-f", "-"], Some(POLICY));
+    assert!(
+        created.contains("scaletozeropolicy.gpuscale.dev/chat created"),
+        "{created}"
+    );
+    let all = k.ok(&["get", "pods,deploy,scaletozeropolicies", "-A"]);
+    assert!(all.contains("scaletozeropolicy.gpuscale.dev/chat"), "{all}");
+    let short = k.ok(&["get", "stz", "-n", "inference", "-o", "name"]);
+    assert_eq!(short.trim(), "scaletozeropolicy.gpuscale.dev/chat");
+    k.ok(&["delete", "crd", "scaletozeropolicies.gpuscale.dev"]);
+    assert!(
+        k.fake.list(&policies(), "inference").is_empty(),
+        "CRs go with their CRD"
+    );
+}
+
+fn policies() -> (String, String, String) {
+    (
+        "gpuscale.dev".into(),
+        "v1alpha1".into(),
+        "scaletozeropolicies".into(),
+    )
+}
+
+#[test]
+fn server_side_apply_creates_and_updates_with_its_field_manager() {
+    let k = Kubectl::new();
+    k.ok_in(&["create", "-f", "-"], Some(INFERENCE));
+    let out = k.ok(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &path("deploy/examples/vllm.yaml"),
+    ]);
+    assert!(
+        out.contains("deployment.apps/chat serverside-applied"),
+        "{out}"
+    );
+    let yaml = std::fs::read_to_string(repo("deploy/examples/vllm.yaml")).expect("example");
+    let changed = yaml.replacen("replicas: 0", "replicas: 3", 1);
+    let out = k.ok_in(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&changed),
+    );
+    assert!(
+        out.contains("deployment.apps/chat serverside-applied"),
+        "{out}"
+    );
+    let d = json(
+        &k,
+        &[
+            "get",
+            "deploy",
+            "chat",
+            "-n",
+            "inference",
+            "--show-managed-fields",
+        ],
+    );
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["generation"], 2);
+    assert_eq!(d["metadata"]["managedFields"][0]["manager"], "kubectl");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["name"],
+        "vllm"
+    );
+}
+
+#[test]
+fn patches_merge_strategic_and_json() {
+    let k = with_example();
+    let d = ["deploy", "chat", "-n", "inference"];
+    let run = |kind: &str, body: &str| {
+        let mut args = vec!["patch"];
+        args.extend(d);
+        args.extend(["--type", kind, "-p", body]);
+        k.ok(&args)
+    };
+    run("merge", r#"{"metadata":{"labels":{"tier":"gpu"}}}"#);
+    run(
+        "strategic",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"vllm","env":[{"name":"HF_HOME","value":"/cache"}]}]}}}}"#,
+    );
+    run(
+        "json",
+        r#"[{"op":"replace","path":"/spec/replicas","value":1}]"#,
+    );
+    let got = json(&k, &["get", "deploy", "chat", "-n", "inference"]);
+    assert_eq!(got["metadata"]["labels"]["tier"], "gpu");
+    let c = &got["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        c["image"], "vllm/vllm-openai:v0.11.0",
+        "the strategic patch merged by name"
+    );
+    assert_eq!(c["env"][0]["value"], "/cache");
+    assert_eq!(got["spec"]["replicas"], 1);
+    assert_eq!(got["metadata"]["generation"], 3, "labels are not spec");
+    k.ok(&["label", "deploy", "chat", "-n", "inference", "team=ml"]);
+    k.ok(&["annotate", "deploy", "chat", "-n", "inference", "note=x"]);
+    let got = json(&k, &["get", "deploy", "chat", "-n", "inference"]);
+    assert_eq!(
+        (
+            got["metadata"]["labels"]["team"].as_str(),
+            got["metadata"]["annotations"]["note"].as_str()
+        ),
+        (Some("ml"), Some("x"))
+    );
+    k.ok(&[
+        "apply",
+        "-f",
+        &path("deploy/adapter/scaletozeropolicy-crd.yaml"),
+    ]);
+    k.ok_in(&["apply", "-f", "-"], Some(POLICY));
+    let refused = k.fails(&[
+        "patch",
+        "stz",
+        "chat",
+        "-n",
+        "inference",
+        "--type",
+        "strategic",
+        "-p",
+        "{}",
+    ]);
+    assert!(
+        refused.contains("UnsupportedMediaType") || refused.contains("unknown format"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn scale_writes_the_scale_subresource_of_deployments_and_custom_resources() {
+    let k = with_example();
+    let out = k.ok(&["scale", "deploy/chat", "-n", "inference", "--replicas=2"]);
+    assert!(out.contains("deployment.apps/chat scaled"), "{out}");
+    let raw = k.ok(&[
+        "get",
+        "--raw",
+        "/apis/apps/v1/namespaces/inference/deployments/chat/scale",
+    ]);
+    let scale: serde_json::Value = serde_json::from_str(&raw).expect("Scale");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 2);
+    assert_eq!(scale["status"]["selector"], "app.kubernetes.io/name=chat");
+    assert_eq!(k.fake.scale_patches().last().map(|p| p.replicas), Some(2));
+    k.ok_in(&["apply", "-f", "-"], Some(SCALED_CRD));
+    k.ok_in(&["apply", "-f", "-"], Some("apiVersion: example.dev/v1\nkind: Pool\nmetadata: {name: p, namespace: inference}\nspec: {size: 1, selector: \"app=pool\"}\n"));
+    k.ok(&["scale", "pools/p", "-n", "inference", "--replicas=4"]);
+    let pool = json(&k, &["get", "pool", "p", "-n", "inference"]);
+    assert_eq!(pool["spec"]["size"], 4);
+    let raw = k.ok(&[
+        "get",
+        "--raw",
+        "/apis/example.dev/v1/namespaces/inference/pools/p/scale",
+    ]);
+    let scale: serde_json::Value = serde_json::from_str(&raw).expect("Scale");
+    assert_eq!(
+        (
+            scale["spec"]["replicas"].as_i64(),
+            scale["status"]["selector"].as_str()
+        ),
+        (Some(4), Some("app=pool"))
+    );
+}
+
+/// A custom kind with a scale subresource on non-default paths.
+const SCALED_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pools.example.dev}
+spec:
+  group: example.dev
+  scope: Namespaced
+  names: {plural: pools, singular: pool, kind: Pool}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.size, labelSelectorPath: .spec.selector}
+";
+
+#[test]
+fn delete_with_a_finalizer_marks_until_the_finalizer_is_removed() {
+    let k = Kubectl::new();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, namespace: default, finalizers: [example.dev/hold]}\ndata: {a: b}\n";
+    k.ok_in(&["create", "-f", "-"], Some(cm));
+    k.ok(&["delete", "configmap", "held", "--wait=false"]);
+    let held = json(&k, &["get", "configmap", "held"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    k.ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let gone = k.fails(&["get", "configmap", "held"]);
+    assert!(
+        gone.contains(r#"Error from server (NotFound): configmaps "held" not found"#),
+        "{gone}"
+    );
+}
+
+#[test]
+fn not_found_and_already_exists_read_as_kubectl_prints_them() {
+    let k = Kubectl::new();
+    let err = k.fails(&["get", "deploy", "nope"]);
+    assert!(
+        err.contains(r#"Error from server (NotFound): deployments.apps "nope" not found"#),
+        "{err}"
+    );
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice, namespace: default}\n";
+    k.ok_in(&["create", "-f", "-"], Some(cm));
+    let err = String::from_utf8_lossy(&k.run(&["create", "-f", "-"], Some(cm)).stderr).into_owned();
+    assert!(err.contains("Error from server (AlreadyExists)"), "{err}");
+    assert!(
+        err.contains(r#"configmaps "twice" already exists"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn get_watch_streams_changes_until_its_timeout() {
+    let k = Kubectl::new();
+    let child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k.config)
+        .arg("--cache-dir")
+        .arg(k.dir.path().join("cache"))
+        .args(["get", "pods", "-w", "--request-timeout=3s", "-o", "name"])
+        .env("HOME", k.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl get -w");
+    // The watch is open once kubectl's list has been served.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while k.fake.list_watch_counts().1 == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w-0", "namespace": "default"}});
+    k.fake.put(&gpuscale_sim::kubeapi::core("pods"), pod);
+    let out = child.wait_with_output().expect("kubectl output");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pod/w-0"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
