@@ -383,3 +383,124 @@ fn get_watch_streams_changes_until_its_timeout() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// (manifest, how kubectl names it) for every kind the server serves.
+const KINDS: &[(&str, &str)] = &[
+    (
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: t-ns}\n",
+        "namespaces/t-ns",
+    ),
+    (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: t-node}\n",
+        "nodes/t-node",
+    ),
+    (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: t-pod, namespace: default}\nspec: {containers: [{name: c, image: busybox}]}\n",
+        "pods/t-pod",
+    ),
+    (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: t-dep, namespace: default}\nspec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: busybox}]}}}\n",
+        "deployments.v1.apps/t-dep",
+    ),
+    (
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: t-sts, namespace: default}\nspec: {serviceName: s, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: busybox}]}}}\n",
+        "statefulsets.v1.apps/t-sts",
+    ),
+    (
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: t-rs, namespace: default}\nspec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: busybox}]}}}\n",
+        "replicasets.v1.apps/t-rs",
+    ),
+    (
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: t-hpa, namespace: default}\nspec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: t-dep}, maxReplicas: 3}\n",
+        "horizontalpodautoscalers.v2.autoscaling/t-hpa",
+    ),
+    (
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: t-lease, namespace: default}\nspec: {holderIdentity: me}\n",
+        "leases.v1.coordination.k8s.io/t-lease",
+    ),
+    (
+        "apiVersion: v1\nkind: Event\nmetadata: {name: t-ev, namespace: default}\ninvolvedObject: {kind: Pod, name: t-pod, namespace: default}\nreason: Started\nmessage: hi\n",
+        "events.v1./t-ev",
+    ),
+    (
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {name: t-ev2, namespace: default}\nregarding: {kind: Pod, name: t-pod, namespace: default}\nreason: Started\nnote: hi\naction: Start\nreportingController: x\nreportingInstance: y\neventTime: \"2026-01-01T00:00:00.000000Z\"\ntype: Normal\n",
+        "events.v1.events.k8s.io/t-ev2",
+    ),
+    (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t-cm, namespace: default}\ndata: {a: b}\n",
+        "configmaps/t-cm",
+    ),
+    (
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: t-secret, namespace: default}\nstringData: {a: b}\n",
+        "secrets/t-secret",
+    ),
+    (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: t-svc, namespace: default}\nspec: {ports: [{port: 80}]}\n",
+        "services/t-svc",
+    ),
+    (
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: t-eps, namespace: default}\naddressType: IPv4\nendpoints: [{addresses: [10.0.0.1]}]\n",
+        "endpointslices.v1.discovery.k8s.io/t-eps",
+    ),
+    (
+        SCALED_CRD,
+        "customresourcedefinitions.v1.apiextensions.k8s.io/pools.example.dev",
+    ),
+    (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: t-claim, namespace: default}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}}\n",
+        "resourceclaims.v1.resource.k8s.io/t-claim",
+    ),
+    (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: t-slice}\nspec: {driver: gpu.nvidia.com, nodeName: t-node, pool: {name: p, generation: 1, resourceSliceCount: 1}, devices: []}\n",
+        "resourceslices.v1.resource.k8s.io/t-slice",
+    ),
+];
+
+#[test]
+fn every_kind_is_created_read_patched_and_deleted() {
+    let k = Kubectl::new();
+    for (manifest, name) in KINDS {
+        let ns = ["-n", "default"];
+        let created = k.ok_in(&["create", "-f", "-"], Some(manifest));
+        assert!(created.contains("created"), "{name}: {created}");
+        let got = json(&k, &["get", name, ns[0], ns[1]]);
+        assert!(got["metadata"]["uid"].is_string(), "{name}: {got}");
+        let patched = k.ok(&[
+            "patch",
+            name,
+            ns[0],
+            ns[1],
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"labels":{"patched":"yes"}}}"#,
+        ]);
+        assert!(patched.contains("patched"), "{name}: {patched}");
+        let labels = k.ok(&[
+            "get",
+            name,
+            ns[0],
+            ns[1],
+            "-o",
+            "jsonpath={.metadata.labels.patched}",
+        ]);
+        assert_eq!(labels, "yes", "{name}");
+        let deleted = k.ok(&["delete", name, ns[0], ns[1], "--wait=false"]);
+        assert!(deleted.contains("deleted"), "{name}: {deleted}");
+        let gone = k.fails(&["get", name, ns[0], ns[1]]);
+        assert!(gone.contains("(NotFound)"), "{name}: {gone}");
+    }
+}
+
+#[test]
+fn token_and_access_reviews_are_answered() {
+    let k = Kubectl::new();
+    let review = "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec: {token: nope}\n";
+    let out = k.ok_in(&["create", "-f", "-", "-o", "json"], Some(review));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("TokenReview");
+    assert_eq!(v["status"]["authenticated"], false);
+    let sar = "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec: {user: u, resourceAttributes: {verb: get, resource: pods}}\n";
+    let out = k.ok_in(&["create", "-f", "-", "-o", "json"], Some(sar));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("SubjectAccessReview");
+    assert_eq!(v["status"]["allowed"], true);
+}
