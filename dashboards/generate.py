@@ -29,6 +29,7 @@ NS = 'namespace=~"$namespace"'
 WL = 'workload=~"$workload"'
 G = 'gpu=~"$gpu"'
 M = 'model=~"$model"'
+P = 'node_pool=~"$node_pool"'
 POD = 'pod=~"$pod"'
 # device series filter (Node & GPU dashboard)
 DEV = f'{C}, {N}, {G}'
@@ -172,7 +173,11 @@ def common_vars():
         ds_var(),
         qvar("cluster", "Cluster", "label_values(gpu_info, cluster)"),
         qvar("model", "GPU model", f'label_values(gpu_info{{{C}}}, model)'),
-        qvar("node", "Node", f'label_values(gpu_info{{{C}, {M}}}, node)'),
+        qvar("node_pool", "Node pool", f'label_values(gpu_node_info{{{C}}}, node_pool)'),
+        # gpu_info carries the model, gpu_node_info the pool: each narrows
+        # the list on its own (All, `.*`, also matches the label's absence),
+        # and a node whose exporter could not read its pool stays listed.
+        qvar("node", "Node", f'label_values({{__name__=~"gpu_info|gpu_node_info", {C}, {M}, {P}}}, node)'),
         qvar("namespace", "Namespace", f'label_values(gpu_pod_allocation{{{C}, {N}}}, namespace)'),
         qvar("workload", "Workload", f'label_values(gpu_pod_allocation{{{C}, {N}, {NS}}}, workload)'),
     ]
@@ -263,6 +268,15 @@ def fleet():
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True},
                                        "renameByName": {"Value #A": "GPUs", "Value #B": "allocated", "Value #C": "utilization"}}}])
+    pool = f'max by (cluster, node, node_pool) (gpu_node_info{{{C}, {N}, {P}}})'
+    d.table("GPUs by node pool", "Per node pool (the $node_pool variable, from each exporter's Node object): nodes, GPUs, allocated GPU equivalents. A node whose exporter could not read its Node (gpuscale_exporter_node_info_up 0) is in no pool.", [
+        {"expr": f'count by (node_pool) ({pool})'},
+        {"expr": f'sum by (node_pool) (max by (cluster, node) (gpuscale_exporter_gpus{{{C}, {N}}}) * on (cluster, node) group_left (node_pool) {pool})'},
+        {"expr": f'sum by (node_pool) (sum by (cluster, node) (gpuscale:gpu_allocation:share{{{C}, {N}}}) * on (cluster, node) group_left (node_pool) {pool})'},
+    ], transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                       "renameByName": {"Value #A": "nodes", "Value #B": "GPUs", "Value #C": "allocated"}}}])
     cost_per_work_ranking(d)
     return d
 
@@ -524,6 +538,8 @@ def node_gpu():
     d.ts("Attributed devices by path", "GPUs and MIG instances attributed to pods through the device plugin or DRA ResourceClaims.", [
         {"expr": f'sum by (allocation) (max by (cluster, node, allocation) (gpuscale_exporter_pod_attributed_devices{{{C}, {N}}}))', "legend": "{{allocation}}"}],
         unit="none", w=8)
+    d.stat("Exporters without their node pool", "Exporters whose last read of their Node object failed (gpuscale_exporter_node_info_up 0; the reason label says why, e.g. forbidden: no get on nodes): their node is in no node pool.",
+           f'sum(1 - max by (cluster, node) (gpuscale_exporter_node_info_up{{{C}, {N}}}))', decimals=0, thresholds=ORANGE_AT(1), w=8)
     d.ts("DRA devices without a pod", "Devices held through DRA claims that got no pod labels, by reason.", [
         {"expr": f'sum by (reason) (gpuscale_exporter_dra_devices_unattributed{{{C}, {N}}})', "legend": "{{reason}}"}],
         unit="none", w=8)

@@ -70,6 +70,18 @@ pub struct PodArgs {
     )]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Node label that names the node's pool (gpu_node_info's node_pool), the
+    /// first one the node carries wins. Repeatable.
+    #[arg(
+        long = "node-pool-label",
+        env = "GPUSCALE_NODE_POOL_LABELS",
+        value_delimiter = ',',
+        value_name = "KEY",
+        default_values_t = super::node::DEFAULT_POOL_LABELS.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>(),
+        value_parser = parse_label_key
+    )]
+    pub node_pool_labels: Vec<String>,
+
     /// Plain-HTTP Kubernetes API URL without credentials (tests, --simulate).
     #[arg(long, env = "GPUSCALE_KUBE_API_URL", value_name = "URL", value_parser = parse_url)]
     pub kube_api_url: Option<String>,
@@ -116,6 +128,35 @@ impl PodArgs {
         }
         self
     }
+}
+
+/// A Kubernetes label key: `[prefix/]name`, name 1–63 characters of
+/// `[A-Za-z0-9._-]` starting and ending alphanumeric, prefix a DNS subdomain.
+fn parse_label_key(s: &str) -> Result<String, String> {
+    let (prefix, name) = s.rsplit_once('/').unwrap_or(("", s));
+    let alnum_ends = |t: &str| {
+        t.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && t.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let name_ok = (1..=63).contains(&name.len())
+        && alnum_ends(name)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    let prefix_ok = prefix.is_empty()
+        || (prefix.len() <= 253
+            && prefix.split('.').all(|p| {
+                !p.is_empty()
+                    && alnum_ends(p)
+                    && p.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            }));
+    if (s.contains('/') && prefix.is_empty()) || !name_ok || !prefix_ok {
+        return Err(format!(
+            "{s:?} is not a Kubernetes label key ([prefix/]name, e.g. cloud.google.com/gke-nodepool)"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 fn parse_price(s: &str) -> Result<(String, f64), String> {
@@ -260,10 +301,25 @@ mod tests {
             &["--dra-driver", "nvidia"],
             &["--dra-driver", "GPU.nvidia.com"],
             &["--gpu-price-file", "/nonexistent/prices.yaml"],
+            &["--node-pool-label", ""],
+            &["--node-pool-label", "pool name"],
+            &["--node-pool-label", "/nodepool"],
+            &["--node-pool-label", "Example.com/pool"],
+            &["--node-pool-label", "a/b/c"],
         ] {
             let err = parse(args).err();
             assert_eq!(err.map(|e| e.exit_code()), Some(2), "{args:?}");
         }
+    }
+
+    #[test]
+    fn node_pool_labels_default_to_the_managed_pools_and_are_replaced_when_given()
+    -> Result<(), clap::Error> {
+        let a = parse(&[])?;
+        assert_eq!(a.node_pool_labels, super::super::node::DEFAULT_POOL_LABELS);
+        let a = parse(&["--node-pool-label", "example.com/pool,pool"])?;
+        assert_eq!(a.node_pool_labels, ["example.com/pool", "pool"]);
+        Ok(())
     }
 
     #[test]

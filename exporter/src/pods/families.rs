@@ -113,6 +113,18 @@ pub const DRA_MAPPING_UP: Desc = Desc::gauge(
     "",
     &[],
 );
+pub const NODE_INFO: Desc = Desc::gauge(
+    "gpu_node_info",
+    "1 for the exporter's node once its Node object was read; node_pool is the value of the first --node-pool-label it carries (absent when none).",
+    "",
+    &["node", "node_pool"],
+);
+pub const NODE_INFO_UP: Desc = Desc::gauge(
+    "gpuscale_exporter_node_info_up",
+    "1 when the last read of the exporter's Node object (its pool label) succeeded; reason says why not.",
+    "",
+    &["node", "reason"],
+);
 
 /// Every family of the pod join.
 pub const FAMILIES: &[&Desc] = &[
@@ -133,6 +145,8 @@ pub const FAMILIES: &[&Desc] = &[
     &ATTRIBUTED_DEVICES,
     &DRA_UNATTRIBUTED,
     &DRA_MAPPING_UP,
+    &NODE_INFO,
+    &NODE_INFO_UP,
 ];
 
 /// Why a GPU process got no pod: the `reason` label of the unattributed

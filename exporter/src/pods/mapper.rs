@@ -17,6 +17,7 @@ use super::info;
 use super::kubeapi::{self, MetaView};
 use super::labels::{self, PodLabel};
 use super::map::{DRA_UNMAPPED, Joined, PodMap, Via, pod_labels};
+use super::node::{self, NodeView};
 use super::podresources::{KubeletClient, KubeletSnapshot, ResourceFilter};
 use super::slices::{self, SliceView};
 use crate::collectors::info::GPU_INFO;
@@ -62,6 +63,7 @@ pub struct PodMapper {
     kubelet: ArcSwap<KubeletState>,
     meta: ArcSwap<MetaView>,
     slices: ArcSwap<SliceView>,
+    node_view: ArcSwap<NodeView>,
     cache: Mutex<JoinCache>,
 }
 
@@ -91,6 +93,7 @@ impl PodMapper {
                 ..MetaView::default()
             }),
             slices: ArcSwap::from_pointee(SliceView::default()),
+            node_view: ArcSwap::from_pointee(NodeView::default()),
             cache: Mutex::new(JoinCache::default()),
         });
         if args.no_pods {
@@ -131,6 +134,18 @@ impl PodMapper {
             move |view| {
                 if let Some(m) = weak.upgrade() {
                     m.slices.store(Arc::new(view));
+                }
+            },
+        ));
+        let weak = Arc::downgrade(&mapper);
+        rt.spawn(node::run(
+            args.kube_api_url.clone(),
+            args.kubeconfig.clone(),
+            node.to_owned(),
+            args.node_pool_labels.clone().into(),
+            move |view| {
+                if let Some(m) = weak.upgrade() {
+                    m.node_view.store(Arc::new(view));
                 }
             },
         ));
@@ -185,6 +200,7 @@ impl PodMapper {
         };
         families.extend(self.self_families(&health));
         families.extend(dra_families(&slices, &map));
+        families.extend(node::families(&self.node, &self.node_view.load()));
         cache.last_join_seconds = started.elapsed().as_secs_f64();
         let processes = found.processes;
         (Arc::new(Joined { map, processes }), families)

@@ -7,7 +7,8 @@
 //!   container IDs, phase;
 //! - `/proc/<pid>/cgroup` (`cgroup`): GPU process → pod UID, container ID;
 //! - the node's DRA ResourceSlices (`slices`): a claimed (driver, pool,
-//!   device) → GPU or MIG UUID.
+//!   device) → GPU or MIG UUID;
+//! - the node's own Node object (`node`): its pool label.
 //!
 //! `map` joins them; `mapper` runs the tasks and the per-collection join;
 //! `info` writes one `gpu_pod_info` series per GPU pod, the join target for
@@ -21,6 +22,7 @@ pub mod kubeapi;
 pub mod labels;
 pub mod map;
 pub mod mapper;
+pub mod node;
 pub mod owner;
 pub mod podlite;
 pub mod podresources;

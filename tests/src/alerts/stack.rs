@@ -539,6 +539,21 @@ pub fn exporter_jobs_config(
     exporter: &str,
     jobs: &[&str],
 ) -> String {
+    exporters_jobs_config(rule_files, alertmanager, &[exporter], jobs)
+}
+
+/// As [`exporter_jobs_config`], for several exporters (one a node).
+pub fn exporters_jobs_config(
+    rule_files: &[PathBuf],
+    alertmanager: &str,
+    exporters: &[&str],
+    jobs: &[&str],
+) -> String {
+    let targets = exporters
+        .iter()
+        .map(|e| format!("'{e}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut s = String::from(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n",
     );
@@ -564,7 +579,7 @@ pub fn exporter_jobs_config(
     s.push_str("scrape_configs:\n");
     for job in jobs {
         s.push_str(&format!(
-            "  - job_name: {job}\n    honor_labels: true\n    static_configs:\n      - targets: ['{exporter}']\n        labels: {labels}\n    relabel_configs:\n{relabel}"
+            "  - job_name: {job}\n    honor_labels: true\n    static_configs:\n      - targets: [{targets}]\n        labels: {labels}\n    relabel_configs:\n{relabel}"
         ));
     }
     s

@@ -56,13 +56,21 @@ const MAY_BE_EMPTY: &[(&str, &str)] = &[
         "gpuscale / Node & GPU / Processes without a pod / B",
         "every process of the scenario belongs to a pod; GPUZombieProcess's promtool test feeds a zombie",
     ),
+    ("gpuscale / Fleet / GPUs by node pool / A", POOL_LESS),
+    ("gpuscale / Fleet / GPUs by node pool / B", POOL_LESS),
+    ("gpuscale / Fleet / GPUs by node pool / C", POOL_LESS),
 ];
 
+const POOL_LESS: &str = "the simulated node's Kubernetes API serves no Node object, so the exporter serves no gpu_node_info; node_pool.rs serves Nodes and checks the pool panels and variables";
+
 /// Template variables allowed to have no values on the test scenario.
-const VARIABLES_MAY_BE_EMPTY: &[(&str, &str)] = &[(
-    "cluster",
-    "raw scrapes carry no `cluster` label (it comes from external labels behind Thanos/Mimir); the All value `.*` matches its absence",
-)];
+const VARIABLES_MAY_BE_EMPTY: &[(&str, &str)] = &[
+    ("node_pool", POOL_LESS),
+    (
+        "cluster",
+        "raw scrapes carry no `cluster` label (it comes from external labels behind Thanos/Mimir); the All value `.*` matches its absence",
+    ),
+];
 
 /// An alert the scenario must raise: name and labels it must carry, and
 /// whether it reaches the receiver (false: an inhibit rule of
