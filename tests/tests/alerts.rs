@@ -123,6 +123,8 @@ fn the_e2e_scenario_is_valid() {
 mod end_to_end;
 #[path = "alerts/node_pool.rs"]
 mod node_pool;
+#[path = "alerts/pod_leaves.rs"]
+mod pod_leaves;
 #[path = "alerts/restart.rs"]
 mod restart;
 #[path = "alerts/two_jobs.rs"]
