@@ -62,6 +62,11 @@ fn sim_modules_import_one_way() {
 }
 
 #[test]
+fn util_modules_import_one_way() {
+    assert_no_cycles("util");
+}
+
+#[test]
 fn a_two_way_import_is_found() {
     let files = BTreeMap::from([
         (vec!["a".into()], "use crate::b::Thing;\n".to_string()),
