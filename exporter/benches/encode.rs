@@ -6,17 +6,21 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use gpuscale_exporter::metrics::dcgm::{self, Input, Options};
 use gpuscale_exporter::metrics::encode::{self, Format, encode};
-use gpuscale_exporter::metrics::{DeviceRef, Family, NoPods, Subject};
+use gpuscale_exporter::metrics::{DeviceFacts, DeviceRef, Family, NoPods, Subject};
 use gpuscale_exporter::snapshot::Snapshot;
 
 /// About the shape of the built-in scenario: 8 GPUs, 18 NVLinks each.
 fn node() -> Vec<Family> {
     let gpus: Vec<Subject> = (0..8)
         .map(|i| {
-            Subject::Device(Arc::new(DeviceRef {
-                index: i,
-                uuid: format!("GPU-{i:08x}-0000-4000-8000-000000000000").into(),
-            }))
+            let uuid = format!("GPU-{i:08x}-0000-4000-8000-000000000000");
+            let mut gpu = DeviceRef::new(i, uuid.into());
+            gpu.facts = DeviceFacts {
+                model: Some("NVIDIA H100 80GB HBM3".into()),
+                pci_bus_id: Some(format!("00000000:{i:02X}:00.0").into()),
+                driver_version: Some("570.172.08".into()),
+            };
+            Subject::Device(Arc::new(gpu))
         })
         .collect();
     let mut fams = Vec::new();
@@ -66,31 +70,16 @@ fn node() -> Vec<Family> {
     fams
 }
 
-/// The node plus `gpu_info`, which the dcgm families read their labels from.
-fn with_identity(fams: &[Family]) -> (Vec<Family>, Vec<Arc<DeviceRef>>) {
-    let devices: Vec<Arc<DeviceRef>> = fams[0]
+/// The node's GPUs, whose facts the dcgm families take their labels from.
+fn devices(fams: &[Family]) -> Vec<Arc<DeviceRef>> {
+    fams[0]
         .samples
         .iter()
         .filter_map(|s| match &s.subject {
             Subject::Device(d) => Some(d.clone()),
             _ => None,
         })
-        .collect();
-    let mut info = Family::gauge("gpu_info", "GPU identity.");
-    for d in &devices {
-        info.push(
-            Subject::Device(d.clone()),
-            vec![
-                ("model", "NVIDIA H100 80GB HBM3".into()),
-                ("pci_bus_id", format!("00000000:{:02X}:00.0", d.index)),
-                ("driver_version", "570.172.08".into()),
-            ],
-            1.0,
-        );
-    }
-    let mut all = vec![info];
-    all.extend(fams.iter().cloned());
-    (all, devices)
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -102,25 +91,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| encode(black_box(&fams), "node-1", &NoPods, Format::OpenMetrics))
     });
     // `--compat dcgm`: the native text plus dcgm-exporter's families.
-    let (with_info, devices) = with_identity(&fams);
+    let devices = devices(&fams);
     let opts = Options {
         hostname_label: "Hostname",
         old_pod_labels: false,
     };
     c.bench_function("encode_text_8_gpus_compat_dcgm", |b| {
         b.iter(|| {
-            let mut out = String::with_capacity(2 * encode::capacity(&with_info));
-            encode::write_families(
-                &mut out,
-                black_box(&with_info),
-                "node-1",
-                &NoPods,
-                Format::Text,
-            );
+            let mut out = String::with_capacity(2 * encode::capacity(&fams));
+            encode::write_families(&mut out, black_box(&fams), "node-1", &NoPods, Format::Text);
             let input = Input {
-                families: &with_info,
+                families: &fams,
                 devices: &devices,
                 migs: &[],
+                last_xids: None,
                 node: "node-1",
                 pods: &NoPods,
             };

@@ -20,11 +20,13 @@ use crate::collectors::{self, Ctx, Gpu, MigDev, Running, Setup};
 use crate::inventory::{self, Inventory};
 use crate::metrics::dcgm::{self, Exposition};
 use crate::metrics::encode::{self, Format};
-use crate::metrics::{Collected, DeviceRef, Family, MigRef, NoPods, PodLookup, Subject};
-use crate::nvml::Reader;
+use crate::metrics::{
+    Collected, DeviceFacts, DeviceRef, Family, MigRef, NoPods, PodLookup, Subject,
+};
 use crate::nvml::library::LibSource;
 use crate::nvml::raw;
-use crate::selfmetrics::{self, CollectorRun, GpuHealth, GpuState, LoopStats, SelfMetrics};
+use crate::nvml::{FixedRead, Reader};
+use crate::selfmetrics::{CollectorRun, GpuHealth, GpuState, LoopStats, SelfMetrics};
 use crate::snapshot::{Snapshot, Store};
 
 /// The pod join: given a cycle's GPU data, who holds what, plus the
@@ -68,6 +70,9 @@ struct Loop {
     xid_on: bool,
     uuids: HashMap<u32, Arc<str>>,
     traits: HashMap<Arc<str>, Traits>,
+    /// The driver's version, read once per NVML session (`settled`: not to
+    /// be read again).
+    driver: FixedRead<Arc<str>>,
     inventory: Inventory,
 }
 
@@ -76,10 +81,13 @@ struct Loop {
 struct Traits {
     arch: Option<DeviceArchitecture>,
     gpm_supported: bool,
-    /// Empty when NVML could not read them (the inventory keys by UUID then).
-    pci_bus_id: String,
-    model: String,
+    facts: DeviceFacts,
 }
+
+const UNREAD: FixedRead<Arc<str>> = FixedRead {
+    value: None,
+    settled: false,
+};
 
 /// The GPUs and MIG instances that answer now, and every GPU's state.
 #[derive(Default)]
@@ -97,7 +105,7 @@ impl Loop {
         };
         let inventory = Inventory::load(cfg.state_file.clone());
         Self {
-            selfm: SelfMetrics::new(&cfg.node).with_profile(cfg.options.profile),
+            selfm: SelfMetrics::new().with_profile(cfg.options.profile),
             gpm_on: collectors::is_enabled(&cfg.collectors, &collectors::gpm::SPEC),
             xid_on: collectors::is_enabled(&cfg.collectors, &xid::SPEC),
             cfg,
@@ -109,6 +117,7 @@ impl Loop {
             setup,
             uuids: HashMap::new(),
             traits: HashMap::new(),
+            driver: UNREAD,
             inventory,
         }
     }
@@ -134,6 +143,7 @@ impl Loop {
                     info!(library = %self.cfg.lib.describe(), "NVML initialised");
                     backoff.reset();
                     self.stats.nvml_up = true;
+                    self.driver = UNREAD;
                     if let Err(e) = self.session(&nvml) {
                         error!(error = %e, "NVML stopped answering; re-initialising");
                     }
@@ -208,6 +218,17 @@ impl Loop {
 
     fn discover<'n>(&mut self, nvml: &'n Nvml) -> Result<Discovery<'n>, NvmlError> {
         let mut found = Discovery::default();
+        if !self.driver.settled {
+            let read = self.reader.read_fixed(
+                u32::MAX,
+                "nvmlSystemGetDriverVersion",
+                nvml.sys_driver_version(),
+            );
+            self.driver = FixedRead {
+                value: read.value.map(Arc::from),
+                settled: read.settled,
+            };
+        }
         for index in 0..nvml.device_count()? {
             let gpu = match self.probe_device(nvml, index) {
                 Ok(gpu) => gpu,
@@ -254,38 +275,57 @@ impl Loop {
         };
         self.uuids.insert(index, uuid.clone());
         let traits = self.traits_of(&device, index, &uuid);
+        let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or_default().to_owned();
         self.inventory.observe(inventory::Entry {
             index,
             uuid: uuid.to_string(),
-            pci_bus_id: traits.pci_bus_id.clone(),
-            model: traits.model.clone(),
+            // Empty when NVML could not read them (the inventory keys by UUID then).
+            pci_bus_id: text(&traits.facts.pci_bus_id),
+            model: text(&traits.facts.model),
         });
         Ok(Gpu {
             device,
-            id: Arc::new(DeviceRef { index, uuid }),
+            id: Arc::new(DeviceRef {
+                index,
+                uuid,
+                facts: DeviceFacts {
+                    driver_version: self.driver.value.clone(),
+                    ..traits.facts
+                },
+            }),
             arch: traits.arch,
             gpm: self.gpm_on && traits.gpm_supported,
         })
     }
 
+    /// A GPU's traits, read through the reader once (again next cycle when
+    /// a read failed in a way worth retrying).
     fn traits_of(&mut self, device: &Device<'_>, index: u32, uuid: &Arc<str>) -> Traits {
+        if let Some(known) = self.traits.get(uuid) {
+            return known.clone();
+        }
         let reader = &mut self.reader;
-        let traits = self.traits.entry(uuid.clone()).or_insert_with(|| {
-            let gpm_supported = match device.gpm_support() {
-                Ok(supported) => supported,
-                Err(e) => {
-                    reader.fail(index, "nvmlGpmQueryDeviceSupport", &e);
-                    false
-                }
-            };
-            Traits {
-                arch: device.architecture().ok(),
-                gpm_supported,
-                pci_bus_id: device.pci_info().map(|p| p.bus_id).unwrap_or_default(),
-                model: device.name().unwrap_or_default(),
-            }
-        });
-        traits.clone()
+        let gpm = reader.read_fixed(index, "nvmlGpmQueryDeviceSupport", device.gpm_support());
+        let model = reader.read_fixed(index, "nvmlDeviceGetName", device.name());
+        let pci = reader.read_fixed(
+            index,
+            "nvmlDeviceGetPciInfo_v3",
+            device.pci_info().map(|p| p.bus_id),
+        );
+        let traits = Traits {
+            arch: device.architecture().ok(),
+            gpm_supported: gpm.value.unwrap_or(false),
+            facts: DeviceFacts {
+                model: model.value.map(Arc::from),
+                pci_bus_id: pci.value.map(Arc::from),
+                // Per session, not per GPU: see `probe_device`.
+                driver_version: None,
+            },
+        };
+        if gpm.settled && model.settled && pci.settled {
+            self.traits.insert(uuid.clone(), traits.clone());
+        }
+        traits
     }
 
     fn discover_migs<'n>(
@@ -329,31 +369,22 @@ impl Loop {
                 "nvmlDeviceGetComputeInstanceId",
                 raw::compute_instance_id(nvml, &mig),
             );
-            let name = self
-                .reader
-                .read(i, "nvmlDeviceGetName", mig.name())
-                .unwrap_or_default();
-            // "NVIDIA H100 80GB HBM3 MIG 3g.40gb" → "3g.40gb"
-            let profile = name
-                .rsplit_once("MIG ")
-                .map(|(_, p)| p.to_string())
-                .unwrap_or(name);
+            let name = self.reader.read(i, "nvmlDeviceGetName", mig.name());
             let id = Arc::new(MigRef {
                 gpu: id.clone(),
                 mig_uuid: Arc::from(uuid),
                 gpu_instance_id: gi,
+                profile: name.as_deref().map(mig_profile),
             });
             migs.push(MigDev {
                 device: mig,
                 id,
                 compute_instance_id: ci,
-                profile,
             });
         }
     }
 
     fn publish(&mut self, mut out: Collected, states: &BTreeMap<u32, GpuState>) {
-        // The join reads `gpu_info` (GPU models for prices): join before taking the families.
         let (lookup, pod_families): (Arc<dyn PodLookup>, Vec<Family>) = match &self.join {
             Some(join) => match catch_unwind(AssertUnwindSafe(|| join(&out))) {
                 Ok(r) => r,
@@ -366,8 +397,7 @@ impl Loop {
         };
         let mut families = merge(std::mem::take(&mut out.families));
         families.extend(pod_families);
-        let mut families = merge(families);
-        selfmetrics::label_node(&mut families, &self.cfg.node);
+        let families = merge(families);
         self.selfm.record(&self.stats, self.reader.errors(), states);
         let reported = states.values().filter_map(|s| s.uuid.clone()).collect();
         let mut view = self.inventory.view(&reported);
@@ -386,29 +416,30 @@ impl Loop {
 
 impl Loop {
     /// One exposition: the native families (or only the exporter's own under
-    /// `--compat dcgm-only`), the registry's self-metrics (`own`), then the
+    /// `--compat dcgm-only`), its self-metrics (`own`), then the
     /// dcgm-exporter families if asked for.
     fn render(
         &self,
         families: &[Family],
-        own: &[prometheus::proto::MetricFamily],
+        own: &[Family],
         out: &Collected,
         pods: &dyn PodLookup,
         format: Format,
     ) -> Vec<u8> {
         let exposition = self.cfg.exposition;
         let native = exposition.native;
-        let mut text = String::with_capacity(encode::capacity(families));
+        let mut text = String::with_capacity(encode::capacity(families) + encode::capacity(own));
         let served = families
             .iter()
             .filter(|f| native || f.name.starts_with("gpuscale_"));
+        let served = served.chain(own);
         encode::write_families(&mut text, served, &self.cfg.node, pods, format);
-        selfmetrics::write(&mut text, own, format);
         if let Some(opts) = &exposition.dcgm {
             let input = dcgm::Input {
                 families,
                 devices: &out.devices,
                 migs: &out.migs,
+                last_xids: out.last_xids.as_ref(),
                 node: &self.cfg.node,
                 pods,
             };
@@ -442,7 +473,7 @@ fn gone_devices(states: &BTreeMap<u32, GpuState>, gpus: &[Gpu<'_>]) -> Vec<Arc<D
         .filter(|(i, _)| !gpus.iter().any(|g| g.id.index == **i))
         .filter_map(|(&index, s)| {
             let uuid = s.uuid.clone()?;
-            Some(Arc::new(DeviceRef { index, uuid }))
+            Some(Arc::new(DeviceRef::new(index, uuid)))
         })
         .collect()
 }
@@ -462,7 +493,7 @@ fn drop_lost(
         }
     }
     let gone = |s: &Subject| match s {
-        Subject::Global => false,
+        Subject::Global | Subject::Node => false,
         Subject::Device(d) => lost.contains(&d.index),
         Subject::Mig(m) => lost.contains(&m.gpu.index),
         Subject::Process(p) => lost.contains(&p.gpu.index),
@@ -493,6 +524,12 @@ fn merge(families: Vec<Family>) -> Vec<Family> {
         }
     }
     merged
+}
+
+/// "NVIDIA H100 80GB HBM3 MIG 3g.40gb" → "3g.40gb" (the whole name when it
+/// has no profile).
+fn mig_profile(name: &str) -> Arc<str> {
+    Arc::from(name.rsplit_once("MIG ").map_or(name, |(_, p)| p))
 }
 
 fn describe_init_error(e: &NvmlError) -> String {

@@ -1,20 +1,19 @@
 //! The exporter's own health: build, NVML state, collector timings, errors,
-//! and the process's footprint, kept in a `prometheus` registry.
+//! the state file, and the process's footprint ([`process`]).
 //!
-//! The GPU families do not go through the registry: they are rebuilt whole
-//! each cycle and pre-encoded in both formats (docs/architecture.md). The
-//! registry's families are gathered once per cycle and appended to those
-//! bytes by [`write`], in the same format.
+//! They are families like the GPU ones, built from their descriptors once
+//! per collection from the loop's state and encoded with them
+//! (docs/architecture.md). Each series is about the node
+//! ([`Subject::Node`]); families come sorted by name and series by their
+//! label values, labels sorted by key, so the exposition stays what
+//! Prometheus client registries write.
 
-use std::collections::{BTreeMap, HashMap};
+pub mod process;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use prometheus::proto::{MetricFamily, MetricType};
-use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry};
-use tracing::error;
-
-use crate::metrics::encode::{Format, escape_help, escape_value, write_value};
-use crate::metrics::{Desc, Family, Kind, Subject};
+use crate::metrics::{Desc, Family, Kind, Labels, Subject, flag};
 
 #[derive(Debug, Default)]
 pub struct LoopStats {
@@ -145,7 +144,7 @@ pub const STATE_FILE_OK: Desc = Desc::gauge(
     &["node"],
 );
 
-/// Every family of the exporter's own health.
+/// Every family of the exporter's own health and footprint.
 pub const FAMILIES: &[&Desc] = &[
     &BUILD_INFO,
     &NVML_UP,
@@ -159,97 +158,53 @@ pub const FAMILIES: &[&Desc] = &[
     &NVML_ERRORS,
     &GPUS_EXPECTED,
     &STATE_FILE_OK,
+    &process::CPU,
+    &process::OPEN_FDS,
+    &process::MAX_FDS,
+    &process::VIRTUAL_MEMORY,
+    &process::RESIDENT_MEMORY,
+    &process::START_TIME,
+    &process::THREADS,
 ];
 
 /// NVML call failures, by (function, error kind): cumulative counts.
 pub type ErrorCounts = BTreeMap<(&'static str, &'static str), u64>;
 
-/// The self-metric families, registered from their descriptors in a
-/// registry of their own whose `node` label goes on every series (process
-/// metrics included).
+/// The self-metric families of one collection: [`Self::record`] and
+/// [`Self::record_inventory`] build them, [`Self::gather`] hands them out.
 pub struct SelfMetrics {
-    registry: Registry,
-    nvml_up: IntGaugeVec,
-    gpus: IntGaugeVec,
-    gpu_state: IntGaugeVec,
-    collector_duration: GaugeVec,
-    collector_success: IntGaugeVec,
-    collection_duration: GaugeVec,
-    collections: IntCounterVec,
-    last_collection: GaugeVec,
-    nvml_errors: IntCounterVec,
-    gpus_expected: IntGaugeVec,
-    state_file_ok: IntGaugeVec,
+    build_info: Family,
     /// `--profile fleet`: only the state each GPU is in, not its 0 states.
     current_state_only: bool,
+    footprint: process::Footprint,
+    families: Vec<Family>,
 }
 
-/// Registration fails only on a duplicate or malformed name, fixed in code:
-/// a test builds the registry.
-fn register<C: prometheus::core::Collector + Clone + 'static>(r: &Registry, c: C) -> C {
-    if let Err(e) = r.register(Box::new(c.clone())) {
-        error!(error = %e, "self-metric not registered");
-    }
-    c
+/// A series about the node with `labels` (keys in sorted order).
+fn node(desc: &Desc, labels: Labels, value: f64) -> Family {
+    Family::of(desc).with(Subject::Node, labels, value)
 }
-
-/// The descriptor's options and label keys; `node` is the registry's own.
-fn opts(d: &Desc) -> (Opts, Vec<&'static str>) {
-    let labels = d.labels.iter().copied().filter(|l| *l != "node");
-    (Opts::new(d.name, d.help), labels.collect())
-}
-
-fn gauge(r: &Registry, d: &Desc) -> GaugeVec {
-    let (o, labels) = opts(d);
-    register(r, GaugeVec::new(o, &labels).expect("valid self-metric"))
-}
-
-fn int_gauge(r: &Registry, d: &Desc) -> IntGaugeVec {
-    let (o, labels) = opts(d);
-    register(r, IntGaugeVec::new(o, &labels).expect("valid self-metric"))
-}
-
-fn counter(r: &Registry, d: &Desc) -> IntCounterVec {
-    let (o, labels) = opts(d);
-    register(
-        r,
-        IntCounterVec::new(o, &labels).expect("valid self-metric"),
-    )
-}
-
-const NONE: &[&str] = &[];
 
 impl SelfMetrics {
-    pub fn new(node: &str) -> Self {
-        let labels = HashMap::from([("node".to_string(), node.to_string())]);
-        let r = Registry::new_custom(None, Some(labels)).unwrap_or_default();
-        int_gauge(&r, &BUILD_INFO)
-            .with_label_values(&[
-                env!("CARGO_PKG_VERSION"),
-                option_env!("GPUSCALE_REVISION").unwrap_or("unknown"),
-                option_env!("GPUSCALE_RUSTC_VERSION").unwrap_or("unknown"),
-            ])
-            .set(1);
-        #[cfg(target_os = "linux")]
-        if let Err(e) = r.register(Box::new(
-            prometheus::process_collector::ProcessCollector::for_self(),
-        )) {
-            error!(error = %e, "process metrics not registered");
-        }
+    pub fn new() -> Self {
+        let build = vec![
+            (
+                "revision",
+                option_env!("GPUSCALE_REVISION").unwrap_or("unknown").into(),
+            ),
+            (
+                "rustc_version",
+                option_env!("GPUSCALE_RUSTC_VERSION")
+                    .unwrap_or("unknown")
+                    .into(),
+            ),
+            ("version", env!("CARGO_PKG_VERSION").into()),
+        ];
         Self {
-            nvml_up: int_gauge(&r, &NVML_UP),
-            gpus: int_gauge(&r, &GPUS),
-            gpu_state: int_gauge(&r, &GPU_STATE),
-            collector_duration: gauge(&r, &COLLECTOR_DURATION),
-            collector_success: int_gauge(&r, &COLLECTOR_SUCCESS),
-            collection_duration: gauge(&r, &COLLECTION_DURATION),
-            collections: counter(&r, &COLLECTIONS),
-            last_collection: gauge(&r, &LAST_COLLECTION),
-            nvml_errors: counter(&r, &NVML_ERRORS),
-            gpus_expected: int_gauge(&r, &GPUS_EXPECTED),
-            state_file_ok: int_gauge(&r, &STATE_FILE_OK),
-            registry: r,
+            build_info: node(&BUILD_INFO, build, 1.0),
             current_state_only: false,
+            footprint: process::Footprint::default(),
+            families: Vec::new(),
         }
     }
 
@@ -260,75 +215,135 @@ impl SelfMetrics {
         self
     }
 
-    /// Brings the registry up to the loop's state. Before the first
-    /// collection with NVML down only build and `nvml_up` are served.
-    pub fn record(&self, stats: &LoopStats, errors: &ErrorCounts, gpus: &BTreeMap<u32, GpuState>) {
-        self.nvml_up
-            .with_label_values(NONE)
-            .set(stats.nvml_up.into());
+    /// The families of the loop's state. Before the first collection with
+    /// NVML down only build and `nvml_up` are served.
+    pub fn record(
+        &mut self,
+        stats: &LoopStats,
+        errors: &ErrorCounts,
+        gpus: &BTreeMap<u32, GpuState>,
+    ) {
+        self.families.clear();
+        self.families.push(self.build_info.clone());
+        let nvml_up = flag(stats.nvml_up);
+        self.families.push(node(&NVML_UP, Vec::new(), nvml_up));
         if !stats.nvml_up && stats.collections_total == 0 {
             return;
         }
-        self.gpus.with_label_values(NONE).set(gpus.len() as i64);
-        // A GPU that left the node leaves no stale series.
-        self.gpu_state.reset();
+        self.families
+            .push(node(&GPUS, Vec::new(), gpus.len() as f64));
+        self.families.push(self.gpu_states(gpus));
+        let mut duration = Family::of(&COLLECTOR_DURATION);
+        let mut success = Family::of(&COLLECTOR_SUCCESS);
+        for (name, run) in &stats.collectors {
+            let labels = vec![("collector", (*name).to_owned())];
+            duration.push(Subject::Node, labels.clone(), run.duration_seconds);
+            success.push(Subject::Node, labels, flag(run.success));
+        }
+        let mut nvml_errors = Family::of(&NVML_ERRORS);
+        for ((function, kind), n) in errors {
+            let labels = vec![
+                ("error", (*kind).to_owned()),
+                ("function", (*function).to_owned()),
+            ];
+            nvml_errors.push(Subject::Node, labels, *n as f64);
+        }
+        self.families.extend([
+            duration,
+            success,
+            nvml_errors,
+            node(&COLLECTION_DURATION, Vec::new(), stats.last_duration),
+            node(&COLLECTIONS, Vec::new(), stats.collections_total as f64),
+        ]);
+        if stats.last_success_unix > 0.0 {
+            let last = stats.last_success_unix;
+            self.families.push(node(&LAST_COLLECTION, Vec::new(), last));
+        }
+    }
+
+    /// `gpuscale_exporter_gpu_state`: each GPU's state (and, unless only the
+    /// current one is served, its other states as 0).
+    fn gpu_states(&self, gpus: &BTreeMap<u32, GpuState>) -> Family {
+        let mut family = Family::of(&GPU_STATE);
         for (index, s) in gpus {
-            let (gpu, uuid) = (index.to_string(), s.uuid.as_deref().unwrap_or(""));
+            let uuid = s.uuid.as_deref().unwrap_or("");
             for health in GpuHealth::ALL {
                 if self.current_state_only && s.state != health {
                     continue;
                 }
-                let labels = [gpu.as_str(), uuid, health.as_str()];
-                let g = self.gpu_state.with_label_values(&labels);
-                g.set((s.state == health).into());
+                let labels = state_labels(*index, health.as_str(), uuid);
+                family.push(Subject::Node, labels, flag(s.state == health));
             }
         }
-        for (name, run) in &stats.collectors {
-            let d = self.collector_duration.with_label_values(&[name]);
-            d.set(run.duration_seconds);
-            let ok = self.collector_success.with_label_values(&[name]);
-            ok.set(run.success.into());
-        }
-        self.collection_duration
-            .with_label_values(NONE)
-            .set(stats.last_duration);
-        catch_up(&self.collections, NONE, stats.collections_total);
-        if stats.last_success_unix > 0.0 {
-            let last = self.last_collection.with_label_values(NONE);
-            last.set(stats.last_success_unix);
-        }
-        for ((function, kind), n) in errors {
-            catch_up(&self.nvml_errors, &[function, kind], *n);
-        }
+        family
     }
 
-    /// The state file's view, after [`Self::record`] (which clears the GPU
-    /// states): GPUs it remembers that NVML no longer reports are `missing`.
-    pub fn record_inventory(&self, view: &crate::inventory::View) {
+    /// The state file's view, after [`Self::record`]: GPUs it remembers
+    /// that NVML no longer reports are `missing`.
+    pub fn record_inventory(&mut self, view: &crate::inventory::View) {
         if let Some(n) = view.expected {
-            self.gpus_expected.with_label_values(NONE).set(n as i64);
+            self.families
+                .push(node(&GPUS_EXPECTED, Vec::new(), n as f64));
         }
         if let Some(ok) = view.file_ok {
-            self.state_file_ok.with_label_values(NONE).set(ok.into());
+            self.families
+                .push(node(&STATE_FILE_OK, Vec::new(), flag(ok)));
         }
+        if view.missing.is_empty() {
+            return;
+        }
+        let mut missing = Family::of(&GPU_STATE);
         for m in &view.missing {
-            let labels = [m.index.to_string(), m.uuid.to_string(), "missing".into()];
-            self.gpu_state.with_label_values(&labels).set(1);
+            missing.push(
+                Subject::Node,
+                state_labels(m.index, "missing", &m.uuid),
+                1.0,
+            );
         }
+        self.families.push(missing);
     }
 
-    pub fn gather(&self) -> Vec<MetricFamily> {
-        self.registry.gather()
+    /// The recorded families and the process's footprint, sorted by name,
+    /// series sorted by their label values.
+    pub fn gather(&mut self) -> Vec<Family> {
+        let mut all = std::mem::take(&mut self.families);
+        all.extend(self.footprint.families());
+        all.sort_by_key(|f| f.name);
+        // Two parts of one family (the GPU states and the missing GPUs) become one.
+        all.dedup_by(|later, first| {
+            let same = later.name == first.name;
+            if same {
+                first.samples.append(&mut later.samples);
+            }
+            same
+        });
+        for f in &mut all {
+            f.samples
+                .sort_by(|a, b| label_values(a).cmp(label_values(b)));
+        }
+        all
     }
 }
 
-/// Moves a counter up to a cumulative total kept by the loop.
-fn catch_up(c: &IntCounterVec, labels: &[&str], total: u64) {
-    let c = c.with_label_values(labels);
-    c.inc_by(total.saturating_sub(c.get()));
+impl Default for SelfMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-/// A self-metric family as the registry serves it.
+fn label_values(s: &crate::metrics::Sample) -> impl Iterator<Item = &String> {
+    s.labels.iter().map(|(_, v)| v)
+}
+
+fn state_labels(index: u32, state: &str, uuid: &str) -> Labels {
+    vec![
+        ("gpu", index.to_string()),
+        ("state", state.to_owned()),
+        ("uuid", uuid.to_owned()),
+    ]
+}
+
+/// A self-metric family as it is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilyDoc {
     pub name: String,
@@ -337,157 +352,156 @@ pub struct FamilyDoc {
     pub labels: Vec<String>,
 }
 
-/// Every self-metric family (`process_*` included), read from a fresh
-/// registry where each one has a series: what the docs and dashboard tests
-/// compare docs/metrics.md and the panels with.
+/// Every self-metric family (`process_*` included) with every label key it
+/// is served with (`node` first): what the docs and dashboard tests compare
+/// docs/metrics.md and the panels with.
 pub fn describe() -> Vec<FamilyDoc> {
-    let m = SelfMetrics::new("node");
-    let run = CollectorRun {
-        duration_seconds: 0.1,
-        success: true,
-    };
-    let stats = LoopStats {
-        nvml_up: true,
-        collections_total: 1,
-        last_duration: 0.1,
-        last_success_unix: 1.0,
-        collectors: BTreeMap::from([("power", run)]),
-    };
-    let errors = ErrorCounts::from([(("nvmlDeviceGetPowerUsage", "unknown"), 1)]);
-    let state = GpuState {
-        uuid: None,
-        state: GpuHealth::Ok,
-    };
-    m.record(&stats, &errors, &BTreeMap::from([(0, state)]));
-    m.record_inventory(&crate::inventory::View {
-        expected: Some(1),
-        file_ok: Some(true),
-        missing: Vec::new(),
-    });
-    m.gather().iter().map(family_doc).collect()
-}
-
-fn family_doc(f: &MetricFamily) -> FamilyDoc {
-    let labels = f.get_metric().first().map(|m| m.get_label());
-    FamilyDoc {
-        name: f.name().to_string(),
-        help: f.help().to_string(),
-        kind: match f.get_field_type() {
-            MetricType::COUNTER => Kind::Counter,
-            _ => Kind::Gauge,
-        },
-        labels: labels
-            .unwrap_or_default()
-            .iter()
-            .map(|l| l.name().to_string())
-            .collect(),
-    }
-}
-
-/// Appends gathered families to an exposition in `format`. The registry
-/// holds gauges and counters only.
-pub fn write(out: &mut String, families: &[MetricFamily], format: Format) {
-    for f in families {
-        let kind = match f.get_field_type() {
-            MetricType::COUNTER => "counter",
-            MetricType::GAUGE => "gauge",
-            other => {
-                error!(family = f.name(), kind = ?other, "self-metric type not encoded");
-                continue;
+    FAMILIES
+        .iter()
+        .map(|d| {
+            let own = d.labels.iter().filter(|l| **l != "node");
+            FamilyDoc {
+                name: d.name.to_owned(),
+                help: d.help.to_owned(),
+                kind: d.kind,
+                labels: std::iter::once("node")
+                    .chain(own.copied())
+                    .map(str::to_owned)
+                    .collect(),
             }
-        };
-        let name = f.name();
-        // OpenMetrics names a counter family without its `_total` suffix.
-        let family = match (format, kind) {
-            (Format::OpenMetrics, "counter") => name.strip_suffix("_total").unwrap_or(name),
-            _ => name,
-        };
-        out.push_str("# HELP ");
-        out.push_str(family);
-        out.push(' ');
-        escape_help(out, f.help());
-        out.push_str(&format!("\n# TYPE {family} {kind}\n"));
-        for m in f.get_metric() {
-            out.push_str(name);
-            for (i, l) in m.get_label().iter().enumerate() {
-                out.push(if i == 0 { '{' } else { ',' });
-                out.push_str(l.name());
-                out.push_str("=\"");
-                escape_value(out, l.value());
-                out.push('"');
-            }
-            if !m.get_label().is_empty() {
-                out.push('}');
-            }
-            out.push(' ');
-            let v = match kind {
-                "counter" => m.get_counter().get_value(),
-                _ => m.get_gauge().get_value(),
-            };
-            write_value(out, v);
-            out.push('\n');
-        }
-    }
-}
-
-/// Adds `node` to the exporter's own series (health, pod mapping) that lack
-/// it, so an alert on them names the node, not a pod IP, and node-filtered
-/// dashboard panels can select them.
-pub fn label_node(families: &mut [Family], node: &str) {
-    let own = families
-        .iter_mut()
-        .filter(|f| f.name.starts_with("gpuscale_exporter_"));
-    for f in own {
-        for s in &mut f.samples {
-            if matches!(s.subject, Subject::Global) && !s.labels.iter().any(|(k, _)| *k == "node") {
-                s.labels.push(("node", node.to_string()));
-            }
-        }
-    }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::NoPods;
+    use crate::metrics::encode::{Format, encode};
 
+    fn one_gpu_recorded() -> SelfMetrics {
+        let mut m = SelfMetrics::new();
+        let run = |success| CollectorRun {
+            duration_seconds: 0.25,
+            success,
+        };
+        let stats = LoopStats {
+            nvml_up: true,
+            collections_total: 3,
+            last_duration: 0.5,
+            last_success_unix: 1.7e9,
+            collectors: BTreeMap::from([("power", run(true)), ("info", run(false))]),
+        };
+        let errors = ErrorCounts::from([(("nvmlDeviceGetPowerUsage", "unknown"), 2)]);
+        let state = GpuState {
+            uuid: Some("GPU-a".into()),
+            state: GpuHealth::Ok,
+        };
+        m.record(
+            &stats,
+            &errors,
+            &BTreeMap::from([(10, state.clone()), (2, state)]),
+        );
+        m.record_inventory(&crate::inventory::View {
+            expected: Some(3),
+            file_ok: Some(true),
+            missing: vec![crate::inventory::Missing {
+                index: 1,
+                uuid: "GPU-z".into(),
+            }],
+        });
+        m
+    }
+
+    fn text(m: &mut SelfMetrics, format: Format) -> String {
+        let families = m.gather();
+        String::from_utf8(encode(&families, "n\"1", &NoPods, format)).expect("UTF-8")
+    }
+
+    /// What a registry with a `node` common label wrote: families by name,
+    /// series by label values, label keys sorted, then `node`.
     #[test]
-    fn every_family_has_node_and_process_metrics_are_there() {
-        let docs = describe();
-        assert!(docs.iter().all(|d| d.labels.iter().any(|l| l == "node")));
-        for name in [
-            "process_resident_memory_bytes",
-            "process_cpu_seconds_total",
-            "process_open_fds",
-            "process_start_time_seconds",
-        ] {
-            assert!(docs.iter().any(|d| d.name == name), "{name}");
-        }
+    fn series_are_in_registry_order_with_node_last() {
+        let out = text(&mut one_gpu_recorded(), Format::Text);
+        let own: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("gpuscale_exporter_"))
+            .filter(|l| !l.starts_with("gpuscale_exporter_build_info"))
+            .collect();
+        let n = "node=\"n\\\"1\"";
+        let expected = [
+            format!("gpuscale_exporter_collection_duration_seconds{{{n}}} 0.5"),
+            format!("gpuscale_exporter_collections_total{{{n}}} 3"),
+            format!("gpuscale_exporter_collector_duration_seconds{{collector=\"info\",{n}}} 0.25"),
+            format!("gpuscale_exporter_collector_duration_seconds{{collector=\"power\",{n}}} 0.25"),
+            format!("gpuscale_exporter_collector_success{{collector=\"info\",{n}}} 0"),
+            format!("gpuscale_exporter_collector_success{{collector=\"power\",{n}}} 1"),
+            format!(
+                "gpuscale_exporter_gpu_state{{gpu=\"1\",state=\"missing\",uuid=\"GPU-z\",{n}}} 1"
+            ),
+            format!(
+                "gpuscale_exporter_gpu_state{{gpu=\"10\",state=\"error\",uuid=\"GPU-a\",{n}}} 0"
+            ),
+            format!(
+                "gpuscale_exporter_gpu_state{{gpu=\"10\",state=\"lost\",uuid=\"GPU-a\",{n}}} 0"
+            ),
+            format!("gpuscale_exporter_gpu_state{{gpu=\"10\",state=\"ok\",uuid=\"GPU-a\",{n}}} 1"),
+            format!(
+                "gpuscale_exporter_gpu_state{{gpu=\"2\",state=\"error\",uuid=\"GPU-a\",{n}}} 0"
+            ),
+            format!("gpuscale_exporter_gpu_state{{gpu=\"2\",state=\"lost\",uuid=\"GPU-a\",{n}}} 0"),
+            format!("gpuscale_exporter_gpu_state{{gpu=\"2\",state=\"ok\",uuid=\"GPU-a\",{n}}} 1"),
+            format!("gpuscale_exporter_gpus{{{n}}} 2"),
+            format!("gpuscale_exporter_gpus_expected{{{n}}} 3"),
+            format!("gpuscale_exporter_last_collection_timestamp_seconds{{{n}}} 1700000000"),
+            format!(
+                "gpuscale_exporter_nvml_errors_total{{error=\"unknown\",function=\"nvmlDeviceGetPowerUsage\",{n}}} 2"
+            ),
+            format!("gpuscale_exporter_nvml_up{{{n}}} 1"),
+            format!("gpuscale_exporter_state_file_ok{{{n}}} 1"),
+        ];
+        assert_eq!(own, expected);
+        assert!(out.contains("\n# HELP gpuscale_exporter_gpu_state 1 for the GPU's current state"));
+        assert!(out.contains("\n# TYPE gpuscale_exporter_nvml_errors_total counter\n"));
+        let processes = out.find("\nprocess_").expect("process families");
+        assert!(processes > out.rfind("\ngpuscale_exporter_").unwrap_or(0));
     }
 
     #[test]
-    fn the_registry_serves_exactly_the_descriptors() {
-        let served: Vec<(String, Kind)> = describe()
-            .into_iter()
-            .filter(|d| d.name.starts_with("gpuscale_exporter_"))
-            .map(|d| (d.name, d.kind))
-            .collect();
-        let mut described: Vec<(String, Kind)> = FAMILIES
-            .iter()
-            .map(|d| (d.name.to_string(), d.kind))
-            .collect();
-        described.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(served, described);
+    fn every_series_has_node_and_every_family_is_described() {
+        let mut m = one_gpu_recorded();
+        let families = m.gather();
+        let served: Vec<&str> = families.iter().map(|f| f.name).collect();
+        let described: Vec<&str> = FAMILIES.iter().map(|d| d.name).collect();
+        for name in &described {
+            assert!(served.contains(name), "{name} not served");
+        }
+        for f in &families {
+            assert!(described.contains(&f.name), "{} not described", f.name);
+            assert!(
+                f.samples.iter().all(|s| s.subject == Subject::Node),
+                "{}",
+                f.name
+            );
+        }
+        assert!(describe().iter().all(|d| d.labels[0] == "node"));
     }
 
     #[test]
     fn openmetrics_counters_drop_total_from_the_family_name() {
-        let m = SelfMetrics::new("n\"1");
+        let mut m = SelfMetrics::new();
         m.record(&LoopStats::default(), &ErrorCounts::new(), &BTreeMap::new());
-        m.collections.with_label_values(NONE).inc();
-        let mut out = String::new();
-        write(&mut out, &m.gather(), Format::OpenMetrics);
-        assert!(out.contains("# TYPE gpuscale_exporter_collections counter\n"));
-        assert!(out.contains("gpuscale_exporter_collections_total{node=\"n\\\"1\"} 1\n"));
+        let out = text(&mut m, Format::OpenMetrics);
         assert!(out.contains("gpuscale_exporter_nvml_up{node=\"n\\\"1\"} 0\n"));
+        assert!(
+            !out.contains("gpuscale_exporter_gpus"),
+            "NVML never up: {out}"
+        );
+        assert!(out.contains("# TYPE process_cpu_seconds counter\n"));
+        assert!(out.contains("\nprocess_cpu_seconds_total{node="));
+        let mut m = one_gpu_recorded();
+        let out = text(&mut m, Format::OpenMetrics);
+        assert!(out.contains("# TYPE gpuscale_exporter_collections counter\n"));
+        assert!(out.contains("gpuscale_exporter_collections_total{node=\"n\\\"1\"} 3\n"));
     }
 }

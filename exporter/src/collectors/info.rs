@@ -1,5 +1,7 @@
 //! `gpu_info`: identity of each GPU, read once per GPU and cached, and the
 //! static facts other collectors read (thresholds, maximum clocks) as labels.
+//! Model, PCI bus ID and driver version come with the GPU
+//! ([`crate::metrics::DeviceFacts`], read by the collection loop).
 
 use std::collections::HashMap;
 
@@ -53,7 +55,7 @@ pub fn annotate(out: &mut Collected, gpu: &Gpu<'_>, labels: &[(&'static str, Str
 pub struct Info {
     /// Labels by UUID: identity does not change while the driver is loaded.
     cache: HashMap<String, Vec<(&'static str, String)>>,
-    driver: Option<(String, String)>,
+    cuda: Option<String>,
 }
 
 fn cuda_version(v: i32) -> String {
@@ -62,13 +64,8 @@ fn cuda_version(v: i32) -> String {
 
 impl<'n> Collector<'n> for Info {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        if self.driver.is_none() {
-            let driver = cx.reader.read(
-                u32::MAX,
-                "nvmlSystemGetDriverVersion",
-                cx.nvml.sys_driver_version(),
-            );
-            let cuda = cx
+        if self.cuda.is_none() {
+            self.cuda = cx
                 .reader
                 .read(
                     u32::MAX,
@@ -76,25 +73,13 @@ impl<'n> Collector<'n> for Info {
                     cx.nvml.sys_cuda_driver_version(),
                 )
                 .map(cuda_version);
-            if let (Some(d), Some(c)) = (driver, cuda) {
-                self.driver = Some((d, c));
-            }
         }
-        let (driver, cuda) = self.driver.clone().unwrap_or_default();
+        let cuda = self.cuda.clone().unwrap_or_default();
         let mut fam = Family::of(&GPU_INFO);
         for gpu in cx.gpus {
             if !self.cache.contains_key(&*gpu.id.uuid) {
                 let i = gpu.id.index;
                 let d = &gpu.device;
-                let model = cx
-                    .reader
-                    .read(i, "nvmlDeviceGetName", d.name())
-                    .unwrap_or_default();
-                let pci = cx
-                    .reader
-                    .read(i, "nvmlDeviceGetPciInfo_v3", d.pci_info())
-                    .map(|p| p.bus_id)
-                    .unwrap_or_default();
                 let serial = cx
                     .reader
                     .read(i, "nvmlDeviceGetSerial", d.serial())
@@ -119,9 +104,10 @@ impl<'n> Collector<'n> for Info {
                         }
                     })
                     .unwrap_or("unsupported");
+                let fact = |v: &Option<std::sync::Arc<str>>| v.as_deref().unwrap_or("").to_owned();
                 let labels = vec![
-                    ("model", model),
-                    ("pci_bus_id", pci),
+                    ("model", fact(&gpu.id.facts.model)),
+                    ("pci_bus_id", fact(&gpu.id.facts.pci_bus_id)),
                     ("serial", serial),
                     ("vbios_version", vbios),
                     ("architecture", arch),
@@ -131,7 +117,8 @@ impl<'n> Collector<'n> for Info {
             }
             if let Some(cached) = self.cache.get(&*gpu.id.uuid) {
                 let mut labels = cached.clone();
-                labels.push(("driver_version", driver.clone()));
+                let driver = gpu.id.facts.driver_version.as_deref().unwrap_or("");
+                labels.push(("driver_version", driver.to_owned()));
                 labels.push(("cuda_version", cuda.clone()));
                 fam.push(gpu.subject(), labels, 1.0);
             }

@@ -46,7 +46,10 @@ impl<'n> Collector<'n> for Mig {
                 subject.clone(),
                 vec![
                     ("compute_instance_id", ci),
-                    ("profile", mig.profile.clone()),
+                    (
+                        "profile",
+                        mig.id.profile.as_deref().unwrap_or("").to_owned(),
+                    ),
                 ],
                 1.0,
             );

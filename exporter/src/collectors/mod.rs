@@ -46,7 +46,6 @@ pub struct MigDev<'n> {
     pub device: Device<'n>,
     pub id: Arc<MigRef>,
     pub compute_instance_id: Option<u32>,
-    pub profile: String,
 }
 
 /// Everything a collector may read.

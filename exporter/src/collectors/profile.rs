@@ -160,10 +160,7 @@ mod tests {
     use crate::metrics::{DeviceRef, Subject};
 
     fn family(name: &'static str, samples: &[(&'static str, &str, f64)]) -> Family {
-        let gpu = Subject::Device(Arc::new(DeviceRef {
-            index: 0,
-            uuid: "GPU-0".into(),
-        }));
+        let gpu = Subject::Device(Arc::new(DeviceRef::new(0, "GPU-0".into())));
         let mut f = Family::gauge(name, "");
         for (k, v, value) in samples {
             f.push(gpu.clone(), vec![(*k, v.to_string())], *value);
@@ -228,10 +225,7 @@ mod tests {
     fn link(name: &'static str, values: [f64; 2]) -> Family {
         let mut f = Family::gauge(name, "");
         for (index, value) in values.into_iter().enumerate() {
-            let gpu = Arc::new(DeviceRef {
-                index: index as u32,
-                uuid: format!("GPU-{index}").into(),
-            });
+            let gpu = Arc::new(DeviceRef::new(index as u32, format!("GPU-{index}").into()));
             f.push(Subject::Device(gpu), vec![], value);
         }
         f

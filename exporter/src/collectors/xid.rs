@@ -45,6 +45,14 @@ impl XidLog {
     }
 }
 
+/// The code of the XID seen last among `seen` (the higher code on a tie).
+fn last_code(seen: &BTreeMap<u64, XidSeen>) -> Option<u64> {
+    let latest = seen
+        .iter()
+        .max_by(|a, b| a.1.last_seen_unix.total_cmp(&b.1.last_seen_unix));
+    latest.map(|(code, _)| *code)
+}
+
 pub struct Xid {
     log: XidLog,
 }
@@ -74,8 +82,18 @@ const LAST_SEEN: Desc = Desc::gauge(
 
 impl<'n> Collector<'n> for Xid {
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        out.families
-            .extend(families(&self.log, cx.gpus.iter().map(|g| g.id.clone())));
+        // One read of the log per GPU: the families and the last codes agree.
+        let seen: Vec<_> = cx
+            .gpus
+            .iter()
+            .map(|g| (g.id.clone(), self.log.of(&g.id.uuid)))
+            .collect();
+        let codes = seen
+            .iter()
+            .filter_map(|(gpu, xids)| Some((gpu.uuid.clone(), last_code(xids)?)))
+            .collect();
+        out.last_xids = Some(codes);
+        out.families.extend(families_of(seen));
     }
 }
 
@@ -83,10 +101,19 @@ impl<'n> Collector<'n> for Xid {
 /// (lost, error): the XID that took a GPU down (79) must outlive its other
 /// series, or its alert and the dashboard's XID table lose it at once.
 pub fn families(log: &XidLog, gpus: impl Iterator<Item = Arc<DeviceRef>>) -> [Family; 2] {
+    families_of(gpus.map(|g| {
+        let seen = log.of(&g.uuid);
+        (g, seen)
+    }))
+}
+
+fn families_of(
+    gpus: impl IntoIterator<Item = (Arc<DeviceRef>, BTreeMap<u64, XidSeen>)>,
+) -> [Family; 2] {
     let mut count = Family::of(&COUNT);
     let mut last = Family::of(&LAST_SEEN);
-    for gpu in gpus {
-        for (xid, seen) in log.of(&gpu.uuid) {
+    for (gpu, xids) in gpus {
+        for (xid, seen) in xids {
             let labels = vec![("xid", xid.to_string())];
             count.push(
                 Subject::Device(gpu.clone()),

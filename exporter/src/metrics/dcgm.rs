@@ -286,6 +286,9 @@ pub struct Input<'a> {
     pub families: &'a [Family],
     pub devices: &'a [Arc<DeviceRef>],
     pub migs: &'a [Arc<MigRef>],
+    /// `Collected::last_xids`: the last XID code of each GPU while the xid
+    /// collector runs.
+    pub last_xids: Option<&'a HashMap<Arc<str>, u64>>,
     pub node: &'a str,
     pub pods: &'a dyn PodLookup,
 }
@@ -294,7 +297,7 @@ pub struct Input<'a> {
 /// format, like the native encoder.
 pub fn write(out: &mut String, input: &Input, opts: &Options, format: Format) {
     let by_name: HashMap<&str, &Family> = input.families.iter().map(|f| (f.name, f)).collect();
-    let labels = LabelSets::new(input, &by_name, opts);
+    let labels = LabelSets::new(input, opts);
     let mut rows: Vec<(&str, f64)> = Vec::new();
     for compat in COMPAT {
         rows.clear();
@@ -388,21 +391,14 @@ fn collect<'l>(
             }
         }
         Source::LastXid => {
-            // Served only while the xid collector runs (its family is then
-            // listed, empty or not).
-            let Some(family) = by_name.get("gpu_xid_last_seen_timestamp_seconds") else {
+            // Served only while the xid collector runs.
+            let Some(last) = input.last_xids else {
                 return;
             };
             for d in input.devices {
-                let last = family
-                    .samples
-                    .iter()
-                    .filter(|s| matches!(&s.subject, Subject::Device(x) if x.uuid == d.uuid))
-                    .max_by(|a, b| a.value.total_cmp(&b.value))
-                    .and_then(|s| s.labels.iter().find(|(k, _)| *k == "xid"))
-                    .and_then(|(_, v)| v.parse::<f64>().ok());
+                let code = last.get(&d.uuid).map_or(0.0, |&c| c as f64);
                 if let Some(set) = labels.device(&d.uuid) {
-                    rows.push((set, last.unwrap_or(0.0)));
+                    rows.push((set, code));
                 }
             }
         }
@@ -436,22 +432,7 @@ struct LabelSets {
 }
 
 impl LabelSets {
-    fn new(input: &Input, by_name: &HashMap<&str, &Family>, opts: &Options) -> Self {
-        let info = |name: &str, pick: &dyn Fn(&Subject) -> bool, key: &str| -> String {
-            by_name
-                .get(name)
-                .and_then(|f| f.samples.iter().find(|s| pick(&s.subject)))
-                .and_then(|s| s.labels.iter().find(|(k, _)| *k == key))
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        };
-        let gpu_info = |d: &DeviceRef, key: &str| {
-            info(
-                "gpu_info",
-                &|s| matches!(s, Subject::Device(x) if x.uuid == d.uuid),
-                key,
-            )
-        };
+    fn new(input: &Input, opts: &Options) -> Self {
         let mut devices = HashMap::new();
         let mut heads: HashMap<Arc<str>, (String, String)> = HashMap::new();
         for d in input.devices {
@@ -459,16 +440,13 @@ impl LabelSets {
             let index = d.index.to_string();
             push(&mut head, "gpu", &index);
             push(&mut head, "UUID", &d.uuid);
-            push(&mut head, "pci_bus_id", &gpu_info(d, "pci_bus_id"));
+            push(&mut head, "pci_bus_id", fact(&d.facts.pci_bus_id));
             push(&mut head, "device", &format!("nvidia{index}"));
-            push(&mut head, "modelName", &gpu_info(d, "model"));
+            push(&mut head, "modelName", fact(&d.facts.model));
             let mut tail = String::with_capacity(100);
             push(&mut tail, opts.hostname_label, input.node);
-            push(
-                &mut tail,
-                "DCGM_FI_DRIVER_VERSION",
-                &gpu_info(d, "driver_version"),
-            );
+            let driver = fact(&d.facts.driver_version);
+            push(&mut tail, "DCGM_FI_DRIVER_VERSION", driver);
             let mut set = head.clone();
             append(&mut set, &tail);
             push_pod(&mut set, input.pods, &d.uuid, opts);
@@ -480,13 +458,8 @@ impl LabelSets {
             let Some((head, tail)) = heads.get(&m.gpu.uuid) else {
                 continue;
             };
-            let profile = info(
-                "gpu_mig_info",
-                &|s| matches!(s, Subject::Mig(x) if x.mig_uuid == m.mig_uuid),
-                "profile",
-            );
             let mut set = head.clone();
-            push(&mut set, "GPU_I_PROFILE", &profile);
+            push(&mut set, "GPU_I_PROFILE", fact(&m.profile));
             push(&mut set, "GPU_I_ID", &m.gpu_instance_id.to_string());
             append(&mut set, tail);
             push_pod(&mut set, input.pods, &m.mig_uuid, opts);
@@ -530,6 +503,11 @@ fn push_pod(set: &mut String, pods: &dyn PodLookup, uuid: &str, opts: &Options) 
     }
 }
 
+/// A fact as a label value: empty (no label) when NVML could not read it.
+fn fact(v: &Option<Arc<str>>) -> &str {
+    v.as_deref().unwrap_or("")
+}
+
 /// Appends a rendered part of a label set.
 fn append(set: &mut String, part: &str) {
     if !set.is_empty() && !part.is_empty() {
@@ -555,7 +533,7 @@ fn push(set: &mut String, key: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{NoPods, PodLabelSet};
+    use crate::metrics::{DeviceFacts, NoPods, PodLabelSet};
 
     struct OnePod(PodLabelSet);
     impl PodLookup for OnePod {
@@ -567,32 +545,26 @@ mod tests {
         }
     }
 
+    /// One GPU with a MIG instance. No `gpu_info` or `gpu_mig_info`: the
+    /// identity labels come with the device, whichever collectors run.
     fn node() -> (Vec<Family>, Vec<Arc<DeviceRef>>, Vec<Arc<MigRef>>) {
         let gpu = Arc::new(DeviceRef {
             index: 3,
             uuid: "GPU-a".into(),
+            facts: DeviceFacts {
+                model: Some("NVIDIA H100 80GB HBM3".into()),
+                pci_bus_id: Some("00000000:18:00.0".into()),
+                driver_version: Some("570.172.08".into()),
+            },
         });
         let mig = Arc::new(MigRef {
             gpu: gpu.clone(),
             mig_uuid: "MIG-a".into(),
             gpu_instance_id: 2,
+            profile: Some("3g.40gb".into()),
         });
         let (d, m) = (Subject::Device(gpu.clone()), Subject::Mig(mig.clone()));
         let fams = vec![
-            Family::gauge("gpu_info", "h").with(
-                d.clone(),
-                vec![
-                    ("model", "NVIDIA H100 80GB HBM3".into()),
-                    ("pci_bus_id", "00000000:18:00.0".into()),
-                    ("driver_version", "570.172.08".into()),
-                ],
-                1.0,
-            ),
-            Family::gauge("gpu_mig_info", "h").with(
-                m.clone(),
-                vec![("profile", "3g.40gb".into())],
-                1.0,
-            ),
             Family::gauge("gpu_utilization_ratio", "h").with(d.clone(), vec![], 0.07),
             Family::gauge("gpu_mig_memory_total_bytes", "h").with(
                 m.clone(),
@@ -600,25 +572,19 @@ mod tests {
                 4096.0 * 1048576.0,
             ),
             Family::gauge("gpu_mig_memory_used_bytes", "h").with(m, vec![], 1024.0 * 1048576.0),
-            Family::counter("gpu_energy_consumed_joules_total", "h").with(
-                d.clone(),
-                vec![],
-                12.345,
-            ),
-            Family::counter("gpu_xid_errors_total", "h"),
-            Family::gauge("gpu_xid_last_seen_timestamp_seconds", "h")
-                .with(d.clone(), vec![("xid", "79".into())], 200.0)
-                .with(d, vec![("xid", "48".into())], 100.0),
+            Family::counter("gpu_energy_consumed_joules_total", "h").with(d, vec![], 12.345),
         ];
         (fams, vec![gpu], vec![mig])
     }
 
     fn render(pods: &dyn PodLookup, opts: Options, format: Format) -> String {
         let (families, devices, migs) = node();
+        let last_xids = HashMap::from([(devices[0].uuid.clone(), 79)]);
         let input = Input {
             families: &families,
             devices: &devices,
             migs: &migs,
+            last_xids: Some(&last_xids),
             node: "n1",
             pods,
         };
@@ -685,5 +651,41 @@ mod tests {
         );
         let bare = render(&NoPods, OPTS, Format::Text);
         assert!(!bare.contains("pod"));
+    }
+
+    #[test]
+    fn unread_facts_are_no_labels_and_xids_need_their_collector() {
+        let gpu = Arc::new(DeviceRef::new(0, "GPU-b".into()));
+        let util = Family::gauge("gpu_utilization_ratio", "h").with(
+            Subject::Device(gpu.clone()),
+            vec![],
+            0.5,
+        );
+        let (families, devices) = (vec![util], vec![gpu]);
+        let none_seen = HashMap::new();
+        let write_with = |last_xids| {
+            let input = Input {
+                families: &families,
+                devices: &devices,
+                migs: &[],
+                last_xids,
+                node: "n1",
+                pods: &NoPods,
+            };
+            let mut out = String::new();
+            write(&mut out, &input, &OPTS, Format::Text);
+            out
+        };
+        let text = write_with(Some(&none_seen));
+        let set = "gpu=\"0\",UUID=\"GPU-b\",device=\"nvidia0\",Hostname=\"n1\"";
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_GPU_UTIL{{{set}}} 50\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_XID_ERRORS{{{set}}} 0\n")),
+            "no XID yet: 0"
+        );
+        assert!(!write_with(None).contains("DCGM_FI_DEV_XID_ERRORS"));
     }
 }

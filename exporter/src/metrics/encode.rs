@@ -102,7 +102,7 @@ fn write_sample(out: &mut String, name: &str, sample: &Sample, node: &str, pods:
     };
     let mut index = itoa_buf();
     match &sample.subject {
-        Subject::Global => {}
+        Subject::Global | Subject::Node => {}
         Subject::Device(d) => {
             label(out, "node", node);
             label(out, "gpu", fmt_u32(&mut index, d.index));
@@ -142,6 +142,10 @@ fn write_sample(out: &mut String, name: &str, sample: &Sample, node: &str, pods:
     }
     for (k, v) in &sample.labels {
         label(out, k, v);
+    }
+    // After the sample's own labels, as the exporter's own series always had it.
+    if matches!(sample.subject, Subject::Node) {
+        label(out, "node", node);
     }
     if !first {
         out.push('}');
@@ -212,10 +216,7 @@ mod tests {
     }
 
     fn dev() -> Subject {
-        Subject::Device(Arc::new(DeviceRef {
-            index: 0,
-            uuid: "GPU-a".into(),
-        }))
+        Subject::Device(Arc::new(DeviceRef::new(0, "GPU-a".into())))
     }
 
     #[test]
@@ -245,6 +246,29 @@ mod tests {
         assert!(om.contains("# TYPE gpu_energy_consumed_joules counter\n"));
         assert!(om.contains("gpu_energy_consumed_joules_total{"));
         assert!(om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn node_series_name_their_node_after_their_own_labels() {
+        let fams = vec![
+            Family::gauge("gpuscale_exporter_pods", "h").with(Subject::Node, vec![], 4.0),
+            Family::gauge("gpuscale_exporter_pod_mapping_up", "h")
+                .with(
+                    Subject::Node,
+                    vec![("reason", "socket_missing".into())],
+                    0.0,
+                )
+                .with(Subject::Node, vec![("reason", String::new())], 1.0),
+        ];
+        let text = String::from_utf8(encode(&fams, "n1", &NoPods, Format::Text)).unwrap();
+        assert!(
+            text.contains("\ngpuscale_exporter_pods{node=\"n1\"} 4\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "\ngpuscale_exporter_pod_mapping_up{reason=\"socket_missing\",node=\"n1\"} 0\n"
+        ));
+        assert!(text.contains("\ngpuscale_exporter_pod_mapping_up{node=\"n1\"} 1\n"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod dcgm;
 pub mod encode;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Prometheus metric type.
@@ -16,11 +17,36 @@ pub enum Kind {
     Counter,
 }
 
-/// A whole GPU, as NVML numbers it.
+/// A whole GPU, as NVML numbers it, with what NVML says it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DeviceRef {
     pub index: u32,
     pub uuid: Arc<str>,
+    pub facts: DeviceFacts,
+}
+
+impl DeviceRef {
+    /// A GPU whose facts are not known (yet).
+    pub fn new(index: u32, uuid: Arc<str>) -> Self {
+        Self {
+            index,
+            uuid,
+            facts: DeviceFacts::default(),
+        }
+    }
+}
+
+/// What does not change while the driver is loaded, read once per GPU by
+/// the collection and handed to whoever needs it (`gpu_info`, the dcgm
+/// labels, GPU prices) by type. `None`: NVML could not read it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct DeviceFacts {
+    /// `nvmlDeviceGetName`, e.g. `NVIDIA H100 80GB HBM3`.
+    pub model: Option<Arc<str>>,
+    /// `nvmlDeviceGetPciInfo_v3` bus ID, e.g. `00000000:18:00.0`.
+    pub pci_bus_id: Option<Arc<str>>,
+    /// `nvmlSystemGetDriverVersion`, e.g. `570.172.08`.
+    pub driver_version: Option<Arc<str>>,
 }
 
 /// A MIG instance of a GPU.
@@ -29,6 +55,9 @@ pub struct MigRef {
     pub gpu: Arc<DeviceRef>,
     pub mig_uuid: Arc<str>,
     pub gpu_instance_id: u32,
+    /// The profile from the instance's name (`3g.40gb`); `None` when NVML
+    /// could not name it.
+    pub profile: Option<Arc<str>>,
 }
 
 /// A process running on a GPU (or on one of its MIG instances).
@@ -42,8 +71,11 @@ pub struct ProcRef {
 /// What a sample is about; decides the base labels and the pod join.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Subject {
-    /// The exporter itself or the node: no device labels.
+    /// No labels but the sample's own (a series that names its node and
+    /// device itself, such as `gpu_pod_allocation`).
     Global,
+    /// The exporter or its node: the sample's labels, then `node`.
+    Node,
     Device(Arc<DeviceRef>),
     Mig(Arc<MigRef>),
     Process(Arc<ProcRef>),
@@ -200,6 +232,9 @@ pub struct Collected {
     /// GPU processes seen this cycle, with the memory NVML reports for them
     /// (bytes) and their SM utilization (0–1) when NVML sampled it.
     pub processes: Vec<ProcessUsage>,
+    /// The code of each GPU's most recent XID by UUID (absent: none seen);
+    /// `None` when the xid collector does not run.
+    pub last_xids: Option<HashMap<Arc<str>, u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -20,9 +20,9 @@ use super::map::{DRA_UNMAPPED, Joined, PodMap, Via, pod_labels};
 use super::node::{self, NodeView};
 use super::podresources::{KubeletClient, KubeletSnapshot, ResourceFilter};
 use super::slices::{self, SliceView};
-use crate::collectors::info::GPU_INFO;
 use crate::metrics::{
-    Collected, Family, Labels, NoPods, PodLabelSet, PodLookup, ProcessUsage, Subject, flag,
+    Collected, DeviceRef, Family, Labels, NoPods, PodLabelSet, PodLookup, ProcessUsage, Subject,
+    flag,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -190,7 +190,7 @@ impl PodMapper {
             &mut found.orphans,
             Family::of(&fam::PROCESS_UNATTRIBUTED),
         ));
-        families.extend(self.price_family(collected));
+        families.extend(price_family(&self.prices, &collected.devices));
         let health = Health {
             kubelet: &kubelet,
             meta: &meta,
@@ -341,35 +341,12 @@ impl PodMapper {
         vec![alloc]
     }
 
-    fn price_family(&self, collected: &Collected) -> Option<Family> {
-        if self.prices.is_empty() {
-            return None;
-        }
-        let mut family = Family::of(&fam::PRICE);
-        let info = collected
-            .families
-            .iter()
-            .find(|f| f.name == GPU_INFO.name)?;
-        for s in &info.samples {
-            let Subject::Device(_) = &s.subject else {
-                continue;
-            };
-            let Some((_, model)) = s.labels.iter().find(|(k, _)| *k == "model") else {
-                continue;
-            };
-            if let Some(price) = self.prices.get(&normalize_model(model)) {
-                family.push(s.subject.clone(), Vec::new(), *price);
-            }
-        }
-        Some(family)
-    }
-
     fn self_families(&self, h: &Health<'_>) -> Vec<Family> {
-        let g = |desc, v: f64| Family::of(desc).with(Subject::Global, Vec::new(), v);
+        let g = |desc, v: f64| Family::of(desc).with(Subject::Node, Vec::new(), v);
         let mut now = Family::of(&fam::UNATTRIBUTED_PROCESSES);
         for reason in Unattributed::ALL {
             let n = h.unattributed.get(&reason).copied().unwrap_or(0);
-            now.push(Subject::Global, reason_label(reason), n as f64);
+            now.push(Subject::Node, reason_label(reason), n as f64);
         }
         let mut total = Family::of(&fam::UNATTRIBUTED_PIDS);
         for reason in Unattributed::FROM_CGROUP {
@@ -379,11 +356,11 @@ impl PodMapper {
                 .get(&reason)
                 .copied()
                 .unwrap_or(0);
-            total.push(Subject::Global, reason_label(reason), n as f64);
+            total.push(Subject::Node, reason_label(reason), n as f64);
         }
         let up = vec![("reason", h.kubelet.reason.to_owned())];
         vec![
-            Family::of(&fam::MAPPING_UP).with(Subject::Global, up, flag(h.kubelet.up)),
+            Family::of(&fam::MAPPING_UP).with(Subject::Node, up, flag(h.kubelet.up)),
             g(&fam::METADATA_STALE, flag(h.meta.stale || !h.meta.synced)),
             g(&fam::PODS, h.map.pods.len() as f64),
             g(&fam::REFRESH_DURATION, h.kubelet.duration_seconds),
@@ -479,7 +456,7 @@ fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
     let mut attributed = Family::of(&fam::ATTRIBUTED_DEVICES);
     for via in Via::ALL {
         attributed.push(
-            Subject::Global,
+            Subject::Node,
             vec![("allocation", via.label().to_owned())],
             map.attributed.get(&via).copied().unwrap_or(0) as f64,
         );
@@ -487,13 +464,13 @@ fn dra_families(slices: &SliceView, map: &PodMap) -> Vec<Family> {
     let mut unmapped = Family::of(&fam::DRA_UNATTRIBUTED);
     for reason in DRA_UNMAPPED {
         unmapped.push(
-            Subject::Global,
+            Subject::Node,
             vec![("reason", reason.to_owned())],
             map.dra_unmapped.get(reason).copied().unwrap_or(0) as f64,
         );
     }
     vec![
-        Family::of(&fam::DRA_MAPPING_UP).with(Subject::Global, Vec::new(), flag(slices.up())),
+        Family::of(&fam::DRA_MAPPING_UP).with(Subject::Node, Vec::new(), flag(slices.up())),
         attributed,
         unmapped,
     ]
@@ -503,6 +480,24 @@ fn add(acc: &mut Option<f64>, v: Option<f64>) {
     if let Some(v) = v {
         *acc = Some(acc.unwrap_or(0.0) + v);
     }
+}
+
+/// `gpu_price_usd_per_hour` of each answering GPU whose model has a price
+/// (`prices` keyed by [`normalize_model`]); none without prices.
+fn price_family(prices: &BTreeMap<String, f64>, devices: &[Arc<DeviceRef>]) -> Option<Family> {
+    if prices.is_empty() {
+        return None;
+    }
+    let mut family = Family::of(&fam::PRICE);
+    for d in devices {
+        let Some(model) = &d.facts.model else {
+            continue;
+        };
+        if let Some(price) = prices.get(&normalize_model(model)) {
+            family.push(Subject::Device(d.clone()), Vec::new(), *price);
+        }
+    }
+    Some(family)
 }
 
 /// Model names match case-insensitively, with or without the `NVIDIA ` prefix.
@@ -583,5 +578,30 @@ mod tests {
             normalize_model("NVIDIA H100 80GB HBM3"),
             normalize_model("h100 80gb hbm3")
         );
+    }
+    #[test]
+    fn prices_come_from_each_gpus_model() {
+        let gpu = |index, model: Option<&str>| {
+            let mut d = DeviceRef::new(index, format!("GPU-{index}").into());
+            d.facts.model = model.map(Into::into);
+            Arc::new(d)
+        };
+        let devices = [
+            gpu(0, Some("NVIDIA H100 80GB HBM3")),
+            gpu(1, Some("NVIDIA A10")),
+            gpu(2, None),
+        ];
+        let prices = BTreeMap::from([(normalize_model("h100 80gb hbm3"), 4.5)]);
+        let family = price_family(&prices, &devices).expect("prices configured");
+        let priced: Vec<(u32, f64)> = family
+            .samples
+            .iter()
+            .map(|s| match &s.subject {
+                Subject::Device(d) => (d.index, s.value),
+                other => panic!("price of {other:?}"),
+            })
+            .collect();
+        assert_eq!(priced, [(0, 4.5)], "unpriced and unnamed GPUs get none");
+        assert!(price_family(&BTreeMap::new(), &devices).is_none());
     }
 }

@@ -113,18 +113,17 @@ fn fixture() -> Fixture {
     }
 }
 
-/// One collection on the scenario's GPUs: their processes (one with no
-/// `/proc` entry) and a `gpu_info` with the priced model.
+/// One collection on the scenario's GPUs (the first of the priced model):
+/// their processes (one with no `/proc` entry).
 fn collected(scenario: &Scenario) -> Collected {
     let devices: Vec<Arc<DeviceRef>> = scenario
         .gpus
         .iter()
         .enumerate()
         .map(|(i, g)| {
-            Arc::new(DeviceRef {
-                index: i as u32,
-                uuid: g.uuid.as_str().into(),
-            })
+            let mut d = DeviceRef::new(i as u32, g.uuid.as_str().into());
+            d.facts.model = (i == 0).then(|| "NVIDIA H100 80GB HBM3".into());
+            Arc::new(d)
         })
         .collect();
     let migs = scenario.gpus[2]
@@ -135,6 +134,7 @@ fn collected(scenario: &Scenario) -> Collected {
                 gpu: devices[2].clone(),
                 mig_uuid: m.uuid.as_str().into(),
                 gpu_instance_id: m.gpu_instance_id,
+                profile: None,
             })
         })
         .collect();
@@ -160,16 +160,11 @@ fn collected(scenario: &Scenario) -> Collected {
         ),
         proc_(0, None, 999, 5.0, 0.0), // no /proc entry
     ];
-    let info = Family::gauge("gpu_info", "").with(
-        crate::metrics::Subject::Device(devices[0].clone()),
-        vec![("model", "NVIDIA H100 80GB HBM3".into())],
-        1.0,
-    );
     Collected {
-        families: vec![info],
         devices,
         migs,
         processes,
+        ..Collected::default()
     }
 }
 
