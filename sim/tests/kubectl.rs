@@ -134,6 +134,12 @@ fn lists_applies_examples_and_custom_resources_once_their_crd_exists() {
         created.contains("scaletozeropolicy.gpuscale.dev/chat created"),
         "{created}"
     );
+    let table = k.ok(&["get", "stz", "-n", "inference"]);
+    assert!(
+        table.starts_with("NAME   TARGET"),
+        "the CRD's printer columns: {table}"
+    );
+    assert!(table.contains("chat   chat"), "{table}");
     let all = k.ok(&["get", "pods,deploy,scaletozeropolicies", "-A"]);
     assert!(all.contains("scaletozeropolicy.gpuscale.dev/chat"), "{all}");
     let short = k.ok(&["get", "stz", "-n", "inference", "-o", "name"]);
@@ -362,7 +368,7 @@ fn get_watch_streams_changes_until_its_timeout() {
         .arg(&k.config)
         .arg("--cache-dir")
         .arg(k.dir.path().join("cache"))
-        .args(["get", "pods", "-w", "--request-timeout=3s", "-o", "name"])
+        .args(["get", "pods", "-w", "--request-timeout=3s"])
         .env("HOME", k.dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -378,7 +384,7 @@ fn get_watch_streams_changes_until_its_timeout() {
     let out = child.wait_with_output().expect("kubectl output");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("pod/w-0"),
+        text.starts_with("NAME") && text.contains("w-0"),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -17,6 +17,7 @@ pub(crate) struct Request {
     pub(crate) path: String,
     pub(crate) query: String,
     pub(crate) content_type: String,
+    pub(crate) accept: String,
     pub(crate) body: Vec<u8>,
     close: bool,
     token: Option<String>,
@@ -103,7 +104,7 @@ fn read_request<R: Read>(reader: &mut BufReader<R>) -> Result<Request, ReadError
         return Err(ReadError::Closed);
     };
     let (mut len, mut close, mut chunked) = (0usize, false, false);
-    let (mut content_type, mut token) = (String::new(), None);
+    let (mut content_type, mut accept, mut token) = (String::new(), String::new(), None);
     loop {
         let h = read_line(reader)?;
         let h = h.trim_end();
@@ -119,6 +120,7 @@ fn read_request<R: Read>(reader: &mut BufReader<R>) -> Result<Request, ReadError
             "connection" => close = v.eq_ignore_ascii_case("close"),
             "transfer-encoding" => chunked = v.eq_ignore_ascii_case("chunked"),
             "content-type" => content_type = v.to_ascii_lowercase(),
+            "accept" => accept = v.to_string(),
             "authorization" => token = v.strip_prefix("Bearer ").map(str::to_string),
             _ => {}
         }
@@ -130,6 +132,7 @@ fn read_request<R: Read>(reader: &mut BufReader<R>) -> Result<Request, ReadError
         path: path.to_string(),
         query: query.to_string(),
         content_type,
+        accept,
         body,
         close,
         token,

@@ -175,6 +175,10 @@ fn objects(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) ->
     match (req.method.as_str(), &t.name) {
         ("GET", None) => list(req, t, res, st),
         ("GET", Some(name)) => match st.get(&t.gvr, &ns, name) {
+            Some(o) if super::table::wanted(&req.accept) => {
+                let o = super::store::present(&t.gvr, o);
+                (200, super::table::of(st, &t.gvr, &[o]))
+            }
             Some(o) => (200, super::store::present(&t.gvr, o)),
             None => not_found(&t.gvr, name),
         },
@@ -209,6 +213,9 @@ fn list(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u
     };
     st.lists += 1;
     let items = st.list(&t.gvr, t.namespace.as_deref(), &labels, &fields);
+    if super::table::wanted(&req.accept) {
+        return (200, super::table::of(st, &t.gvr, &items));
+    }
     let (kind, api_version) = res.map_or(("List".to_string(), "v1".to_string()), |r| {
         (format!("{}List", r.kind), r.api_version())
     });

@@ -116,6 +116,26 @@ fn bookmark(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> Value 
     json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}})
 }
 
+/// How a watch writes its events: as objects, or as one-row Tables.
+struct Sender<'a> {
+    state: &'a Mutex<State>,
+    table: Option<super::Gvr>,
+}
+
+impl Sender<'_> {
+    fn send<W: Write>(&self, w: &mut W, event: &Value) -> bool {
+        match &self.table {
+            Some(gvr) if event["type"] != "BOOKMARK" && event["type"] != "ERROR" => {
+                let mut event = event.clone();
+                let obj = event["object"].take();
+                event["object"] = super::table::of(&lock(self.state), gvr, &[obj]);
+                send(w, &event)
+            }
+            _ => send(w, event),
+        }
+    }
+}
+
 fn send<W: Write>(w: &mut W, event: &Value) -> bool {
     let line = format!("{event}\n");
     w.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes())
@@ -131,9 +151,15 @@ pub(crate) fn stream<W: Write>(w: &mut W, state: &Mutex<State>, req: &Request) {
             return;
         }
     };
+    let out = Sender {
+        state,
+        table: super::table::wanted(&req.accept)
+            .then(|| target(&req.path).map(|t| t.gvr))
+            .flatten(),
+    };
     let head =
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-    if w.write_all(head.as_bytes()).is_err() || !opened.first.iter().all(|e| send(w, e)) {
+    if w.write_all(head.as_bytes()).is_err() || !opened.first.iter().all(|e| out.send(w, e)) {
         return;
     }
     if opened.first.first().is_some_and(|e| e["type"] == "ERROR") {
@@ -153,7 +179,7 @@ pub(crate) fn stream<W: Write>(w: &mut W, state: &Mutex<State>, req: &Request) {
             left
         };
         let ok = match opened.events.recv_timeout(wait) {
-            Ok(event) => send(w, &event),
+            Ok(event) => out.send(w, &event),
             Err(mpsc::RecvTimeoutError::Timeout) if bookmarks => {
                 // Under the lock every change up to `revision` is queued:
                 // send those first, so the bookmark promises nothing early.
@@ -161,7 +187,7 @@ pub(crate) fn stream<W: Write>(w: &mut W, state: &Mutex<State>, req: &Request) {
                     let st = lock(state);
                     (opened.events.try_iter().collect::<Vec<_>>(), st.revision)
                 };
-                queued.iter().all(|e| send(w, e))
+                queued.iter().all(|e| out.send(w, e))
                     && send(w, &bookmark(&opened.kind, &opened.api_version, rv, false))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => true,
