@@ -219,6 +219,8 @@ mod tests {
                 .contains("between 100ms and 1h")
         );
         assert!(parse_interval("5").unwrap_err().contains("no unit"));
-        assert!(parse_interval("5d").unwrap_err().contains("unknown unit"));
+        assert!(parse_interval("5x").unwrap_err().contains("unknown unit"));
+        // `d` is a unit (Prometheus's), and a day is past this range.
+        assert!(parse_interval("1d").unwrap_err().contains("between"));
     }
 }
