@@ -154,8 +154,9 @@ fn the_image_runs_as_a_non_root_user_with_oci_labels() {
     }
 }
 
-/// No secrets in the Dockerfile; every package the build stage names
-/// exists, and the context leaves out build output, history and key material.
+/// No secrets in the Dockerfile; the build stage builds the three binaries
+/// and no simulator, every package it names exists, and the context leaves
+/// out build output, history and key material.
 #[test]
 fn the_build_context_holds_no_secrets() {
     let docker = Dockerfile::read();
@@ -168,9 +169,18 @@ fn the_build_context_holds_no_secrets() {
         }
     }
     let build = docker.build();
-    for pkg in ["gpuscale-exporter", "gpuscale-adapter", "gpuscale-nvml-sim"] {
+    for pkg in [
+        "gpuscale-exporter",
+        "gpuscale-adapter",
+        "gpuscale-activator",
+    ] {
         assert!(build.contains(&format!("-p {pkg}")), "{pkg}");
     }
+    // The image carries no simulator (the exporter's `simulate` feature off).
+    assert!(
+        !build.contains("-p gpuscale-nvml-sim") && build.contains("--no-default-features"),
+        "the image builds the NVML simulator:\n{build}"
+    );
     for dir in ["exporter", "adapter", "nvml-sim", "tests"] {
         assert!(repo_root().join(dir).join("Cargo.toml").exists(), "{dir}");
     }
