@@ -579,6 +579,7 @@ mod tests {
             normalize_model("h100 80gb hbm3")
         );
     }
+
     #[test]
     fn prices_come_from_each_gpus_model() {
         let gpu = |index, model: Option<&str>| {
