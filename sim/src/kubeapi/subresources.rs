@@ -42,6 +42,7 @@ pub(crate) fn answer(
     let Some(current) = st.get(&t.gvr, &ns, &name).cloned() else {
         return not_found(&t.gvr, &name);
     };
+    let scale = scale.filter(|_| sub == "scale");
     let result = match (req.method.as_str(), scale) {
         ("GET", None) => return (200, current),
         ("GET", Some(paths)) => return (200, scale_of(&current, &paths)),
