@@ -1,5 +1,6 @@
 //! The policies of one comparison, built from the same knobs.
 
+use crate::idle::IdleSignal;
 use crate::model::Service;
 use crate::policy::{Gpuscale, Hpa, Keda, Static};
 use crate::signal::{Path, Signalled};
@@ -20,6 +21,8 @@ pub struct Knobs {
     pub idle_for: u64,
     /// gpuscale `minUpDuration`, seconds.
     pub min_up: u64,
+    /// What gpuscale idles on.
+    pub idle_signal: IdleSignal,
     /// gpuscale controller's resync, seconds.
     pub sync: u64,
     /// Prometheus `scrape_interval`, seconds.
@@ -39,6 +42,7 @@ impl Knobs {
             cooldown: 300,
             idle_for: 300,
             min_up: 0,
+            idle_signal: IdleSignal::Rate,
             sync: 15,
             scrape: 30,
             adapter_poll: 5,
@@ -71,16 +75,22 @@ impl Knobs {
     }
 
     /// gpuscale's controller and the HPA read the adapter's cache; with the
-    /// activator, the wake from zero comes from the request path.
-    pub fn gpuscale(&self, activator: bool) -> Signalled<Gpuscale> {
+    /// activator, the wake from zero comes from the request path (and the
+    /// controller may idle on the activator's own count). `None` for the
+    /// activator's signal without the activator.
+    pub fn gpuscale(&self, activator: bool) -> Option<Signalled<Gpuscale>> {
+        if self.idle_signal.needs_activator() && !activator {
+            return None;
+        }
         let hpa = Hpa::new(self.hpa_target, 1, self.max_replicas);
         let rules = Gpuscale::rules(self.idle_for, self.activation, self.min_up);
-        let g = Gpuscale::new(hpa, rules, self.sync as i64);
-        Signalled::new(g, self.path(self.adapter_poll, activator))
+        let g = Gpuscale::new(hpa, rules, self.idle_signal, self.sync as i64);
+        Some(Signalled::new(g, self.path(self.adapter_poll, activator)))
     }
 }
 
-/// Every policy over one trace.
+/// Every policy over one trace (gpuscale without the activator is left out
+/// when it idles on the activator's count, which it cannot read).
 pub fn compare(svc: &Service, arrivals: &[Arrival], k: &Knobs) -> Vec<Outcome> {
     let demand = svc.demand_per_minute(arrivals);
     let mut sorted = demand.clone();
@@ -101,9 +111,12 @@ pub fn compare(svc: &Service, arrivals: &[Arrival], k: &Knobs) -> Vec<Outcome> {
         }),
         Box::new(k.hpa()),
         Box::new(k.keda()),
-        Box::new(k.gpuscale(false)),
-        Box::new(k.gpuscale(true)),
     ];
+    for activator in [false, true] {
+        if let Some(g) = k.gpuscale(activator) {
+            policies.push(Box::new(g));
+        }
+    }
     policies
         .iter_mut()
         .map(|p| replay(svc, arrivals, p.as_mut()))

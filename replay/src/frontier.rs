@@ -1,11 +1,12 @@
 //! The Pareto frontier against KEDA: for each KEDA `cooldownPeriod`, the
-//! gpuscale settings (an `idleFor` × `minUpDuration` grid) with no more
-//! GPU-hours and no more SLO-violation minutes, and how long a cold
+//! gpuscale settings (idle signal × `idleFor` × `minUpDuration`) with no
+//! more GPU-hours and no more SLO-violation minutes, and how long a cold
 //! request's wake signal took.
 
 use std::fmt::Write as _;
 
 use crate::compare::Knobs;
+use crate::idle::IdleSignal;
 use crate::model::Service;
 use crate::sim::{Outcome, replay};
 use crate::trace::Arrival;
@@ -17,17 +18,28 @@ pub struct Point {
     pub knob: u64,
     /// gpuscale `minUpDuration`, seconds (0 for KEDA).
     pub min_up: u64,
+    /// What gpuscale idles on (`Rate` for KEDA, unused).
+    pub signal: IdleSignal,
     pub gpu_hours: f64,
     pub slo_minutes: u32,
     /// The longest wake signal (first held request → scale-up), seconds.
     pub wake_max: f64,
 }
 
+/// One gpuscale setting of the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    pub signal: IdleSignal,
+    pub idle_for: u64,
+    pub min_up: u64,
+}
+
 impl Point {
-    fn of(knob: u64, min_up: u64, o: &Outcome) -> Self {
+    fn of(knob: u64, min_up: u64, signal: IdleSignal, o: &Outcome) -> Self {
         Self {
             knob,
             min_up,
+            signal,
             gpu_hours: o.gpu_hours,
             slo_minutes: o.slo_violation_minutes,
             wake_max: o.wake_signal.iter().copied().fold(0.0, f64::max),
@@ -55,25 +67,33 @@ pub fn frontier(
     arrivals: &[Arrival],
     k: &Knobs,
     cooldowns: &[u64],
-    grid: &[(u64, u64)],
+    grid: &[Setting],
 ) -> Frontier {
     let keda = cooldowns
         .iter()
         .map(|c| {
             let k = Knobs { cooldown: *c, ..*k };
-            Point::of(*c, 0, &replay(svc, arrivals, &mut k.keda()))
+            Point::of(
+                *c,
+                0,
+                IdleSignal::Rate,
+                &replay(svc, arrivals, &mut k.keda()),
+            )
         })
         .collect();
+    // Settings a path cannot have (the activator's count without the
+    // activator) are left out.
     let run = |activator: bool| -> Vec<Point> {
         grid.iter()
-            .map(|(idle_for, min_up)| {
+            .filter_map(|s| {
                 let k = Knobs {
-                    idle_for: *idle_for,
-                    min_up: *min_up,
+                    idle_for: s.idle_for,
+                    min_up: s.min_up,
+                    idle_signal: s.signal,
                     ..*k
                 };
-                let o = replay(svc, arrivals, &mut k.gpuscale(activator));
-                Point::of(*idle_for, *min_up, &o)
+                let o = replay(svc, arrivals, &mut k.gpuscale(activator)?);
+                Some(Point::of(s.idle_for, s.min_up, s.signal, &o))
             })
             .collect()
     };
@@ -106,13 +126,53 @@ pub fn best(points: &[Point], keda: &Point) -> Option<Point> {
         .copied()
 }
 
+/// The settings no other setting of `points` dominates with one of the two
+/// strictly lower, by GPU-hours.
+pub fn pareto(points: &[Point]) -> Vec<Point> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| {
+        a.gpu_hours
+            .total_cmp(&b.gpu_hours)
+            .then(a.slo_minutes.cmp(&b.slo_minutes))
+    });
+    let mut out: Vec<Point> = Vec::new();
+    for p in sorted {
+        if out.last().is_none_or(|l| p.slo_minutes < l.slo_minutes) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Where nothing dominates `keda`: the fewest violation minutes within its
+/// GPU-hours, and the fewest GPU-hours within its violation minutes.
+pub fn nearest(points: &[Point], keda: &Point) -> (Option<Point>, Option<Point>) {
+    let within_hours = points
+        .iter()
+        .filter(|p| p.gpu_hours <= keda.gpu_hours)
+        .min_by(|a, b| {
+            a.slo_minutes
+                .cmp(&b.slo_minutes)
+                .then(a.gpu_hours.total_cmp(&b.gpu_hours))
+        });
+    let within_minutes = points
+        .iter()
+        .filter(|p| p.slo_minutes <= keda.slo_minutes)
+        .min_by(|a, b| a.gpu_hours.total_cmp(&b.gpu_hours));
+    (within_hours.copied(), within_minutes.copied())
+}
+
 fn cell(p: Option<Point>) -> String {
     p.map_or_else(
         || "none".to_string(),
         |p| {
             format!(
-                "idle {}s, minUp {}s: {:.2} GPU-h, {} min",
-                p.knob, p.min_up, p.gpu_hours, p.slo_minutes
+                "{}, idle {}s, minUp {}s: {:.2} GPU-h, {} min",
+                p.signal.name(),
+                p.knob,
+                p.min_up,
+                p.gpu_hours,
+                p.slo_minutes
             )
         },
     )
@@ -122,7 +182,7 @@ fn cell(p: Option<Point>) -> String {
 /// settings, with the activator and through Prometheus.
 pub fn table(f: &Frontier) -> String {
     let mut s = format!(
-        "{:>9} {:>7} {:>8} {:>9}  {:<48} {:<48}\n",
+        "{:>9} {:>7} {:>8} {:>9}  {:<60} {:<60}\n",
         "cooldown",
         "GPU-h",
         "SLO-min",
@@ -133,7 +193,7 @@ pub fn table(f: &Frontier) -> String {
     for kp in &f.keda {
         let _ = writeln!(
             s,
-            "{:>8}s {:>7.2} {:>8} {:>8.0}s  {:<48} {:<48}",
+            "{:>8}s {:>7.2} {:>8} {:>8.0}s  {:<60} {:<60}",
             kp.knob,
             kp.gpu_hours,
             kp.slo_minutes,
@@ -141,6 +201,24 @@ pub fn table(f: &Frontier) -> String {
             cell(best(&f.activator, kp)),
             cell(best(&f.prometheus, kp))
         );
+    }
+    for kp in &f.keda {
+        for (path, points) in [
+            ("+ activator", &f.activator),
+            ("via Prometheus", &f.prometheus),
+        ] {
+            if best(points, kp).is_some() {
+                continue;
+            }
+            let (hours, minutes) = nearest(points, kp);
+            let _ = writeln!(
+                s,
+                "cooldown {}s, gpuscale {path}: none dominates; within KEDA's GPU-h the fewest minutes: {}; within KEDA's minutes the fewest GPU-h: {}",
+                kp.knob,
+                cell(hours),
+                cell(minutes)
+            );
+        }
     }
     let wake = |ps: &[Point]| ps.iter().map(|p| p.wake_max).fold(0.0, f64::max);
     let _ = writeln!(
@@ -153,12 +231,23 @@ pub fn table(f: &Frontier) -> String {
     s
 }
 
-/// The gpuscale settings searched: `idleFor` 0 to 1800 s every 60 s, each
-/// with `minUpDuration` 0, 300, 600, 900 and 1200 s.
-pub fn grid() -> Vec<(u64, u64)> {
-    (0..=30)
-        .flat_map(|i| [0, 300, 600, 900, 1200].map(|m| (60 * i, m)))
-        .collect()
+/// The gpuscale settings searched: each idle signal, `idleFor` 0 to
+/// 1800 s every 15 s, each with `minUpDuration` 0, 300, 600, 900 and
+/// 1200 s.
+pub fn grid() -> Vec<Setting> {
+    let mut g = Vec::new();
+    for signal in IdleSignal::ALL {
+        for i in 0..=120 {
+            for min_up in [0, 300, 600, 900, 1200] {
+                g.push(Setting {
+                    signal,
+                    idle_for: 15 * i,
+                    min_up,
+                });
+            }
+        }
+    }
+    g
 }
 
 const W: f64 = 700.0;
@@ -166,8 +255,9 @@ const H: f64 = 420.0;
 const PAD: f64 = 60.0;
 
 /// GPU-hours (x) against SLO-violation minutes (y): KEDA per cooldown
-/// (red dots), gpuscale per `idleFor` with the activator (blue) and
-/// through Prometheus (grey). Down and left is better.
+/// (red dots), and each gpuscale path's Pareto-efficient settings, with
+/// the activator (blue) and through Prometheus (grey). Down and left is
+/// better.
 pub fn svg(f: &Frontier) -> String {
     let all = || f.keda.iter().chain(&f.prometheus).chain(&f.activator);
     let max_x = all().map(|p| p.gpu_hours).fold(1.0, f64::max);
@@ -202,31 +292,19 @@ pub fn svg(f: &Frontier) -> String {
     );
     for (points, colour, label, dy) in [
         (
-            &f.prometheus,
+            pareto(&f.prometheus),
             "#999",
-            "gpuscale via Prometheus (one dot per setting)",
+            "gpuscale via Prometheus (its Pareto-efficient settings)",
             20.0,
         ),
         (
-            &f.activator,
+            pareto(&f.activator),
             "#1f77b4",
-            "gpuscale + activator (one dot per setting)",
+            "gpuscale + activator (its Pareto-efficient settings)",
             36.0,
         ),
     ] {
-        for p in points.iter() {
-            let (x, y) = xy(p);
-            let _ = writeln!(
-                s,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{colour}\"><title>idleFor {}s, minUpDuration {}s</title></circle>",
-                p.knob, p.min_up
-            );
-        }
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{dy}\" fill=\"{colour}\">{label}</text>",
-            W - 300.0
-        );
+        series(&mut s, &points, colour, label, dy, &xy);
     }
     for p in &f.keda {
         let (x, y) = xy(p);
@@ -242,4 +320,90 @@ pub fn svg(f: &Frontier) -> String {
         W - 300.0
     );
     s
+}
+
+/// One gpuscale path: its points joined by a line, and its legend.
+fn series(
+    s: &mut String,
+    points: &[Point],
+    colour: &str,
+    label: &str,
+    dy: f64,
+    xy: &dyn Fn(&Point) -> (f64, f64),
+) {
+    let line: Vec<String> = points
+        .iter()
+        .map(|p| {
+            let (x, y) = xy(p);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\"/>",
+        line.join(" ")
+    );
+    for p in points {
+        let (x, y) = xy(p);
+        let _ = writeln!(
+            s,
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{colour}\"><title>idle on {}, idleFor {}s, minUpDuration {}s</title></circle>",
+            p.signal.name(),
+            p.knob,
+            p.min_up
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{dy}\" fill=\"{colour}\">{label}</text>",
+        W - 300.0
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(knob: u64, gpu_hours: f64, slo_minutes: u32) -> Point {
+        Point {
+            knob,
+            min_up: 0,
+            signal: IdleSignal::Rate,
+            gpu_hours,
+            slo_minutes,
+            wake_max: 0.0,
+        }
+    }
+
+    #[test]
+    fn pareto_keeps_the_settings_nothing_beats() {
+        let points = [
+            p(1, 5.0, 10),
+            p(2, 4.0, 12),
+            p(3, 6.0, 10),
+            p(4, 7.0, 3),
+            p(5, 4.0, 11),
+        ];
+        let knobs: Vec<u64> = pareto(&points).iter().map(|p| p.knob).collect();
+        assert_eq!(knobs, [5, 1, 4]);
+    }
+
+    #[test]
+    fn nearest_answers_on_each_axis_where_nothing_dominates() {
+        let keda = p(0, 5.0, 10);
+        let points = [p(1, 4.0, 12), p(2, 4.5, 11), p(3, 6.0, 9), p(4, 5.5, 10)];
+        assert!(best(&points, &keda).is_none());
+        let (hours, minutes) = nearest(&points, &keda);
+        assert_eq!(
+            hours.map(|p| p.knob),
+            Some(2),
+            "fewest minutes within 5 GPU-h"
+        );
+        assert_eq!(
+            minutes.map(|p| p.knob),
+            Some(4),
+            "fewest GPU-h within 10 min"
+        );
+        assert_eq!(nearest(&[p(1, 9.0, 20)], &keda), (None, None));
+    }
 }

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod derive;
 pub mod frontier;
+pub mod idle;
 pub mod limits;
 pub mod model;
 pub mod policy;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use gpuscale_replay::compare::{Knobs, compare};
+use gpuscale_replay::idle::IdleSignal;
 use gpuscale_replay::model::Service;
 use gpuscale_replay::trace::{self, Arrival, RangeQuery};
 use gpuscale_replay::{derive, frontier, limits, report};
@@ -123,6 +124,9 @@ struct KnobArgs {
     idle_for: u64,
     #[arg(long, default_value_t = 0, value_parser = seconds)]
     min_up: u64,
+    /// What gpuscale idles on: rate, in-flight or activator.
+    #[arg(long, default_value = "rate", value_parser = IdleSignal::parse)]
+    idle_signal: IdleSignal,
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
     sync: u64,
     /// Prometheus scrape interval, seconds.
@@ -283,6 +287,7 @@ fn knobs(svc: &Service, a: &KnobArgs) -> Result<Knobs, Error> {
         cooldown: a.cooldown,
         idle_for: a.idle_for,
         min_up: a.min_up,
+        idle_signal: a.idle_signal,
         sync: a.sync,
         scrape: a.scrape_interval,
         adapter_poll: a.adapter_poll,
@@ -300,6 +305,11 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
     let took = began.elapsed();
     let span = arrivals.last().map_or(0.0, |l| l.t) - arrivals[0].t;
     print!("{}", report::table(&outcomes));
+    if k.idle_signal.needs_activator() {
+        println!(
+            "gpuscale through Prometheus is not replayed: only the activator has its own count (--idle-signal activator)"
+        );
+    }
     for o in outcomes.iter().filter(|o| o.unserved > 0) {
         println!(
             "saturated: {} of {} requests were not served under {} (counted as SLO violations)",
@@ -364,11 +374,12 @@ fn sweep(
             "activation" => k.activation = x,
             _ => return Err(bad()),
         }
-        let runs = [
-            gpuscale_replay::sim::replay(svc, arrivals, &mut k.keda()),
-            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale(false)),
-            gpuscale_replay::sim::replay(svc, arrivals, &mut k.gpuscale(true)),
-        ];
+        let mut runs = vec![gpuscale_replay::sim::replay(svc, arrivals, &mut k.keda())];
+        for activator in [false, true] {
+            if let Some(mut g) = k.gpuscale(activator) {
+                runs.push(gpuscale_replay::sim::replay(svc, arrivals, &mut g));
+            }
+        }
         for o in runs {
             println!(
                 "{:>10} {:<37} {:>9.2} {:>7.1}% {:>8} {:>7}",

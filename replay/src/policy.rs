@@ -9,6 +9,7 @@ use gpuscale_adapter::scale_to_zero::decide::{
     self, Action, Memory, Observed, Read, Rules, Target,
 };
 
+use crate::idle::IdleSignal;
 use crate::sim::{Policy, Signals};
 
 /// A fixed replica count.
@@ -155,28 +156,30 @@ impl Policy for Keda {
 }
 
 /// gpuscale's scale-to-zero controller: every `sync` seconds it calls the
-/// adapter's own [`decide::decide`] with the idle read (requests/s over the
-/// last minute) and the activation read (in-flight requests, which include
-/// those queued while parked); the HPA scales above zero. An activator's
-/// wake reaches `decide` as a scale it did not make (`ExternallyWoken`).
+/// adapter's own [`decide::decide`] with the idle read (its `idle` signal)
+/// and the activation read (in-flight requests, which include those queued
+/// while parked); the HPA scales above zero. An activator's wake reaches
+/// `decide` as a scale it did not make (`ExternallyWoken`).
 pub struct Gpuscale {
     pub rules: Rules,
+    pub idle: IdleSignal,
     pub sync: i64,
     pub hpa: Hpa,
     memory: Memory,
 }
 
 impl Gpuscale {
-    pub fn new(hpa: Hpa, rules: Rules, sync: i64) -> Self {
+    pub fn new(hpa: Hpa, rules: Rules, idle: IdleSignal, sync: i64) -> Self {
         Self {
             rules,
+            idle,
             sync,
             hpa,
             memory: Memory::default(),
         }
     }
 
-    /// Rules from the replay's flags (idle at 0 requests/s).
+    /// Rules from the replay's flags (idle at a read of 0).
     pub fn rules(idle_for: u64, activation: f64, min_up: u64) -> Rules {
         Rules {
             idle_threshold: 0.0,
@@ -191,7 +194,11 @@ impl Gpuscale {
 
 impl Policy for Gpuscale {
     fn name(&self) -> String {
-        format!("gpuscale (idle {}s)", self.rules.idle_for.as_secs())
+        format!(
+            "gpuscale (idle {}s on {})",
+            self.rules.idle_for.as_secs(),
+            self.idle.name()
+        )
     }
     fn initial(&self) -> i32 {
         1
@@ -200,7 +207,7 @@ impl Policy for Gpuscale {
         if s.now % self.sync == 0 {
             let seen = Observed {
                 now: s.now,
-                idle: Read::Value(s.rate_1m),
+                idle: Read::Value(self.idle.read(s)),
                 activation: Read::Value(s.in_flight),
                 target: Target {
                     replicas: s.replicas,

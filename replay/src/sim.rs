@@ -14,6 +14,9 @@ pub struct Signals {
     pub now: i64,
     /// Requests running or waiting (vLLM `num_requests_running + waiting`).
     pub in_flight: f64,
+    /// The same count as an activator in the path has it: current at
+    /// `now` whatever the policy's signal path (never delayed).
+    pub in_flight_now: f64,
     /// Requests completed+started per second over the last minute.
     pub rate_1m: f64,
     /// Replicas asked for, and those Ready.
@@ -88,7 +91,22 @@ struct Server<'a> {
 
 const MS: f64 = 1000.0;
 
-impl Server<'_> {
+impl<'a> Server<'a> {
+    fn new(svc: &'a Service, t0: f64) -> Self {
+        Self {
+            svc,
+            t0,
+            replicas: Vec::new(),
+            running: BinaryHeap::new(),
+            queue: VecDeque::new(),
+            ttft: Vec::new(),
+            cold_waiters: 0,
+            failed: 0,
+            held_since: None,
+            wake_signal: Vec::new(),
+        }
+    }
+
     fn ready(&self, now: i64) -> usize {
         self.replicas.iter().filter(|r| **r <= now).count()
     }
@@ -166,18 +184,7 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
     let t0 = arrivals.first().map_or(0.0, |a| a.t.floor());
     let last = arrivals.last().map_or(t0, |a| a.t);
     let steps = (last - t0).floor() as i64 + 1;
-    let mut srv = Server {
-        svc,
-        t0,
-        replicas: Vec::new(),
-        running: BinaryHeap::new(),
-        queue: VecDeque::new(),
-        ttft: Vec::new(),
-        cold_waiters: 0,
-        failed: 0,
-        held_since: None,
-        wake_signal: Vec::new(),
-    };
+    let mut srv = Server::new(svc, t0);
     let start = t0 as i64;
     let (trace_end, drain_end) = (start + steps, start + steps + svc.ttft_slo.ceil() as i64);
     srv.scale(start - i64::from(svc.cold_start), policy.initial());
@@ -191,9 +198,11 @@ pub fn replay(svc: &Service, arrivals: &[Arrival], policy: &mut dyn Policy) -> O
         }
         srv.expire(now as f64, &mut minutes);
         let ready = srv.ready(now);
+        let in_flight = (srv.running.len() + srv.queue.len()) as f64;
         let seen = Signals {
             now,
-            in_flight: (srv.running.len() + srv.queue.len()) as f64,
+            in_flight,
+            in_flight_now: in_flight,
             rate_1m: recent.len() as f64 / 60.0,
             replicas: srv.replicas.len() as i32,
             ready: ready as i32,

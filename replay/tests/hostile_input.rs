@@ -88,6 +88,7 @@ fn bad_flags_are_errors() {
     fails_with(&with(&["--adapter-poll", "0"]), "--adapter-poll");
     fails_with(&with(&["--keda-polling", "0"]), "--keda-polling");
     fails_with(&with(&["--frontier", "60,x"]), "--frontier");
+    fails_with(&with(&["--idle-signal", "qps"]), "--idle-signal");
     fails_with(&with(&["--frontier-svg", "f.svg"]), "--frontier");
     let prom = ["--prometheus", "http://127.0.0.1:9", "--query", "q"];
     let range = |start: &str, end: &str, step: &str| {

@@ -83,7 +83,7 @@ fn controller_runs_decide() {
     k.idle_for = 120;
     // Instant reads: this test is about decide, not the signal path.
     (k.scrape, k.adapter_poll) = (1, 1);
-    let parked = replay(&svc, &bursts(), &mut k.gpuscale(false));
+    let parked = replay(&svc, &bursts(), &mut k.gpuscale(false).unwrap());
     // Parked after the first burst, woken by the second, parked again.
     assert_eq!(replicas_at(&parked, 600), 0);
     assert_eq!(replicas_at(&parked, 1020), 1);
@@ -91,7 +91,7 @@ fn controller_runs_decide() {
     assert_eq!(parked.cold_waiters, 6);
     // decide's minUpDuration refusal: a wake holds for 1200 s however idle.
     k.min_up = 1200;
-    let held = replay(&svc, &bursts(), &mut k.gpuscale(false));
+    let held = replay(&svc, &bursts(), &mut k.gpuscale(false).unwrap());
     assert_eq!(
         replicas_at(&held, 600),
         0,
