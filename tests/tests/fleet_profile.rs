@@ -85,20 +85,23 @@ fn sent_while_non_zero() -> Vec<&'static str> {
     names
 }
 
-/// Families the fleet profile leaves out while they read healthy, or
-/// altogether (docs/operations.md, "Fleet profile": what the fleet profile
-/// does not see): an expression over them may answer on full only.
+/// Families the fleet profile leaves out while they read healthy
+/// (docs/operations.md, "Fleet profile"): on the healthy alerts node an
+/// expression over them may answer on full only;
+/// `faults_left_out_while_healthy_fire_alike_in_both_profiles` shows on a
+/// node with each fault that every rule and panel over them answers alike.
 const HEALTHY_LEFT_OUT: &[&str] = &[
-    // The PCIe link shape: served only while a link runs below its maximum.
+    // The PCIe link shape: a GPU's four series while its link runs below
+    // its maximum.
     "gpu_pcie_link_",
     // ECC mode: sent only while ECC is off.
     "gpu_ecc_enabled",
-    // NVLink links: sent only while some are inactive.
+    // NVLink links: both counts of a GPU while any of its links is inactive.
     "gpu_nvlink_links",
 ];
 
-/// Prometheus with the time-scaled rules, scraping one exporter on the
-/// alerts scenario in `profile`, and the fake targets.
+/// Prometheus with the time-scaled rules, scraping one exporter on
+/// `scenario` in `profile`, and the fake targets.
 struct Side {
     profile: &'static str,
     prom: Prometheus,
@@ -106,11 +109,11 @@ struct Side {
     _dir: TempDir,
 }
 
-fn start(profile: &'static str, fakes: &Server) -> (Side, Vec<PathBuf>) {
+fn start(profile: &'static str, scenario: &Path, fakes: &Server) -> (Side, Vec<PathBuf>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let rule_copies = rules::write_time_scaled(&dir.path().join("rules"));
     let exporter = Exporter::simulate(
-        &repo_root().join("tests/scenarios/alerts.yaml"),
+        scenario,
         &[
             "--gpu-price",
             "NVIDIA H100 80GB HBM3=4",
@@ -211,20 +214,19 @@ fn expressions(copies: &[PathBuf]) -> Vec<Expr> {
     all
 }
 
-/// A result's labels without the scrape target's address, which differs
+/// A sample's labels without the scrape target's address, which differs
 /// between the two exporters.
+fn series_key(sample: &Value) -> String {
+    let mut m: BTreeMap<String, Value> = sample["metric"]
+        .as_object()
+        .map(|o| o.clone().into_iter().collect())
+        .unwrap_or_default();
+    m.remove("instance");
+    serde_json::to_string(&m).unwrap_or_default()
+}
+
 fn series(result: &[Value]) -> BTreeSet<String> {
-    result
-        .iter()
-        .map(|s| {
-            let mut m: BTreeMap<String, Value> = s["metric"]
-                .as_object()
-                .map(|o| o.clone().into_iter().collect())
-                .unwrap_or_default();
-            m.remove("instance");
-            serde_json::to_string(&m).unwrap_or_default()
-        })
-        .collect()
+    result.iter().map(series_key).collect()
 }
 
 fn all_zero(result: &[Value]) -> bool {
@@ -256,8 +258,9 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
     }
     gpuscale_e2e::bins::ensure_built();
     let fakes = stack::start_fake_targets();
-    let (full, copies) = start("full", &fakes);
-    let (fleet, _) = start("fleet", &fakes);
+    let scenario = repo_root().join("tests/scenarios/alerts.yaml");
+    let (full, copies) = start("full", &scenario, &fakes);
+    let (fleet, _) = start("fleet", &scenario, &fakes);
     wait_for_history(&[&full, &fleet], 12);
 
     let zero_only = sent_while_non_zero();
@@ -313,5 +316,176 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
         "{compared} expressions, {answered} with data on full, all with data on fleet except {} that read only zeros there: {zero_rows:?}, and {} over families fleet leaves out while healthy: {healthy_rows:?}",
         zero_rows.len(),
         healthy_rows.len()
+    );
+}
+
+/// A node with every fault of the families the fleet profile leaves out
+/// while healthy: one NVLink link of four going down after 15 s of healthy
+/// history, all four links of another going down, ECC off now and at the
+/// next reset, a PCIe link trained at x8, one at Gen4 while busy, and a
+/// healthy GPU.
+const FAULTS: &str = r#"
+node: fault-node
+gpus:
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f0000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:18:00.0", memory_mib: 81559,
+      nvlinks: 4, nvlink_down: [{ link: 1, from_s: 15 }] }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f1000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:2A:00.0", memory_mib: 81559,
+      nvlinks: 4, nvlink_down: [{ link: 0, from_s: 15 }, { link: 1, from_s: 15 }, { link: 2, from_s: 15 }, { link: 3, from_s: 15 }] }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f2000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:3A:00.0", memory_mib: 81559,
+      nvlinks: 4, ecc: false }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f3000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:5D:00.0", memory_mib: 81559,
+      nvlinks: 4, ecc_pending: false }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f4000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:9A:00.0", memory_mib: 81559,
+      nvlinks: 4, pcie: { generation: 5, width: 8, max_generation: 5, max_width: 16 } }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f5000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:AB:00.0", memory_mib: 81559,
+      nvlinks: 4, pcie: { generation: 4, width: 16, max_generation: 5, max_width: 16 }, load: { utilization: 90 } }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f6000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:BA:00.0", memory_mib: 81559,
+      nvlinks: 4 }
+"#;
+
+/// The alerts over those families, the GPUs (by index) they fire for on
+/// the fault node under the full profile, and those of them the fleet
+/// profile cannot fire for: GPU 1 lost all its links at once, and
+/// GPUNVLinkDown then compares the inactive count with the day's lowest,
+/// which the fleet profile never sent while every link was up
+/// (docs/operations.md, "Fleet profile").
+const FAULT_ALERTS: &[(&str, &[&str], &[&str])] = &[
+    ("GPUNVLinkDown", &["0", "1"], &["1"]),
+    ("GPUECCDisabled", &["2", "3"], &[]),
+    ("GPUPCIeLinkDegraded", &["4", "5"], &[]),
+];
+
+fn gpu_of(sample: &Value) -> Option<&str> {
+    sample["metric"]["gpu"].as_str()
+}
+
+/// The expressions over families left out while healthy, with the recording
+/// rules built on them and the expressions over those recorded series.
+fn over_healthy_left_out(all: Vec<Expr>, copies: &[PathBuf]) -> Vec<Expr> {
+    let mut names: Vec<String> = HEALTHY_LEFT_OUT.iter().map(|n| n.to_string()).collect();
+    for r in scaled_rules(copies) {
+        if !r.alert && HEALTHY_LEFT_OUT.iter().any(|n| r.expr.contains(n)) {
+            names.push(r.key.rsplit(' ').next().unwrap_or_default().to_string());
+        }
+    }
+    all.into_iter()
+        .filter(|e| names.iter().any(|n| e.expr.contains(n.as_str())))
+        .collect()
+}
+
+/// Samples by series key and value.
+fn samples(result: &[Value]) -> BTreeMap<String, Option<f64>> {
+    result
+        .iter()
+        .map(|s| {
+            let v = s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok());
+            (series_key(s), v)
+        })
+        .collect()
+}
+
+/// Where `fleet` differs from `full` beyond the healthy zeros the fleet
+/// profile leaves out: an alert must fire for the same series, any other
+/// expression must give every series it gives on full with the same value,
+/// except those that read 0 there.
+fn fault_difference(alert: bool, full: &[Value], fleet: &[Value]) -> Option<String> {
+    let (a, b) = (samples(full), samples(fleet));
+    if alert {
+        return (a.keys().ne(b.keys())).then(|| format!("fires for {a:?} on full, {b:?} on fleet"));
+    }
+    let wrong: Vec<_> = b.iter().filter(|(k, v)| a.get(*k) != Some(v)).collect();
+    let missing: Vec<_> = a
+        .iter()
+        .filter(|(k, v)| !b.contains_key(*k) && **v != Some(0.0))
+        .collect();
+    (!wrong.is_empty() || !missing.is_empty())
+        .then(|| format!("on fleet not as on full: {wrong:?}; missing on fleet: {missing:?}"))
+}
+
+#[test]
+fn faults_left_out_while_healthy_fire_alike_in_both_profiles() {
+    for bin in ["prometheus", "curl"] {
+        assert!(on_path(bin), "`{bin}` is not on PATH");
+    }
+    gpuscale_e2e::bins::ensure_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("faults.yaml");
+    std::fs::write(&scenario, FAULTS).expect("write scenario");
+    let fakes = stack::start_fake_targets();
+    let (full, copies) = start("full", &scenario, &fakes);
+    let (fleet, _) = start("fleet", &scenario, &fakes);
+    // Both see the links up before they go down, then down.
+    let down = |s: &Side| {
+        s.prom
+            .query("gpuscale:gpu_nvlink_links_inactive:max > 0")
+            .ok()
+    };
+    for s in [&full, &fleet] {
+        eventually(
+            &format!("two scrapes ({})", s.profile),
+            Duration::from_secs(30),
+            || {
+                (!s.prom
+                    .query("count_over_time(gpuscale_exporter_gpus[1m]) >= 2")
+                    .ok()?
+                    .is_empty())
+                .then_some(())
+            },
+            || s.prom.proc.log_tail(20),
+        );
+        assert_eq!(
+            down(s).map(|d| d.len()),
+            Some(0),
+            "links down before {} had history",
+            s.profile
+        );
+    }
+    for s in [&full, &fleet] {
+        eventually(
+            &format!("the links of GPUs 0 and 1 down ({})", s.profile),
+            Duration::from_secs(60),
+            || (down(s)?.len() == 2).then_some(()),
+            || s.prom.proc.log_tail(20),
+        );
+    }
+
+    let exprs = over_healthy_left_out(expressions(&copies), &copies);
+    let mut failures = Vec::new();
+    for Expr { key, expr, alert } in &exprs {
+        let (a, b) = match (full.prom.query(expr), fleet.prom.query(expr)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => {
+                failures.push(format!("{key}: full {a:?}, fleet {b:?}: {expr}"));
+                continue;
+            }
+        };
+        let mut a = a;
+        if let Some((_, gpus, missed)) = FAULT_ALERTS.iter().find(|(n, ..)| key.ends_with(n)) {
+            let firing: BTreeSet<&str> = a.iter().filter_map(gpu_of).collect();
+            if firing != gpus.iter().copied().collect() {
+                failures.push(format!(
+                    "{key}: fires on full for GPUs {firing:?}, not {gpus:?}"
+                ));
+            }
+            a.retain(|s| gpu_of(s).is_none_or(|g| !missed.contains(&g)));
+        }
+        if let Some(d) = fault_difference(*alert, &a, &b) {
+            failures.push(format!("{key}: {d}: {expr}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} expressions differ:\n{}",
+        failures.len(),
+        exprs.len(),
+        failures.join("\n")
+    );
+    let keys: Vec<&str> = exprs.iter().map(|e| e.key.as_str()).collect();
+    for (alert, ..) in FAULT_ALERTS {
+        assert!(keys.iter().any(|k| k.ends_with(alert)), "no rule {alert}");
+    }
+    eprintln!(
+        "{} expressions alike on the fault node: {keys:?}",
+        exprs.len()
     );
 }

@@ -27,8 +27,6 @@ pub enum Keep {
     NonZero,
     /// `Only`, and the other values while they are not 0.
     OnlyOrNonZero(&'static str, &'static [&'static str]),
-    /// `Only`, and only while not 0: a count that is a fault when above 0.
-    OnlyNonZero(&'static str, &'static [&'static str]),
     /// Samples whose value is 0: a 0/1 flag whose healthy value is 1.
     Zero,
 }
@@ -56,12 +54,8 @@ pub const FLEET: &[(&str, Keep)] = &[
     ("gpu_remapped_rows_failure", Keep::NonZero),
     ("gpu_retired_pages", Keep::NonZero),
     ("gpu_retired_pages_pending", Keep::NonZero),
-    // A link down is the signal; the active links are charted on full only.
-    (
-        "gpu_nvlink_links",
-        Keep::OnlyNonZero("state", &["inactive"]),
-    ),
-    // ECC switched off (now, or at the next reset).
+    // ECC switched off (now, or at the next reset): the rules and panels
+    // read `== 0` only, so the healthy 1 carries nothing they use.
     ("gpu_ecc_enabled", Keep::Zero),
 ];
 
@@ -73,6 +67,11 @@ const PCIE_LINK: [(&str, &str); 2] = [
     ("gpu_pcie_link_generation", "gpu_pcie_link_max_generation"),
     ("gpu_pcie_link_width", "gpu_pcie_link_max_width"),
 ];
+
+/// NVLink links by state. GPUNVLinkDown fires for inactive links while
+/// others are active, so the fleet profile serves both of a GPU's series
+/// while any of its links is inactive, and neither while all are up.
+const NVLINK_LINKS: &str = "gpu_nvlink_links";
 
 fn label<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
     labels
@@ -89,7 +88,6 @@ impl Keep {
             Keep::Only(key, values) => listed(key, values),
             Keep::NonZero => value != 0.0,
             Keep::OnlyOrNonZero(key, values) => listed(key, values) || value != 0.0,
-            Keep::OnlyNonZero(key, values) => listed(key, values) && value != 0.0,
             Keep::Zero => value == 0.0,
         }
     }
@@ -103,20 +101,24 @@ fn device(sample: &Sample) -> Option<u32> {
     }
 }
 
+/// Per GPU, the value of `name`'s device samples whose `state` label is
+/// `state` (any, for `None`).
+fn values(families: &[Family], name: &str, state: Option<&str>) -> HashMap<u32, f64> {
+    families
+        .iter()
+        .filter(|f| f.name == name)
+        .flat_map(|f| &f.samples)
+        .filter(|s| state.is_none_or(|want| label(&s.labels, "state") == Some(want)))
+        .filter_map(|s| Some((device(s)?, s.value)))
+        .collect()
+}
+
 /// The GPUs whose PCIe link runs below its maximum generation or width.
 fn downgraded(families: &[Family]) -> HashSet<u32> {
-    let values = |name: &str| -> HashMap<u32, f64> {
-        families
-            .iter()
-            .filter(|f| f.name == name)
-            .flat_map(|f| &f.samples)
-            .filter_map(|s| Some((device(s)?, s.value)))
-            .collect()
-    };
     let mut out = HashSet::new();
     for (current, max) in PCIE_LINK {
-        let max = values(max);
-        for (gpu, now) in values(current) {
+        let max = values(families, max, None);
+        for (gpu, now) in values(families, current, None) {
             if max.get(&gpu).is_some_and(|m| now < *m) {
                 out.insert(gpu);
             }
@@ -125,16 +127,31 @@ fn downgraded(families: &[Family]) -> HashSet<u32> {
     out
 }
 
+/// The GPUs with at least one NVLink link inactive.
+fn links_down(families: &[Family]) -> HashSet<u32> {
+    values(families, NVLINK_LINKS, Some("inactive"))
+        .into_iter()
+        .filter(|(_, inactive)| *inactive > 0.0)
+        .map(|(gpu, _)| gpu)
+        .collect()
+}
+
 impl Profile {
     /// Trims that compare families built together: the fleet profile keeps
-    /// the PCIe link shape of downgraded links only.
+    /// the PCIe link shape of downgraded links and the NVLink link counts
+    /// of GPUs with a link down, and nothing of either while healthy.
     pub fn trim_together(self, families: &mut [Family]) {
         if self == Profile::Full {
             return;
         }
-        let keep = downgraded(families);
-        let link = |name: &str| PCIE_LINK.iter().any(|(c, m)| *c == name || *m == name);
-        for family in families.iter_mut().filter(|f| link(f.name)) {
+        let (pcie, nvlink) = (downgraded(families), links_down(families));
+        let pcie_family = |name: &str| PCIE_LINK.iter().any(|(c, m)| *c == name || *m == name);
+        for family in families.iter_mut() {
+            let keep = match family.name {
+                NVLINK_LINKS => &nvlink,
+                name if pcie_family(name) => &pcie,
+                _ => continue,
+            };
             family
                 .samples
                 .retain(|s| device(s).is_some_and(|gpu| keep.contains(&gpu)));
@@ -248,5 +265,33 @@ mod tests {
             let gpus: Vec<_> = f.samples.iter().filter_map(device).collect();
             assert_eq!(gpus, [1], "{}", f.name);
         }
+    }
+
+    #[test]
+    fn fleet_keeps_both_link_counts_of_gpus_with_a_link_down_only() {
+        // GPU 0 has all 18 links up; GPU 1 has one of 18 down.
+        let mut links = Family::gauge("gpu_nvlink_links", "");
+        for (index, active, inactive) in [(0, 18.0, 0.0), (1, 17.0, 1.0)] {
+            let gpu = Subject::Device(Arc::new(DeviceRef::new(
+                index,
+                format!("GPU-{index}").into(),
+            )));
+            links.push(gpu.clone(), vec![("state", "active".into())], active);
+            links.push(gpu, vec![("state", "inactive".into())], inactive);
+        }
+        let mut families = vec![links];
+        Profile::Fleet.trim_together(&mut families);
+        let kept: Vec<_> = families[0]
+            .samples
+            .iter()
+            .map(|s| (device(s), label(&s.labels, "state"), s.value))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (Some(1), Some("active"), 17.0),
+                (Some(1), Some("inactive"), 1.0)
+            ]
+        );
     }
 }
