@@ -177,6 +177,9 @@ fn replace_conflicts_on_a_stale_version_and_generation_follows_the_spec() {
     );
     let (code, st) = call(&f, "POST", path, Some(("application/json", &deploy)));
     assert_eq!((code, st["reason"].as_str()), (409, Some("AlreadyExists")));
+    let nameless = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}});
+    let (code, st) = call(&f, "POST", path, Some(("application/json", &nameless)));
+    assert_eq!((code, st["reason"].as_str()), (422, Some("Invalid")));
     let mut stale = made.clone();
     stale["metadata"]["resourceVersion"] = json!("1");
     let (code, st) = call(

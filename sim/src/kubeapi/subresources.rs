@@ -11,7 +11,7 @@ use super::apply::{kind, patched};
 use super::discovery::{Resource, ScalePaths};
 use super::http::Request;
 use super::store::State;
-use super::verbs::{Target, bad_request, conflict, not_found, settle, write};
+use super::verbs::{Target, bad_request, conflict, no_resource, not_found, settle, write};
 use super::{ScalePatch, status};
 
 pub(crate) fn answer(
@@ -30,14 +30,7 @@ pub(crate) fn answer(
         _ => false,
     };
     if !served {
-        return status(
-            404,
-            "NotFound",
-            &format!(
-                "the server could not find the requested resource ({} {})",
-                req.method, req.path
-            ),
-        );
+        return no_resource(req);
     }
     let Some(current) = st.get(&t.gvr, &ns, &name).cloned() else {
         return not_found(&t.gvr, &name);

@@ -87,6 +87,18 @@ pub(crate) fn bad_request(message: &str) -> (u16, Value) {
     status(400, "BadRequest", message)
 }
 
+/// A path that names nothing served.
+pub(crate) fn no_resource(req: &Request) -> (u16, Value) {
+    status(
+        404,
+        "NotFound",
+        &format!(
+            "the server could not find the requested resource ({} {})",
+            req.method, req.path
+        ),
+    )
+}
+
 fn not_allowed(req: &Request) -> (u16, Value) {
     status(
         405,
@@ -113,14 +125,7 @@ pub(crate) fn answer(req: &Request, st: &mut State) -> (u16, Value) {
                 let res = st.resource(&t.gvr);
                 // DRA in a version not served is absent, as on a cluster without it.
                 if res.is_none() && t.gvr.0 == "resource.k8s.io" {
-                    return status(
-                        404,
-                        "NotFound",
-                        &format!(
-                            "the server could not find the requested resource ({} {})",
-                            req.method, req.path
-                        ),
-                    );
+                    return no_resource(req);
                 }
                 if let Some(err) = scope_error(&t, res.as_ref(), req) {
                     return err;
@@ -131,14 +136,7 @@ pub(crate) fn answer(req: &Request, st: &mut State) -> (u16, Value) {
                     objects(req, &t, res.as_ref(), st)
                 }
             }
-            None => status(
-                404,
-                "NotFound",
-                &format!(
-                    "the server could not find the requested resource ({} {})",
-                    req.method, req.path
-                ),
-            ),
+            None => no_resource(req),
         },
     }
 }
@@ -158,16 +156,7 @@ fn scope_error(t: &Target, res: Option<&Resource>, req: &Request) -> Option<(u16
     } else {
         t.namespace.is_none()
     };
-    (!ok).then(|| {
-        status(
-            404,
-            "NotFound",
-            &format!(
-                "the server could not find the requested resource ({} {})",
-                req.method, req.path
-            ),
-        )
-    })
+    (!ok).then(|| no_resource(req))
 }
 
 fn objects(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u16, Value) {
