@@ -301,3 +301,39 @@ fn deleting_an_owner_deletes_its_dependents() {
     );
     assert!(f.pod("a", "rs-1").is_none());
 }
+
+/// A rustls client (what kube-rs uses) trusts the kubeconfig's CA for
+/// 127.0.0.1, and the HTTPS side wants the bearer token.
+#[test]
+fn https_is_trusted_through_the_ca_and_wants_the_token() {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let f = fake();
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = CertificateDer::from_pem_slice(f.ca_pem().as_bytes()).expect("CA PEM");
+    roots.add(ca).expect("CA");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let ask = |token: &str| {
+        let name = "127.0.0.1".try_into().expect("server name");
+        let session = rustls::ClientConnection::new(std::sync::Arc::new(config.clone()), name)
+            .expect("session");
+        let tcp = TcpStream::connect(("127.0.0.1", f.tls_port)).expect("connect");
+        let mut tls = rustls::StreamOwned::new(session, tcp);
+        write!(tls, "GET /version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").expect("send");
+        let mut answer = String::new();
+        let _ = tls.read_to_string(&mut answer);
+        answer
+    };
+    assert!(
+        ask(f.token()).starts_with("HTTP/1.1 200"),
+        "{}",
+        ask(f.token())
+    );
+    assert!(ask("wrong").starts_with("HTTP/1.1 401"));
+    assert!(f.tls_kubeconfig().contains("certificate-authority-data: "));
+}
