@@ -249,7 +249,7 @@ fn node_changes_while_the_exporter_runs() {
         ),
         1.0
     );
-    let (lists_before, _) = node.sim.api().requests();
+    let (lists_before, _) = node.sim.api().list_watch_counts();
 
     // Pod deleted mid-run: its series go.
     assert!(node.sim.delete_pod("ml-train", "trainer-0"));
@@ -308,7 +308,7 @@ fn node_changes_while_the_exporter_runs() {
     for _ in 0..20 {
         exporter.scrape();
     }
-    let (lists_after, _) = node.sim.api().requests();
+    let (lists_after, _) = node.sim.api().list_watch_counts();
     assert!(
         lists_after - lists_before <= 3,
         "API lists: {lists_before} → {lists_after}"

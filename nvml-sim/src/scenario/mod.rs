@@ -95,6 +95,26 @@ pub struct Scenario {
     /// Pods on the node (used by the exporter's simulated pod sources, not by NVML).
     #[serde(default, deserialize_with = "limits::pods")]
     pub pods: Vec<Pod>,
+    /// Seconds a pod of a Deployment or StatefulSet scaled up on the
+    /// simulated cluster takes to become Ready (its model loading), 0 to
+    /// 3600. Default 5.
+    #[serde(default = "default_cold_start", deserialize_with = "cold_start")]
+    pub cold_start_seconds: f64,
+}
+
+fn default_cold_start() -> f64 {
+    5.0
+}
+
+fn cold_start<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let s = f64::deserialize(d)?;
+    if (0.0..=3600.0).contains(&s) {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "cold_start_seconds {s}: must be between 0 and 3600"
+        )))
+    }
 }
 
 /// GPU architecture.

@@ -100,14 +100,17 @@ pub fn resource_slices(scenario: &Scenario) -> Vec<Value> {
 }
 
 fn slice(node: &str, driver: &str, devices: Vec<Value>) -> Value {
-    let name = format!("{node}-{driver}-{}", &super::template_hash(driver)[..5]);
+    let name = format!(
+        "{node}-{driver}-{}",
+        &super::objects::template_hash(driver)[..5]
+    );
     json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {
             "name": name,
-            "uid": super::uid_of(&name),
-            "ownerReferences": [{ "apiVersion": "v1", "kind": "Node", "name": node, "uid": super::uid_of(node) }],
+            "uid": super::objects::uid_of(&name),
+            "ownerReferences": [{ "apiVersion": "v1", "kind": "Node", "name": node, "uid": super::objects::uid_of(node) }],
         },
         "spec": {
             "driver": driver,
@@ -129,7 +132,7 @@ pub fn dynamic_resources(
     c.claims
         .iter()
         .map(|claim| {
-            let claim_uid = super::uid_of(&format!("{namespace}/{}", claim.name));
+            let claim_uid = super::objects::uid_of(&format!("{namespace}/{}", claim.name));
             proto::DynamicResource {
                 claim_name: claim.name.clone(),
                 claim_namespace: namespace.to_owned(),

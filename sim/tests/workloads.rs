@@ -1,0 +1,188 @@
+//! Workloads that run: a Deployment scaled through the API (real kubectl)
+//! gets pods that hold the node's GPUs on the kubelet's pod-resources socket
+//! (read with a gRPC client) and in `/proc`, turn Ready after the cold
+//! start, and give their GPUs back when scaled to zero.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuscale_nvml_sim::scenario;
+use gpuscale_sim::node::SimNode;
+use gpuscale_sim::node::proto::ListPodResourcesRequest;
+use gpuscale_sim::node::proto::pod_resources_lister_client::PodResourcesListerClient;
+use gpuscale_sim::node::workloads::Workloads;
+use serde_json::{Value, json};
+
+const SCENARIO: &str = r#"
+node: sim-a
+cold_start_seconds: 0.5
+gpus:
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-aaaaaaaa-0000-4000-8000-000000000000, pci_bus_id: "00000000:18:00.0", memory_mib: 81559 }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-bbbbbbbb-0000-4000-8000-000000000000, pci_bus_id: "00000000:19:00.0", memory_mib: 81559 }
+"#;
+
+fn deployment(replicas: u32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "llm", "namespace": "default", "generation": 1},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "llm"}},
+            "template": {"metadata": {"labels": {"app": "llm"}},
+                "spec": {"containers": [{"name": "vllm",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+}
+
+fn apps(plural: &str) -> (String, String, String) {
+    ("apps".into(), "v1".into(), plural.into())
+}
+
+/// Polls `f` until it answers, for at most 10 s.
+fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// (pod name, GPU ids) the kubelet lists.
+fn listed(rt: &tokio::runtime::Runtime, socket: PathBuf) -> Vec<(String, Vec<String>)> {
+    rt.block_on(async move {
+        let channel = tonic::transport::Endpoint::from_static("http://kubelet")
+            .connect_with_connector(tower::service_fn(move |_| {
+                let socket = socket.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(socket).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                }
+            }))
+            .await
+            .expect("connect to the kubelet socket");
+        let list = PodResourcesListerClient::new(channel)
+            .list(ListPodResourcesRequest {})
+            .await
+            .expect("List")
+            .into_inner();
+        list.pod_resources
+            .into_iter()
+            .map(|p| {
+                let ids = p
+                    .containers
+                    .iter()
+                    .flat_map(|c| &c.devices)
+                    .flat_map(|d| d.device_ids.clone())
+                    .collect();
+                (p.name, ids)
+            })
+            .collect()
+    })
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn scaling_a_deployment_runs_pods_on_the_node_s_gpus() {
+    let scenario = scenario::parse(SCENARIO, "test").unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let node = Arc::new(SimNode::start(&scenario, rt.handle()).expect("simulated node"));
+    let _workloads = Workloads::start(node.clone(), Duration::from_secs_f64(0.5));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    node.api()
+        .write_kubeconfig(&kubeconfig)
+        .expect("write kubeconfig");
+    node.api().put(&apps("deployments"), deployment(0));
+    assert_eq!(node.free_devices("nvidia.com/gpu").len(), 2);
+
+    kubectl(&kubeconfig, &["scale", "deployment/llm", "--replicas=2"]);
+    let pods = until("two pods", || {
+        let pods = node.api().list(&gvr_pods(), "default");
+        (pods.len() == 2).then_some(pods)
+    });
+    for p in &pods {
+        assert_eq!(p["metadata"]["labels"]["app"], "llm");
+        let owner = &p["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "ReplicaSet");
+        assert!(
+            owner["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("llm-"))
+        );
+    }
+    // Not Ready until the cold start has passed, the GPUs held already.
+    assert!(pods.iter().all(|p| !ready(p)), "{pods:?}");
+    let held = listed(&rt, node.socket());
+    assert_eq!(held.len(), 2, "{held:?}");
+    let mut gpus: Vec<String> = held.iter().flat_map(|(_, ids)| ids.clone()).collect();
+    gpus.sort();
+    assert_eq!(
+        gpus,
+        scenario
+            .gpus
+            .iter()
+            .map(|g| g.uuid.clone())
+            .collect::<Vec<_>>()
+    );
+    assert!(node.free_devices("nvidia.com/gpu").is_empty());
+    assert_eq!(
+        std::fs::read_dir(node.proc_root())
+            .map(Iterator::count)
+            .ok(),
+        Some(2)
+    );
+    until("ready pods and readyReplicas 2", || {
+        let d = node.api().get(&apps("deployments"), "default", "llm")?;
+        let pods = node.api().list(&gvr_pods(), "default");
+        (d["status"]["readyReplicas"] == 2 && pods.iter().all(ready)).then_some(())
+    });
+
+    // A third pod finds no GPU: not placed, and said so in the log.
+    kubectl(&kubeconfig, &["scale", "deployment/llm", "--replicas=3"]);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(node.api().list(&gvr_pods(), "default").len(), 2);
+
+    kubectl(&kubeconfig, &["scale", "deployment/llm", "--replicas=0"]);
+    until("no pods", || {
+        node.api()
+            .list(&gvr_pods(), "default")
+            .is_empty()
+            .then_some(())
+    });
+    until("GPUs released", || {
+        (listed(&rt, node.socket()).is_empty() && node.free_devices("nvidia.com/gpu").len() == 2)
+            .then_some(())
+    });
+    let d = node.api().get(&apps("deployments"), "default", "llm");
+    assert_eq!(d.map(|d| d["status"]["replicas"].clone()), Some(json!(0)));
+}
+
+fn gvr_pods() -> (String, String, String) {
+    (String::new(), "v1".into(), "pods".into())
+}
+
+fn ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
