@@ -4,15 +4,13 @@
 //! read succeeds (no RBAC for `get nodes`, no such Node) `gpu_node_info` is
 //! absent and `gpuscale_exporter_node_info_up` says why.
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use serde::Deserialize;
 use tracing::{info, warn};
 
 use super::families as fam;
@@ -100,8 +98,10 @@ pub async fn run(
     let mut retry = Backoff::new(Duration::from_secs(1), REFRESH);
     loop {
         let read = match super::kubeapi::client(url.as_deref(), kubeconfig.as_ref()).await {
-            Ok(client) => Api::<NodeLite>::all(client)
-                .get(&node)
+            // Metadata only: a Node's status (images, conditions) can be
+            // tens of kilobytes.
+            Ok(client) => Api::<Node>::all(client)
+                .get_metadata(&node)
                 .await
                 .map(|n| pool_of(&n.metadata, &keys))
                 .map_err(|e| (reason(&e), e.to_string())),
@@ -134,37 +134,6 @@ pub async fn run(
         };
         publish(view.clone());
         tokio::time::sleep(wait).await;
-    }
-}
-
-/// The labels of a Node, nothing else.
-#[derive(Debug, Clone, Deserialize)]
-struct NodeLite {
-    #[serde(deserialize_with = "super::podlite::meta_lite")]
-    metadata: ObjectMeta,
-}
-
-impl kube::Resource for NodeLite {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
     }
 }
 

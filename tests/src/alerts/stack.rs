@@ -529,6 +529,36 @@ pub fn prometheus_config(
     s
 }
 
+/// The two jobs a ServiceMonitor and a PodMonitor selecting the same
+/// exporter pods make.
+pub const MONITOR_JOBS: &[&str] = &["gpuscale-exporter", "gpuscale-exporter-podmonitor"];
+
+/// The alerting stack of an incident story: Prometheus scraping one
+/// exporter under [`MONITOR_JOBS`] with the time-scaled rules, sending to
+/// Alertmanager with the shipped inhibit rules, which posts to a webhook.
+/// `gpuscale.rules.yml` is left out: scaled, GPUExporterDown's `for: 5m` is
+/// half a second and rightly fires on the gaps these stories make. Fields
+/// drop in order: Prometheus stops first.
+pub struct Alerting {
+    pub prom: Prometheus,
+    pub am: Alertmanager,
+    pub webhook: Webhook,
+}
+
+impl Alerting {
+    pub fn start(dir: &Path, exporter: &str) -> Self {
+        let rule_files: Vec<_> = super::rules::write_time_scaled(&dir.join("rules"))
+            .into_iter()
+            .filter(|p| !p.ends_with("gpuscale.rules.yml"))
+            .collect();
+        let webhook = Webhook::start();
+        let am = Alertmanager::start(dir, &webhook.url());
+        let config = exporter_jobs_config(&rule_files, &am.addr, exporter, MONITOR_JOBS);
+        let prom = Prometheus::start(dir, &config, free_port());
+        Self { prom, am, webhook }
+    }
+}
+
 /// Prometheus configuration scraping one exporter under each of `jobs` (as
 /// a ServiceMonitor and a PodMonitor both selecting it would), with the
 /// ServiceMonitor's target labels and relabelings, the rules loaded and

@@ -20,7 +20,6 @@ use serde_json::json;
 use super::require;
 
 const POOL: &str = "a3-highgpu-8g";
-const JOBS: &[&str] = &["gpuscale-exporter", "gpuscale-exporter-podmonitor"];
 
 /// Two GPUs, no pods (the test's API serves none).
 const SCENARIO: &str = r#"
@@ -193,7 +192,7 @@ fn the_node_pool_variable_narrows_the_node_list() {
         .map(|e| format!("127.0.0.1:{}", e.port))
         .collect();
     let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let config = stack::exporters_jobs_config(&[], "", &addrs, JOBS);
+    let config = stack::exporters_jobs_config(&[], "", &addrs, stack::MONITOR_JOBS);
     let prom = Prometheus::start(dir.path(), &config, stack::free_port());
     eventually(
         "both jobs to scrape the three exporters",

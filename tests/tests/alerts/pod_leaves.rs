@@ -12,15 +12,13 @@
 use std::time::Duration;
 
 use gpuscale_e2e::alerts::procs::eventually;
-use gpuscale_e2e::alerts::rules;
-use gpuscale_e2e::alerts::stack::{self, Alertmanager, Notified, Prometheus, Webhook};
+use gpuscale_e2e::alerts::stack::{self, Notified, Prometheus};
 use gpuscale_e2e::exporter::{Exporter, Metrics};
 use gpuscale_e2e::pods::{TestNode, parse, write_scenario};
 
 use super::require;
 
 const GPU: &str = "GPU-c0000000-0000-4000-8000-000000000000";
-const JOBS: &[&str] = &["gpuscale-exporter", "gpuscale-exporter-podmonitor"];
 
 /// One busy GPU held by one pod; the double-bit error and its XID 48 come
 /// 10 s after the exporter starts, once Prometheus has seen the allocation.
@@ -30,10 +28,7 @@ gpus:
   - model: NVIDIA H100 80GB HBM3
     uuid: GPU-c0000000-0000-4000-8000-000000000000
     pci_bus_id: "00000000:18:00.0"
-    architecture: hopper
     memory_mib: 81559
-    power_limit_watts: 700
-    thresholds_celsius: { shutdown: 92, slowdown: 87, gpu_max: 85, memory_max: 95 }
     load: { utilization: 60, memory_used_mib: 20000, power_watts: 400, temperature_celsius: 60 }
     ecc_errors:
       - { at_s: 10, type: uncorrected, count: 1 }
@@ -82,15 +77,8 @@ fn a_pod_leaving_its_gpu_right_after_a_dbe_leaves_the_alert_firing() {
     let flags = node.flags();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let exporter = Exporter::simulate(&scenario, &flags);
-    let rule_files: Vec<_> = rules::write_time_scaled(&dir.path().join("rules"))
-        .into_iter()
-        .filter(|p| !p.ends_with("gpuscale.rules.yml"))
-        .collect();
-    let webhook = Webhook::start();
-    let am = Alertmanager::start(dir.path(), &webhook.url());
-    let addr = format!("127.0.0.1:{}", exporter.port);
-    let config = stack::exporter_jobs_config(&rule_files, &am.addr, &addr, JOBS);
-    let prom = Prometheus::start(dir.path(), &config, stack::free_port());
+    let alerting = stack::Alerting::start(dir.path(), &format!("127.0.0.1:{}", exporter.port));
+    let (prom, webhook) = (&alerting.prom, &alerting.webhook);
     let context = || {
         format!(
             "webhook: {:?}\n{}\nexporter log:\n{}",
@@ -123,10 +111,10 @@ fn a_pod_leaving_its_gpu_right_after_a_dbe_leaves_the_alert_firing() {
     the_page_names_the_gpu_and_the_pod(ecc_alerts(&notified)[0]);
 
     // Several evaluations and group intervals later: still one page, still firing.
-    let active_at = ecc_active_at(&prom).unwrap_or_else(|| panic!("not firing: {}", context()));
+    let active_at = ecc_active_at(prom).unwrap_or_else(|| panic!("not firing: {}", context()));
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(
-        ecc_active_at(&prom),
+        ecc_active_at(prom),
         Some(active_at),
         "the ECC alert resolved or restarted"
     );

@@ -28,8 +28,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::alerts::procs::eventually;
-use gpuscale_e2e::alerts::rules;
-use gpuscale_e2e::alerts::stack::{self, Alertmanager, Notified, Prometheus, Webhook};
+use gpuscale_e2e::alerts::stack::{self, Notified, Prometheus, Webhook};
 use gpuscale_e2e::procs::Proc;
 
 use super::require;
@@ -37,7 +36,6 @@ use super::require;
 const ECC: &str = "GPU-b0000000-0000-4000-8000-000000000000";
 const HOT: &str = "GPU-b1000000-0000-4000-8000-000000000000";
 const LOST: &str = "GPU-b2000000-0000-4000-8000-000000000000";
-const JOBS: &[&str] = &["gpuscale-exporter", "gpuscale-exporter-podmonitor"];
 
 /// The node; `LOST_AT` is where the lost GPU falls off the bus.
 const SCENARIO: &str = r#"
@@ -243,7 +241,7 @@ fn the_lost_gpu_keeps_its_uuid(prom: &Prometheus) {
     let lost = format!(r#"gpuscale_exporter_gpu_state{{state="lost", uuid="{LOST}"}} == 1"#);
     assert_eq!(
         prom.query(&lost).expect("query").len(),
-        JOBS.len(),
+        stack::MONITOR_JOBS.len(),
         "the restarted exporter reports the lost GPU without its UUID"
     );
 }
@@ -265,20 +263,13 @@ fn an_exporter_restart_mid_incident_changes_no_notification() {
         .ok()
         .map(|d| d.as_secs_f64());
     let first = exporter(dir.path(), &scenario, &state, port, "first", epoch);
-    let rule_files: Vec<_> = rules::write_time_scaled(&dir.path().join("rules"))
-        .into_iter()
-        .filter(|p| !p.ends_with("gpuscale.rules.yml"))
-        .collect();
-
-    let webhook = Webhook::start();
-    let am = Alertmanager::start(dir.path(), &webhook.url());
-    let config = stack::exporter_jobs_config(&rule_files, &am.addr, &addr, JOBS);
-    let prom = Prometheus::start(dir.path(), &config, stack::free_port());
+    let alerting = stack::Alerting::start(dir.path(), &addr);
+    let (prom, webhook) = (&alerting.prom, &alerting.webhook);
     let context = || {
         format!(
             "webhook:\n{}\nPrometheus alerts: {:?}\n{}",
             describe(&webhook.alerts()),
-            active(&prom),
+            active(prom),
             prom.proc.log_tail(10)
         )
     };
@@ -286,17 +277,17 @@ fn an_exporter_restart_mid_incident_changes_no_notification() {
     eventually(
         "the incident's alerts, notified or inhibited",
         Duration::from_secs(60),
-        || all_notified(&prom, &webhook).then_some(()),
+        || all_notified(prom, webhook).then_some(()),
         context,
     );
-    let (notified, before) = picture(&prom, &webhook);
+    let (notified, before) = picture(prom, webhook);
 
     // Kill the exporter; start it again once both jobs saw it down.
     drop(first);
     eventually(
         "both jobs to see the exporter down",
         Duration::from_secs(10),
-        || both_up(&prom, 0),
+        || both_up(prom, 0),
         context,
     );
     let down = Instant::now();
@@ -304,19 +295,19 @@ fn an_exporter_restart_mid_incident_changes_no_notification() {
     eventually(
         "both jobs to scrape the new exporter",
         Duration::from_secs(10),
-        || both_up(&prom, 1),
+        || both_up(prom, 1),
         context,
     );
     eprintln!(
         "exporter back {:?} after both jobs saw it down",
         down.elapsed()
     );
-    the_lost_gpu_keeps_its_uuid(&prom);
+    the_lost_gpu_keeps_its_uuid(prom);
     // Several evaluations and Alertmanager group intervals later.
     std::thread::sleep(Duration::from_secs(8));
 
     assert_eq!(
-        without_xid79(active(&prom)),
+        without_xid79(active(prom)),
         without_xid79(before),
         "alerts or their activeAt changed across the restart (a `for:` restarted or an alert resolved)"
     );
