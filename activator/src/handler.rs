@@ -12,6 +12,7 @@ use hyper::body::Body as _;
 use hyper::body::Incoming;
 
 use crate::held_body::{self, Waited};
+use crate::in_flight::Open;
 use crate::metrics::Metrics;
 use crate::proxy::{self, Body, BoxError, Upstream};
 use crate::route::{Admit, Route};
@@ -40,8 +41,23 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> 
         Ok(x) => x,
         Err(resp) => return resp,
     };
+    let open = Open::begin(
+        app.metrics
+            .in_flight
+            .with_label_values(&[&route.spec.service.namespace, &route.spec.name]),
+    );
+    open.until_answered(forward(&app, &route, req, peer).await)
+}
+
+/// Admit `req` (forward at once or hold), then forward it.
+async fn forward(
+    app: &App,
+    route: &Arc<Route>,
+    req: Request<Body>,
+    peer: SocketAddr,
+) -> Response<Body> {
     let name = route.spec.name.clone();
-    let (addr, req, was_held) = match admit(&app, &route, req).await {
+    let (addr, req, was_held) = match admit(app, route, req).await {
         Ok(x) => x,
         Err(resp) => return resp,
     };

@@ -32,12 +32,12 @@ pub enum Waited {
 /// `cap` bytes meanwhile. Cancel-safe for `held` (the wait limit drops
 /// this future).
 pub async fn wait(held: &mut Held, body: Body, cap: usize) -> Waited {
+    let mut reading = undeclared(&body);
     let mut read = Prefix {
         frames: VecDeque::new(),
         len: 0,
         rest: Some(body),
     };
-    let mut reading = read.rest.as_ref().is_some_and(|b| undeclared(b));
     loop {
         tokio::select! {
             release = held.released() => {

@@ -9,6 +9,7 @@ pub mod conn;
 pub mod endpoints;
 pub mod handler;
 pub mod held_body;
+pub mod in_flight;
 pub mod metrics;
 pub mod proxy;
 pub mod route;

@@ -83,6 +83,12 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "reason",
         "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large).",
     ),
+    (
+        "gpuscale_activator_in_flight_requests",
+        "gauge",
+        "namespace, route",
+        "Requests open through the activator now: held, or forwarded and not yet answered in full.",
+    ),
 ];
 
 pub struct Metrics {
@@ -98,6 +104,7 @@ pub struct Metrics {
     pub forwarded: IntCounterVec,
     pub upstream_errors: IntCounterVec,
     pub unrouted: IntCounterVec,
+    pub in_flight: IntGaugeVec,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -147,6 +154,7 @@ impl Metrics {
             forwarded: counter(&r, 8)?,
             upstream_errors: counter(&r, 9)?,
             unrouted: counter(&r, 10)?,
+            in_flight: gauge(&r, 11)?,
             registry: r,
         })
     }
@@ -155,6 +163,7 @@ impl Metrics {
     /// and not an absent series.
     pub fn init_route(&self, ns: &str, route: &str) {
         self.pending.with_label_values(&[ns, route]).set(0);
+        self.in_flight.with_label_values(&[ns, route]).set(0);
         self.ready_endpoints.with_label_values(&[ns, route]).set(0);
         self.abandoned.with_label_values(&[ns, route]);
         self.forwarded.with_label_values(&[ns, route]);

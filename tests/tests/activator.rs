@@ -101,6 +101,8 @@ fn two_hundred_requests_held_through_a_wake_are_answered_in_order() {
         1,
         "one wake, not one per request"
     );
+    let in_flight = "gpuscale_activator_in_flight_requests{namespace=\"inference\",route=\"chat\"}";
+    a.wait_value(in_flight, 200.0);
     let (backend, _) = wake_slow_backend(&fake, "chat", Duration::ZERO, Duration::from_secs(1));
     for (i, s) in held.into_iter().enumerate() {
         let (code, _, body) = response(s);
@@ -109,6 +111,7 @@ fn two_hundred_requests_held_through_a_wake_are_answered_in_order() {
     let want: Vec<String> = (0..200).map(|i| i.to_string()).collect();
     assert_eq!(backend.seqs(), want, "forwarded in arrival order");
     a.wait_value(&pending("chat"), 0.0);
+    a.wait_value(in_flight, 0.0);
     a.wait_value(
         "gpuscale_activator_cold_start_seconds_count{namespace=\"inference\",route=\"chat\"}",
         1.0,
