@@ -337,3 +337,26 @@ fn https_is_trusted_through_the_ca_and_wants_the_token() {
     assert!(ask("wrong").starts_with("HTTP/1.1 401"));
     assert!(f.tls_kubeconfig().contains("certificate-authority-data: "));
 }
+
+/// A streaming list (`sendInitialEvents`): the current objects, then a
+/// bookmark that marks their end.
+#[test]
+fn a_streaming_list_ends_its_initial_events_with_a_bookmark() {
+    let f = fake();
+    f.put(&core("pods"), pod("a-0", "x", "n"));
+    let mut w = watch(
+        &f,
+        "/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=5",
+    );
+    let (kind, obj) = next(&mut w).expect("the pod");
+    assert_eq!(
+        (kind.as_str(), &obj["metadata"]["name"]),
+        ("ADDED", &json!("a-0"))
+    );
+    let (kind, obj) = next(&mut w).expect("the bookmark");
+    assert_eq!(kind, "BOOKMARK");
+    assert_eq!(
+        obj["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+}
