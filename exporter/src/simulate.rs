@@ -141,3 +141,28 @@ mod without {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, library};
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::parse_from(std::iter::once("gpuscale-exporter").chain(args.iter().copied()))
+    }
+
+    /// Without `--simulate` nothing is simulated; with it, a build without
+    /// the feature says so, and one with it reads the scenario.
+    #[test]
+    fn simulate_is_read_or_refused_by_the_build() {
+        assert!(matches!(library(&cli(&[])), Ok(None)));
+        let got = library(&cli(&["--simulate", "no-such-scenario.yaml"])).err();
+        let got = got.unwrap_or_default();
+        if cfg!(feature = "simulate") {
+            assert!(got.contains("no-such-scenario.yaml"), "{got}");
+        } else {
+            assert!(got.contains("this build has no simulator"), "{got}");
+        }
+    }
+}
