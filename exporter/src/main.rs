@@ -16,11 +16,13 @@ use gpuscale_exporter::simulate::{self, Simulated};
 use gpuscale_exporter::snapshot::Store;
 use tracing::{error, info, warn};
 
+mod memory;
+
 /// Exit code for bad flags or configuration, as clap uses.
 const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    limit_malloc_arenas();
+    memory::limit_malloc_arenas();
     let cli = Cli::parse();
     if let Err(e) = logging::init(cli.log_format, &cli.log_level) {
         eprintln!("error: {e}");
@@ -57,24 +59,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    memory::release_after_startup();
     let code = runtime.block_on(run(cli, lib, web, simulated));
     // A collection stuck in the driver must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
-}
-
-/// glibc gives each thread that allocates its own arena, and after a large
-/// block is freed it raises its mmap threshold so later snapshots (100–250 KB
-/// each, several alive while slow scrapes finish) come from the heap and stay
-/// resident. Two arenas and a fixed threshold keep the resident set small;
-/// a few mmap calls per collection cost nothing measurable.
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
-    }
 }
 
 /// Picks the NVML library. Under `--simulate` the scenario is validated here,
