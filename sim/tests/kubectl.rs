@@ -71,8 +71,7 @@ impl Kubectl {
     }
 }
 
-/// Typed `kubectl create namespace` sends protobuf, which this server does
-/// not read; manifests go as JSON.
+/// The namespace the examples live in.
 const INFERENCE: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: inference}\n";
 
 const POLICY: &str = "apiVersion: gpuscale.dev/v1alpha1
@@ -339,6 +338,39 @@ fn delete_with_a_finalizer_marks_until_the_finalizer_is_removed() {
     assert!(
         gone.contains(r#"Error from server (NotFound): configmaps "held" not found"#),
         "{gone}"
+    );
+}
+
+#[test]
+fn typed_create_generators_work_for_the_kinds_sent_as_protobuf() {
+    let k = Kubectl::new();
+    k.ok(&["create", "namespace", "gen"]);
+    k.ok(&[
+        "create",
+        "configmap",
+        "c",
+        "-n",
+        "gen",
+        "--from-literal=a=b",
+    ]);
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s",
+        "-n",
+        "gen",
+        "--from-literal=k=v",
+    ]);
+    k.ok(&["create", "serviceaccount", "sa", "-n", "gen"]);
+    let cm = json(&k, &["get", "configmap", "c", "-n", "gen"]);
+    assert_eq!(cm["data"]["a"], "b");
+    let secret = json(&k, &["get", "secret", "s", "-n", "gen"]);
+    assert_eq!(secret["data"]["k"], "dg==", "base64 of v");
+    let refused = k.fails(&["create", "deployment", "d", "-n", "gen", "--image=busybox"]);
+    assert!(
+        refused.contains("unsupported media type") && refused.contains("kubectl apply"),
+        "{refused}"
     );
 }
 

@@ -24,11 +24,15 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    /// The body as JSON, or as YAML (server-side apply sends either).
+    /// The body as JSON, as YAML (server-side apply sends either), or as
+    /// protobuf for the kinds `protobuf` reads.
     pub(crate) fn json(&self) -> Result<Value, String> {
-        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+        if self.content_type.contains("protobuf") {
+            return super::protobuf::decode(&self.body);
+        }
+        if self.content_type.contains("cbor") {
             return Err(format!(
-                "unsupported media type {:?}: this server reads JSON and YAML",
+                "unsupported media type {:?}: send JSON or YAML",
                 self.content_type
             ));
         }

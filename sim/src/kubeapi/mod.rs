@@ -22,6 +22,10 @@
 //! `ownerReferences` go too), deletecollection; `generation` moves on spec
 //! changes only. Errors are `Status` objects as a real server sends.
 //!
+//! Bodies are JSON or YAML, or protobuf for Namespaces, ConfigMaps, Secrets
+//! and ServiceAccounts (what `kubectl create <kind>` sends); other kinds in
+//! protobuf get a 415.
+//!
 //! Not done: CRD `x-kubernetes-validations` (CEL) and OpenAPI schema
 //! validation of custom resources are not evaluated; no admission, no
 //! defaulting beyond metadata; RBAC is not enforced (SubjectAccessReviews
@@ -46,6 +50,7 @@ mod http;
 mod labels;
 mod openapi;
 mod patch;
+mod protobuf;
 mod reviews;
 mod store;
 mod subresources;
