@@ -81,14 +81,14 @@ fn run(cli: &Cli) -> Result<(), String> {
         Duration::from_secs_f64(scenario.cold_start_seconds),
     );
     println!("{}", instructions(cli, &scenario, &node));
-    rt.block_on(wait_for_signal());
+    let waited = rt.block_on(wait_for_signal());
     drop(workloads);
     drop(node);
     let _ = std::fs::remove_file(&cli.kubeconfig_out);
     if cli.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(())
+    waited.map_err(|e| format!("cannot wait for signals: {e}"))
 }
 
 /// How to point kubectl and the exporter at the cluster.
@@ -129,21 +129,14 @@ fn simulator_lib() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// SIGTERM or SIGINT.
-async fn wait_for_signal() {
+/// SIGTERM or SIGINT; an error when the handlers cannot be installed.
+async fn wait_for_signal() -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = int.recv() => {},
-            }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
     }
+    Ok(())
 }
