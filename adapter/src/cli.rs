@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9102")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM); reloaded when the file changes.
-    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus"], requires = "tls_key_file")]
+    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus", "wake_parked"], requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Serving key (PEM); reloaded when the file changes.
     #[arg(long, requires = "tls_cert_file")]
@@ -79,6 +79,9 @@ pub struct Args {
     /// Ask Prometheus whether the joined metrics' series carry namespace and pod and the pod metadata series exist; print what was found and exit (non-zero on a problem).
     #[arg(long)]
     pub check_prometheus: bool,
+    /// Before an uninstall: wake every target a ScaleToZeroPolicy parked (and orphans carrying the parked annotation), remove gpuscale's finalizers from the policies, print what was done and exit (non-zero if any wake failed).
+    #[arg(long)]
+    pub wake_parked: bool,
     /// Prometheus-compatible base URL (Prometheus, Thanos, Mimir with its path prefix).
     #[arg(long, default_value = "http://127.0.0.1:9090")]
     pub prometheus_url: String,
@@ -128,9 +131,9 @@ pub struct Args {
     /// Run the scale-to-zero controller (ScaleToZeroPolicy resources): park idle targets at 0, wake them on activation.
     #[arg(long)]
     pub scale_to_zero: bool,
-    /// Namespace of the controller's leader Lease (default: the pod's namespace).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "gpuscale")]
-    pub scale_to_zero_lease_namespace: String,
+    /// Namespace of the controller's leader Lease (default: the pod's namespace, env POD_NAMESPACE).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub scale_to_zero_lease_namespace: Option<String>,
     /// Name of the controller's leader Lease.
     #[arg(long, default_value = "gpuscale-scale-to-zero")]
     pub scale_to_zero_lease_name: String,
@@ -140,6 +143,12 @@ pub struct Args {
     /// A Lease holder that has not renewed for this long loses it.
     #[arg(long, default_value = "15s", value_parser = duration)]
     pub scale_to_zero_lease_duration: Duration,
+    /// A leader that has not renewed the Lease for this long stops acting (shorter than the lease duration).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub scale_to_zero_lease_renew_deadline: Duration,
+    /// How often the Lease is renewed or tried (shorter than the renew deadline).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub scale_to_zero_lease_retry_period: Duration,
     /// How often parked targets' activation is checked (from the poll cache).
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub scale_to_zero_wake_interval: Duration,

@@ -71,6 +71,8 @@ pub enum AppError {
     Keda(#[from] tonic::transport::Error),
     #[error("--check-prometheus: {0}")]
     Check(#[from] check::CheckError),
+    #[error("scale-to-zero: {0}")]
+    ScaleToZero(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -80,6 +82,10 @@ pub enum AppError {
 
 /// Run the adapter until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), AppError> {
+    if args.wake_parked {
+        let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
+        return scale_to_zero::release::command(&kube.client()).await;
+    }
     let config = load_config(&args)?;
     if args.check_config {
         for m in config.metrics() {
@@ -99,9 +105,16 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     let config = Arc::new(config);
     let provider = || PromProvider::new(config.clone(), cache.clone());
     let api_provider = with_pod_cache(&args, provider(), kube.as_ref());
-    if args.scale_to_zero {
-        start_scale_to_zero(&args, kube.as_ref(), provider(), &metrics)?;
-    }
+    let lease = if args.scale_to_zero {
+        Some(start_scale_to_zero(
+            &args,
+            kube.as_ref(),
+            provider(),
+            &metrics,
+        )?)
+    } else {
+        None
+    };
     let endpoints = endpoints(&args, kube).await?;
     let tls = tls_configs(&args, endpoints.key, endpoints.security.is_some())?;
     let api = Arc::new(Api::new(api_provider, endpoints.security, metrics.clone()));
@@ -121,7 +134,19 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         _ = keda => {}
         _ = shutdown() => tracing::info!("shutting down"),
     }
+    if let Some(lease) = lease {
+        release_lease(&lease).await;
+    }
     Ok(())
+}
+
+/// Hands the scale-to-zero Lease over before exiting, so a standby leads
+/// within a retry period instead of a lease duration; bounded by the
+/// renew deadline (two Lease calls fit in it).
+async fn release_lease(lease: &scale_to_zero::lease::LeaseSettings) {
+    if !lease.release.release(lease.timing.renew_deadline).await {
+        tracing::warn!(lease = %lease.name, "the scale-to-zero Lease was not released in time");
+    }
 }
 
 /// The metrics config file, or the built-in presets without one.
@@ -301,24 +326,15 @@ fn start_scale_to_zero(
     kube: Option<&Arc<KubeAuthApi>>,
     provider: PromProvider,
     metrics: &SelfMetrics,
-) -> Result<(), AppError> {
+) -> Result<scale_to_zero::lease::LeaseSettings, AppError> {
     let Some(kube) = kube else {
         return Err(AppError::AuthSetup(
             "--scale-to-zero needs the Kubernetes API: give --kubeconfig with --dev".into(),
         ));
     };
+    let lease = lease_settings(args)?;
     let report = Arc::new(scale_to_zero::report::Report::default());
     metrics.attach_scale_to_zero(report.clone());
-    let identity = args.scale_to_zero_identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME")
-            .unwrap_or_else(|_| format!("gpuscale-adapter-{}", std::process::id()))
-    });
-    let lease = scale_to_zero::lease::LeaseSettings {
-        namespace: args.scale_to_zero_lease_namespace.clone(),
-        name: args.scale_to_zero_lease_name.clone(),
-        identity,
-        duration: args.scale_to_zero_lease_duration,
-    };
     let settings = scale_to_zero::reconcile::Settings {
         wake_interval: args.scale_to_zero_wake_interval,
         check_interval: args.scale_to_zero_check_interval,
@@ -330,11 +346,42 @@ fn start_scale_to_zero(
     tokio::spawn(scale_to_zero::run(
         kube.client(),
         Arc::new(provider),
-        lease,
+        lease.clone(),
         settings,
         report,
     ));
-    Ok(())
+    Ok(lease)
+}
+
+/// The leader Lease from the flags: its namespace from the flag or the
+/// downward API (`POD_NAMESPACE`), never guessed, and client-go's timing.
+fn lease_settings(args: &Args) -> Result<scale_to_zero::lease::LeaseSettings, AppError> {
+    let namespace = args
+        .scale_to_zero_lease_namespace
+        .clone()
+        .filter(|ns| !ns.trim().is_empty())
+        .ok_or_else(|| {
+            AppError::ScaleToZero(
+                "no namespace for the leader Lease: set --scale-to-zero-lease-namespace or POD_NAMESPACE (the chart and kustomize set it from the downward API)".into(),
+            )
+        })?;
+    let timing = scale_to_zero::lease::Timing::new(
+        args.scale_to_zero_lease_duration,
+        args.scale_to_zero_lease_renew_deadline,
+        args.scale_to_zero_lease_retry_period,
+    )
+    .map_err(AppError::ScaleToZero)?;
+    let identity = args.scale_to_zero_identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("gpuscale-adapter-{}", std::process::id()))
+    });
+    Ok(scale_to_zero::lease::LeaseSettings {
+        namespace,
+        name: args.scale_to_zero_lease_name.clone(),
+        identity,
+        timing,
+        release: scale_to_zero::lease::Release::default(),
+    })
 }
 
 async fn shutdown() {
