@@ -140,12 +140,12 @@ pub struct Args {
     /// A Lease holder that has not renewed for this long loses it.
     #[arg(long, default_value = "15s", value_parser = duration)]
     pub scale_to_zero_lease_duration: Duration,
-    /// A leader that has not renewed the Lease for this long stops acting (shorter than the lease duration).
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub scale_to_zero_lease_renew_deadline: Duration,
-    /// How often the Lease is renewed or tried (shorter than the renew deadline).
-    #[arg(long, default_value = "2s", value_parser = duration)]
-    pub scale_to_zero_lease_retry_period: Duration,
+    /// A leader that has not renewed the Lease for this long stops acting (shorter than the lease duration; default 2/3 of it).
+    #[arg(long, value_parser = duration)]
+    pub scale_to_zero_lease_renew_deadline: Option<Duration>,
+    /// How often the Lease is renewed or tried (shorter than the renew deadline; default 2/15 of the lease duration).
+    #[arg(long, value_parser = duration)]
+    pub scale_to_zero_lease_retry_period: Option<Duration>,
     /// How often parked targets' activation is checked (from the poll cache).
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub scale_to_zero_wake_interval: Duration,

@@ -361,10 +361,14 @@ fn lease_settings(args: &Args) -> Result<scale_to_zero::lease::LeaseSettings, Ap
                 "no namespace for the leader Lease: set --scale-to-zero-lease-namespace or POD_NAMESPACE (the chart and kustomize set it from the downward API)".into(),
             )
         })?;
+    // client-go's 15 s / 10 s / 2 s, scaled with the lease duration.
+    let duration = args.scale_to_zero_lease_duration;
     let timing = scale_to_zero::lease::Timing::new(
-        args.scale_to_zero_lease_duration,
-        args.scale_to_zero_lease_renew_deadline,
-        args.scale_to_zero_lease_retry_period,
+        duration,
+        args.scale_to_zero_lease_renew_deadline
+            .unwrap_or(duration * 2 / 3),
+        args.scale_to_zero_lease_retry_period
+            .unwrap_or(duration * 2 / 15),
     )
     .map_err(AppError::ScaleToZero)?;
     let identity = args.scale_to_zero_identity.clone().unwrap_or_else(|| {
