@@ -174,6 +174,63 @@ fn scaling_a_deployment_runs_pods_on_the_node_s_gpus() {
     });
     let d = node.api().get(&apps("deployments"), "default", "llm");
     assert_eq!(d.map(|d| d["status"]["replicas"].clone()), Some(json!(0)));
+
+    // A StatefulSet's pods are named by ordinal and owned by it.
+    let mut sts = deployment(1);
+    sts["kind"] = json!("StatefulSet");
+    sts["metadata"]["name"] = json!("db");
+    node.api().put(&apps("statefulsets"), sts);
+    until("db-0 ready", || {
+        let s = node.api().get(&apps("statefulsets"), "default", "db")?;
+        let pod = node.api().get(&gvr_pods(), "default", "db-0")?;
+        let owner = pod["metadata"]["ownerReferences"][0]["kind"].clone();
+        (s["status"]["readyReplicas"] == 1 && owner == "StatefulSet").then_some(())
+    });
+}
+
+/// The binary: the scenario's node in the API for kubectl, the exporter's
+/// flags printed, and everything removed on SIGINT.
+#[test]
+fn gpuscale_sim_serves_kubectl_until_interrupted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = tmp.path().join("scenario.yaml");
+    std::fs::write(&scenario, SCENARIO).expect("write scenario");
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuscale-sim"))
+        .arg("--scenario")
+        .arg(&scenario)
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--dir")
+        .arg(tmp.path().join("nodes"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start gpuscale-sim");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut printed = String::new();
+    while !printed.contains("--proc-root") {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).expect("read stdout");
+        assert!(n > 0, "gpuscale-sim ended early: {printed}");
+        printed.push_str(&line);
+    }
+    let socket = tmp.path().join("nodes/sim-a/kubelet.sock");
+    assert!(
+        printed.contains(&format!("--pod-resources-socket {}", socket.display())),
+        "{printed}"
+    );
+    assert!(socket.exists());
+    assert_eq!(
+        kubectl(&kubeconfig, &["get", "nodes", "-o", "name"]).trim(),
+        "node/sim-a"
+    );
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let status = child.wait().expect("wait for gpuscale-sim");
+    assert!(status.success(), "{status}");
+    assert!(!kubeconfig.exists() && !socket.exists());
 }
 
 fn gvr_pods() -> (String, String, String) {
