@@ -3,16 +3,11 @@
 //! in the path, the activator has this count exactly: the idle signal of
 //! a route, with no model-server metric needed.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use bytes::Bytes;
 use http::Response;
 use http_body_util::BodyExt as _;
-use hyper::body::{Frame, SizeHint};
 use prometheus::IntGauge;
 
-use crate::proxy::{Body, BoxError};
+use crate::proxy::Body;
 
 /// One open request: counted while it lives.
 pub struct Open(IntGauge);
@@ -23,40 +18,23 @@ impl Open {
         Self(gauge)
     }
 
-    /// The response, whose body keeps the request open until it ends.
+    /// The response, whose body keeps the request open until it ends (or
+    /// is dropped: the client went away).
     pub fn until_answered(self, resp: Response<Body>) -> Response<Body> {
-        resp.map(|inner| Counted { inner, _open: self }.boxed())
+        resp.map(|inner| {
+            inner
+                .map_frame(move |f| {
+                    let _open = &self;
+                    f
+                })
+                .boxed()
+        })
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
         self.0.dec();
-    }
-}
-
-struct Counted {
-    inner: Body,
-    _open: Open,
-}
-
-impl hyper::body::Body for Counted {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

@@ -239,21 +239,29 @@ pub fn unavailable(msg: &str, retry_after: u32) -> Response<Body> {
 mod tests {
     use super::*;
 
+    /// A request from 192.0.2.7 as prepared for the endpoint `addr`.
+    fn prepared(uri: &str, headers: &[(&str, &str)], addr: &str, proto: Protocol) -> Request<Body> {
+        let mut req = Request::builder().uri(uri);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut req = req.body(text(StatusCode::OK, "").into_body()).unwrap();
+        let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
+        prepare(&mut req, addr.parse().unwrap(), proto, peer).unwrap();
+        req
+    }
+
     #[test]
     fn hop_by_hop_go_and_forwarded_headers_come() {
-        let mut req = Request::builder()
-            .uri("/v1/chat?x=1")
-            .header("host", "chat.example")
-            .header("connection", "keep-alive, x-secret")
-            .header("x-secret", "1")
-            .header("te", "trailers")
-            .header("x-forwarded-for", "10.0.0.1")
-            .header("authorization", "Bearer t")
-            .body(text(StatusCode::OK, "").into_body())
-            .unwrap();
-        let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
-        let addr = "10.1.2.3:8000".parse().unwrap();
-        prepare(&mut req, addr, Protocol::Http1, peer).unwrap();
+        let headers = [
+            ("host", "chat.example"),
+            ("connection", "keep-alive, x-secret"),
+            ("x-secret", "1"),
+            ("te", "trailers"),
+            ("x-forwarded-for", "10.0.0.1"),
+            ("authorization", "Bearer t"),
+        ];
+        let req = prepared("/v1/chat?x=1", &headers, "10.1.2.3:8000", Protocol::Http1);
         let h = req.headers();
         assert_eq!(req.uri().to_string(), "http://10.1.2.3:8000/v1/chat?x=1");
         assert!(
@@ -268,16 +276,12 @@ mod tests {
 
     #[test]
     fn h2c_names_the_endpoint_and_keeps_te_trailers() {
-        let mut req = Request::builder()
-            .uri("/pkg.Svc/Call")
-            .header("host", "grpc.example")
-            .header("te", "trailers")
-            .header("connection", "keep-alive")
-            .body(text(StatusCode::OK, "").into_body())
-            .unwrap();
-        let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
-        let addr = "10.1.2.3:9000".parse().unwrap();
-        prepare(&mut req, addr, Protocol::H2c, peer).unwrap();
+        let headers = [
+            ("host", "grpc.example"),
+            ("te", "trailers"),
+            ("connection", "keep-alive"),
+        ];
+        let req = prepared("/pkg.Svc/Call", &headers, "10.1.2.3:9000", Protocol::H2c);
         assert_eq!(req.version(), Version::HTTP_2);
         assert_eq!(req.uri().to_string(), "http://10.1.2.3:9000/pkg.Svc/Call");
         let h = req.headers();

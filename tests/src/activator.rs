@@ -86,6 +86,15 @@ impl Backend {
         Self { port, seen }
     }
 
+    /// The headers of the last request, lower-cased.
+    pub fn last_headers(&self) -> String {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_headers
+            .to_ascii_lowercase()
+    }
+
     pub fn seqs(&self) -> Vec<String> {
         let mut seqs = self
             .seen

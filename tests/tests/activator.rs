@@ -28,6 +28,11 @@ fn cluster(models: &[&str]) -> KubeFake {
     fake
 }
 
+/// An activator "a" with the one route `chat`.
+fn chat_activator(dir: &std::path::Path, fake: &KubeFake, flags: &[&str]) -> Activator {
+    Activator::start(dir, "a", fake, &routes(NS, &[("chat", None)]), flags)
+}
+
 fn pending(route: &str) -> String {
     format!("gpuscale_activator_pending_requests{{namespace=\"inference\",route=\"{route}\"}}")
 }
@@ -127,12 +132,7 @@ fn two_hundred_requests_held_through_a_wake_are_answered_in_order() {
     // Warm now: forwarded at once, with the headers a proxy adds.
     let (code, _, _) = response(chat(a.port, 200, "m"));
     assert_eq!(code, 200);
-    let headers = backend
-        .seen
-        .lock()
-        .unwrap()
-        .last_headers
-        .to_ascii_lowercase();
+    let headers = backend.last_headers();
     assert!(headers.contains("x-forwarded-for: 127.0.0.1"), "{headers}");
     assert!(
         headers.contains("x-forwarded-host: models.test"),
@@ -205,13 +205,7 @@ fn full_queue_and_wait_limit_answer_503_with_retry_after() {
         "--retry-after=7",
         "--max-held-body=100",
     ];
-    let a = Activator::start(
-        dir.path(),
-        "a",
-        &fake,
-        &routes(NS, &[("chat", None)]),
-        &flags,
-    );
+    let a = chat_activator(dir.path(), &fake, &flags);
     let held = [chat(a.port, 0, "m"), chat(a.port, 1, "m")];
     a.wait_value(&pending("chat"), 2.0);
     let (code, head, body) = response(chat(a.port, 2, "m"));
@@ -373,12 +367,12 @@ fn the_model_field_wakes_only_that_models_deployment() {
 /// A chunked request (no declared length) with `chunks` of `size` bytes.
 fn chunked(port: u16, seq: usize, chunks: usize, size: usize) -> std::net::TcpStream {
     use std::io::Write as _;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n").unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the activator");
+    write!(s, "POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n").expect("send");
     for _ in 0..chunks {
-        write!(s, "{size:x}\r\n{}\r\n", "x".repeat(size)).unwrap();
+        write!(s, "{size:x}\r\n{}\r\n", "x".repeat(size)).expect("send");
     }
-    write!(s, "0\r\n\r\n").unwrap();
+    write!(s, "0\r\n\r\n").expect("send");
     s
 }
 
@@ -387,13 +381,7 @@ fn a_chunked_body_while_held_is_capped_at_max_held_body() {
     let dir = tempfile::tempdir().unwrap();
     let fake = cluster(&["chat"]);
     let flags = ["--max-held-body=100"];
-    let a = Activator::start(
-        dir.path(),
-        "a",
-        &fake,
-        &routes(NS, &[("chat", None)]),
-        &flags,
-    );
+    let a = chat_activator(dir.path(), &fake, &flags);
     // 3 × 50 bytes, no Content-Length: read while held, refused past 100.
     let (code, _, body) = response(chunked(a.port, 0, 3, 50));
     assert_eq!(code, 413, "{body}");
@@ -410,12 +398,7 @@ fn a_chunked_body_while_held_is_capped_at_max_held_body() {
     let (code, _, body) = response(small);
     assert_eq!((code, body.as_str()), (200, "ok chat"));
     assert_eq!(backend.seqs(), ["1"]);
-    let headers = backend
-        .seen
-        .lock()
-        .unwrap()
-        .last_headers
-        .to_ascii_lowercase();
+    let headers = backend.last_headers();
     assert!(headers.contains("content-length: 80"), "{headers}");
 }
 
