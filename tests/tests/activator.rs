@@ -367,7 +367,8 @@ fn the_model_field_wakes_only_that_models_deployment() {
 /// A chunked request (no declared length) with `chunks` of `size` bytes.
 fn chunked(port: u16, seq: usize, chunks: usize, size: usize) -> std::net::TcpStream {
     use std::io::Write as _;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the activator");
+    let mut s =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the activator");
     write!(s, "POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n").expect("send");
     for _ in 0..chunks {
         write!(s, "{size:x}\r\n{}\r\n", "x".repeat(size)).expect("send");
