@@ -175,7 +175,11 @@ fn scaling_a_deployment_runs_pods_on_the_node_s_gpus() {
     let d = node.api().get(&apps("deployments"), "default", "llm");
     assert_eq!(d.map(|d| d["status"]["replicas"].clone()), Some(json!(0)));
 
-    // A StatefulSet's pods are named by ordinal and owned by it.
+    statefulset_pods_are_named_by_ordinal(&node);
+}
+
+/// A StatefulSet's pods are named by ordinal and owned by it.
+fn statefulset_pods_are_named_by_ordinal(node: &SimNode) {
     let mut sts = deployment(1);
     sts["kind"] = json!("StatefulSet");
     sts["metadata"]["name"] = json!("db");
