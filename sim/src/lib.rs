@@ -4,5 +4,6 @@
 //! NVML simulator's scenario). Nothing here is linked into the production
 //! exporter or adapter.
 
+pub mod demand;
 pub mod kubeapi;
 pub mod node;

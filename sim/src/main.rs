@@ -32,6 +32,10 @@ struct Cli {
     /// Directory for the node's socket and /proc tree (default: a temporary one).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Where to serve `/metrics` with the demand set by the
+    /// `sim.gpuscale.dev/pending-requests` annotation of Deployments.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    metrics_addr: std::net::SocketAddr,
 }
 
 fn main() -> ExitCode {
@@ -80,7 +84,11 @@ fn run(cli: &Cli) -> Result<(), String> {
         node.clone(),
         Duration::from_secs_f64(scenario.cold_start_seconds),
     );
+    let demand = rt
+        .block_on(gpuscale_sim::demand::serve(api.clone(), cli.metrics_addr))
+        .map_err(|e| format!("--metrics-addr {}: {e}", cli.metrics_addr))?;
     println!("{}", instructions(cli, &scenario, &node));
+    println!("  demand (held requests) on http://{demand}/metrics\n");
     let waited = rt.block_on(wait_for_signal());
     drop(workloads);
     drop(node);
