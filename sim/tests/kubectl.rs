@@ -25,7 +25,9 @@ impl Kubectl {
         Self { fake, dir, config }
     }
 
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    /// `kubectl` on this cluster, output piped (a later `--request-timeout`
+    /// in `args` wins over the default).
+    fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig")
             .arg(&self.config)
@@ -34,13 +36,17 @@ impl Kubectl {
             .arg("--request-timeout=10s")
             .args(args)
             .env("HOME", self.dir.path())
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = self.command(args);
+        if stdin.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
         let mut child = cmd.spawn().expect("run kubectl");
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             std::io::Write::write_all(&mut pipe, text.as_bytes()).expect("stdin");
@@ -395,15 +401,8 @@ fn not_found_and_already_exists_read_as_kubectl_prints_them() {
 #[test]
 fn get_watch_streams_changes_until_its_timeout() {
     let k = Kubectl::new();
-    let child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&k.config)
-        .arg("--cache-dir")
-        .arg(k.dir.path().join("cache"))
-        .args(["get", "pods", "-w", "--request-timeout=3s"])
-        .env("HOME", k.dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let child = k
+        .command(&["get", "pods", "-w", "--request-timeout=3s"])
         .spawn()
         .expect("kubectl get -w");
     // The watch is open once kubectl's list has been served.
