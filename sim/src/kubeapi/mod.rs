@@ -298,7 +298,7 @@ impl KubeFake {
         lock(&self.state).list(gvr, Some(namespace), &all, &fields::Fields::default())
     }
 
-    /// Accepted `scale` writes so far.
+    /// Accepted `scale` writes so far (the latest 50,000).
     pub fn scale_patches(&self) -> Vec<ScalePatch> {
         lock(&self.state).scale_patches.clone()
     }

@@ -146,6 +146,13 @@ impl State {
         self.reviews.push_back(review);
     }
 
+    pub(crate) fn remember_scale(&mut self, patch: ScalePatch) {
+        if self.scale_patches.len() == HISTORY_CAP {
+            self.scale_patches.remove(0);
+        }
+        self.scale_patches.push(patch);
+    }
+
     pub(crate) fn get(&self, gvr: &Gvr, ns: &str, name: &str) -> Option<&Value> {
         self.objects
             .get(&(storage(gvr), ns.to_string(), name.to_string()))

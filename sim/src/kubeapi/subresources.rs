@@ -60,7 +60,7 @@ pub(crate) fn answer(
     match res.and_then(|r| r.scale.clone()) {
         Some(paths) if sub == "scale" => {
             let scale = scale_of(&stored, &paths);
-            st.scale_patches.push(ScalePatch {
+            st.remember_scale(ScalePatch {
                 namespace: ns,
                 name,
                 replicas: scale["spec"]["replicas"].as_i64().unwrap_or(-1),
