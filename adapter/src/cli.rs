@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9102")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM); reloaded when the file changes.
-    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus"], requires = "tls_key_file")]
+    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus", "wake_parked"], requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Serving key (PEM); reloaded when the file changes.
     #[arg(long, requires = "tls_cert_file")]
@@ -79,6 +79,9 @@ pub struct Args {
     /// Ask Prometheus whether the joined metrics' series carry namespace and pod and the pod metadata series exist; print what was found and exit (non-zero on a problem).
     #[arg(long)]
     pub check_prometheus: bool,
+    /// Before an uninstall: wake every target a ScaleToZeroPolicy parked (and orphans carrying the parked annotation), remove gpuscale's finalizers from the policies, print what was done and exit (non-zero if any wake failed).
+    #[arg(long)]
+    pub wake_parked: bool,
     /// Prometheus-compatible base URL (Prometheus, Thanos, Mimir with its path prefix).
     #[arg(long, default_value = "http://127.0.0.1:9090")]
     pub prometheus_url: String,

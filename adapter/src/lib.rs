@@ -82,6 +82,10 @@ pub enum AppError {
 
 /// Run the adapter until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), AppError> {
+    if args.wake_parked {
+        let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
+        return scale_to_zero::release::command(&kube.client()).await;
+    }
     let config = load_config(&args)?;
     if args.check_config {
         for m in config.metrics() {

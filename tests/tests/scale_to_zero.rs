@@ -3,178 +3,17 @@
 //! in-memory Kubernetes API (discovery, `scale` and `status` subresources,
 //! Leases, Events), and a real Prometheus scraping series the test changes.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+mod scale_to_zero_support;
+
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::adapter::client::Adapter;
 use gpuscale_e2e::adapter::procs::{eventually, get};
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
-use gpuscale_e2e::kubeapi::{Cluster, Gvr, KubeFake};
+use gpuscale_e2e::kubeapi::KubeFake;
+use scale_to_zero_support::*;
 use serde_json::{Value, json};
-
-const NS: &str = "inference";
-
-fn gvr(g: &str, v: &str, r: &str) -> Gvr {
-    (g.into(), v.into(), r.into())
-}
-
-fn deployments() -> Gvr {
-    gvr("apps", "v1", "deployments")
-}
-
-fn policies() -> Gvr {
-    gvr("gpuscale.dev", "v1alpha1", "scaletozeropolicies")
-}
-
-/// What the scraped series say: queue depth of two model servers' pods,
-/// pending requests at three gateways.
-#[derive(Clone, Copy, Default)]
-struct Load {
-    chat_queue: u32,
-    bursty_queue: u32,
-    chat_pending: u32,
-    cold_pending: u32,
-}
-
-/// `load` as a PodMonitor scrape of the servers and gateways gives it.
-fn exposition(load: Load) -> String {
-    let queue = |pod: &str, n: u32| {
-        format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"{pod}\",container=\"server\",model_name=\"m\"}} {n}\n"
-        )
-    };
-    let pending = |service: &str, n: u32| {
-        format!("gateway_requests_pending{{namespace=\"{NS}\",service=\"{service}\"}} {n}\n")
-    };
-    [
-        "# TYPE vllm:num_requests_waiting gauge\n".to_string(),
-        queue("chat-0", load.chat_queue),
-        queue("bursty-0", load.bursty_queue),
-        "# TYPE gateway_requests_pending gauge\n".to_string(),
-        pending("chat-gw", load.chat_pending),
-        pending("cold-gw", load.cold_pending),
-        pending("other-gw", 0),
-    ]
-    .concat()
-}
-
-const CONFIG: &str = "metrics:\n  - name: queue_depth\n    query: sum(vllm:num_requests_waiting{${matchers}})\n  - name: gateway_pending\n    query: sum(gateway_requests_pending{${matchers}})\n";
-
-fn deployment(name: &str, replicas: i64, ready: i64) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "generation": 1},
-        "spec": {"replicas": replicas},
-        "status": {"replicas": replicas, "readyReplicas": ready}})
-}
-
-fn policy(name: &str, kind: &str, target: &str, gateway: &str, extra: Value) -> Value {
-    let api = if kind == "Job" { "batch/v1" } else { "apps/v1" };
-    let mut spec = json!({
-        "target": {"apiVersion": api, "kind": kind, "name": target},
-        "idle": {"metric": "queue_depth", "labelSelector": "pod=chat-0", "threshold": 0, "for": "3s"},
-        "activation": {"metric": "gateway_pending", "labelSelector": format!("service={gateway}"), "threshold": 0},
-    });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    json!({"apiVersion": "gpuscale.dev/v1alpha1", "kind": "ScaleToZeroPolicy",
-        "metadata": {"name": name, "namespace": NS, "generation": 1}, "spec": spec})
-}
-
-fn fake() -> KubeFake {
-    KubeFake::start(Cluster {
-        auth_configmap: Default::default(),
-        tokens: Default::default(),
-        sar: Arc::new(|_: &Value| (true, String::new())),
-    })
-}
-
-fn dir() -> PathBuf {
-    tempfile::Builder::new()
-        .prefix("gpuscale-stz-")
-        .tempdir()
-        .expect("tempdir")
-        .keep()
-}
-
-/// The adapter with `--scale-to-zero` and short intervals, plus `extra` flags.
-fn controller(
-    kube: &KubeFake,
-    prom_url: &str,
-    identity: &str,
-    dir: &std::path::Path,
-    extra: &[&str],
-) -> Adapter {
-    let kc = dir.join(format!("kubeconfig-{identity}"));
-    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
-    let cfg = dir.join("metrics.yaml");
-    std::fs::write(&cfg, CONFIG).expect("config");
-    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--dev".into(),
-        format!("--kubeconfig={}", kc.display()),
-        format!("--config={}", cfg.display()),
-        format!("--prometheus-url={prom_url}"),
-        "--poll-interval=1s".into(),
-        "--scale-to-zero".into(),
-        "--scale-to-zero-lease-namespace=gpuscale".into(),
-        format!("--scale-to-zero-identity={identity}"),
-        "--scale-to-zero-lease-duration=3s".into(),
-        "--scale-to-zero-wake-interval=1s".into(),
-        "--scale-to-zero-check-interval=1s".into(),
-    ]);
-    Adapter::start(&args, dir.join(format!("adapter-{identity}.log")))
-}
-
-fn replicas(kube: &KubeFake, name: &str) -> i64 {
-    kube.get(&deployments(), NS, name)
-        .and_then(|d| d["spec"]["replicas"].as_i64())
-        .unwrap_or(-1)
-}
-
-fn status(kube: &KubeFake, name: &str) -> Value {
-    kube.get(&policies(), NS, name)
-        .map(|p| p["status"].clone())
-        .unwrap_or(Value::Null)
-}
-
-fn reason(kube: &KubeFake, name: &str) -> String {
-    status(kube, name)["reason"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-/// Whether the adapter says it holds the Lease (a sample line, not HELP).
-fn leads(adapter: &Adapter) -> bool {
-    adapter
-        .self_metrics()
-        .lines()
-        .any(|l| l == "gpuscale_scale_to_zero_leader 1")
-}
-
-fn events(kube: &KubeFake) -> Vec<(String, String)> {
-    kube.list(&gvr("events.k8s.io", "v1", "events"), NS)
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["note"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
-}
-
-/// The self-metric sample of `family` for target `target`, if present.
-fn sample(adapter: &Adapter, family: &str, target: &str) -> Option<String> {
-    let prefix = format!("{family}{{namespace=\"{NS}\",target=\"{target}\"}} ");
-    adapter
-        .self_metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
-}
 
 /// The world of the policy stories: one fake cluster, one controller, a
 /// real Prometheus scraping the series `load` says.
@@ -219,6 +58,8 @@ fn put_targets(kube: &KubeFake) {
         ("chat", 2, 2),
         ("bursty", 1, 1),
         ("paused", 1, 1),
+        ("typo", 1, 1),
+        ("adhoc", 1, 1),
         ("warming", 2, 1),
         ("owned", 1, 1),
     ] {
@@ -243,13 +84,18 @@ fn put_targets(kube: &KubeFake) {
     );
 }
 
-/// One policy per story: two that park, one that wakes, and one per refusal.
+/// Wake to the count recorded at parking (the default is 1 replica).
+fn restore() -> Value {
+    json!({"wake": {"restoreParked": true}})
+}
+
+/// One policy per story, each on its own target: two that park, one that wakes, and one per refusal.
 fn put_policies(kube: &KubeFake) {
     let other = |name: &str, target: &str, extra: Value| {
         policy(name, "Deployment", target, "other-gw", extra)
     };
     for p in [
-        policy("chat", "Deployment", "chat", "chat-gw", json!({})),
+        policy("chat", "Deployment", "chat", "chat-gw", restore()),
         other(
             "bursty",
             "bursty",
@@ -269,12 +115,12 @@ fn put_policies(kube: &KubeFake) {
         other("ghost", "ghost", json!({})),
         other(
             "typo",
-            "paused",
+            "typo",
             json!({"idle": {"metric": "queue_dept", "for": "3s"}}),
         ),
         other(
             "adhoc",
-            "paused",
+            "adhoc",
             json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})"}}),
         ),
     ] {
@@ -496,7 +342,8 @@ fn one_leader_acts_and_the_other_takes_over() {
     let prom = Prometheus::start(port);
     let kube = chat_cluster(
         json!({"activation": {"query": "sum(gateway_requests_pending{${matchers}})",
-                                  "labelSelector": "service=chat-gw"}}),
+                                  "labelSelector": "service=chat-gw"},
+               "wake": {"restoreParked": true}}),
     );
     let dir = dir();
     let allow = ["--scale-to-zero-allow-queries"];

@@ -38,7 +38,12 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ScaleToZeroPolicySpec {
-    /// The object to scale; it must have a `scale` subresource.
+    /// The object to scale; it must have a `scale` subresource. Immutable:
+    /// a policy that parked one target must not let go of it by renaming.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self == oldSelf",
+        "message": "spec.target is immutable: delete the policy (which wakes what it parked) and create another"
+    }]))]
     pub target: TargetRef,
     /// Parks the target when this rule reads idle for its whole duration.
     pub idle: IdleRule,
@@ -46,8 +51,10 @@ pub struct ScaleToZeroPolicySpec {
     /// something while the target has no pods (a gateway's pending requests,
     /// a queue's length).
     pub activation: ActivationRule,
-    /// Replicas to wake to (default: the minReplicas of an HPA on the same
-    /// target, else 1; the count recorded at parking wins when larger).
+    /// How a parked target is woken.
+    #[serde(default)]
+    pub wake: WakeSpec,
+    /// Deprecated: `wake.replicas`, read when that is not set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_replicas: Option<i32>,
     /// After a wake, stay up at least this long (`30m`): models load slowly.
@@ -56,6 +63,24 @@ pub struct ScaleToZeroPolicySpec {
     /// Do nothing while true.
     #[serde(default)]
     pub paused: bool,
+}
+
+/// How a parked target is woken.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeSpec {
+    /// Replicas to wake to (default: the minReplicas of an HPA on the same
+    /// target, else 1): one request should not cold-start many GPU pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Wake to the count recorded at parking when it is larger than
+    /// `replicas`.
+    #[serde(default)]
+    pub restore_parked: bool,
+    /// Wake a target found at 0 that this controller did not park (an
+    /// operator's manual scale to 0 is otherwise left alone).
+    #[serde(default)]
+    pub from_manual_zero: bool,
 }
 
 /// An object with a `scale` subresource.
@@ -163,12 +188,29 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
+/// A park this controller made: what it parked, from how many replicas,
+/// when. Kept in the policy's status so a deleted policy (or an uninstall)
+/// can wake its target through the `scale` subresource alone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParkRecord {
+    pub target: TargetRef,
+    /// Replicas the target had when parked.
+    pub replicas: i32,
+    /// RFC 3339 time of the park.
+    pub at: String,
+}
+
 /// What the controller last saw and did.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScaleToZeroPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// The target this policy parked and has not woken since (null when
+    /// none; written as null so a merge patch clears it).
+    #[serde(default)]
+    pub parked: Option<ParkRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<RuleStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -104,6 +104,9 @@ pub enum Reason {
     StillIdle,
     ActivationUnknown,
     Woken,
+    /// A target at 0 that this controller did not park is not woken
+    /// unless the policy opts in (`wake.fromManualZero`).
+    ManualZero,
     /// A parked target was scaled up by someone else (an activator,
     /// GitOps, an operator): counted as a wake.
     ExternallyWoken,
@@ -124,6 +127,7 @@ impl Reason {
             Reason::ActivationUnknown => "ActivationUnknown",
             Reason::Woken => "Woken",
             Reason::ExternallyWoken => "ExternallyWoken",
+            Reason::ManualZero => "ManualZero",
         }
     }
 }

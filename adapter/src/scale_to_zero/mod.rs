@@ -10,7 +10,9 @@
 pub mod crd;
 pub mod decide;
 pub mod lease;
+pub mod ownership;
 pub mod reconcile;
+pub mod release;
 pub mod report;
 pub mod target;
 
@@ -50,18 +52,20 @@ pub async fn run<P: Provider>(
             instance: Some(lease.identity.clone()),
         },
     );
+    let policies: Api<ScaleToZeroPolicy> = Api::all(client.clone());
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let controller = Controller::new(policies, watcher::Config::default()).reconcile_on(woken);
     let ctx = Arc::new(Context::new(
-        client.clone(),
+        client,
         provider,
         leadership,
         report,
         recorder,
         settings,
+        controller.store(),
     ));
-    let policies: Api<ScaleToZeroPolicy> = Api::all(client);
-    let (wake, woken) = futures::channel::mpsc::unbounded();
     tokio::spawn(reconcile::watch_parked(ctx.clone(), wake));
-    let controller = Controller::new(policies, watcher::Config::default()).reconcile_on(woken);
+    tokio::spawn(release::repair_orphans(ctx.clone()));
     tokio::spawn(forget_deleted(controller.store(), ctx.clone()));
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -11,7 +11,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::finalizer::{self, Event as Finalize};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
 use super::crd::{
@@ -20,6 +21,7 @@ use super::crd::{
 };
 use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rules, Target};
 use super::lease::Leadership;
+use super::ownership;
 use super::report::{PolicyReport, Report};
 use super::target::{self, Kinds, TargetError};
 use crate::provider::{Provider, ProviderError};
@@ -64,6 +66,8 @@ pub struct Context<P> {
     sightings: Mutex<HashMap<String, Sighting>>,
     /// Parked policies by uid, for the activation watch ([`watch_parked`]).
     parked: Mutex<HashMap<String, Arc<ScaleToZeroPolicy>>>,
+    /// Every policy (the controller's store): who owns a target.
+    pub policies: Store<ScaleToZeroPolicy>,
 }
 
 /// What the Kubernetes API said of a policy's target.
@@ -84,6 +88,7 @@ impl<P> Context<P> {
         report: Arc<Report>,
         recorder: Recorder,
         settings: Settings,
+        policies: Store<ScaleToZeroPolicy>,
     ) -> Self {
         Self {
             client,
@@ -97,6 +102,7 @@ impl<P> Context<P> {
             memory: Mutex::new(HashMap::new()),
             sightings: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
+            policies,
         }
     }
 
@@ -155,8 +161,10 @@ impl<P> Context<P> {
         backoff::jitter(step)
     }
 
-    /// This leader's last memory of `policy`, else its status's.
-    fn recall(&self, policy: &ScaleToZeroPolicy, parked_from: Option<i32>) -> Memory {
+    /// This leader's last memory of `policy`, else its status's. The count
+    /// recorded at parking is restored only when the policy asks
+    /// (`wake.restoreParked`).
+    fn recall(&self, policy: &ScaleToZeroPolicy, annotation: Option<i32>, replicas: i32) -> Memory {
         let uid = identity(policy);
         let kept = self
             .memory
@@ -164,9 +172,19 @@ impl<P> Context<P> {
             .unwrap_or_else(|e| e.into_inner())
             .get(&uid)
             .copied();
+        let parked_from = ownership::recorded_replicas(policy, annotation)
+            .filter(|_| policy.spec.wake.restore_parked);
         match kept {
             Some(m) => Memory { parked_from, ..m },
-            None => memory_of(policy.status.as_ref(), parked_from),
+            None => {
+                let status = policy.status.as_ref();
+                let parked = ownership::parked_by_us(status, annotation, replicas);
+                Memory {
+                    parked_from,
+                    parked,
+                    ..memory_of(status)
+                }
+            }
         }
     }
 
@@ -213,16 +231,24 @@ pub enum ReconcileError {
     Target(#[from] TargetError),
     #[error("writing status: {0}")]
     Status(kube::Error),
+    #[error("{target} is owned by policy {owner} (the oldest on it): this one acts on nothing")]
+    Conflict { owner: String, target: String },
+    #[error("{0}")]
+    TargetChanged(String),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
 }
 
 impl ReconcileError {
-    fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &'static str {
         match self {
             ReconcileError::InvalidSpec(_) => "InvalidSpec",
             ReconcileError::UnknownMetric(_) => "UnknownMetric",
             ReconcileError::QueryNotAllowed(_) => "QueryNotAllowed",
             ReconcileError::Target(e) => e.reason(),
-            ReconcileError::Status(_) => "KubernetesAPIError",
+            ReconcileError::Status(_) | ReconcileError::Finalizer(_) => "KubernetesAPIError",
+            ReconcileError::Conflict { .. } => "Conflict",
+            ReconcileError::TargetChanged(_) => "TargetChanged",
         }
     }
 }
@@ -233,10 +259,14 @@ fn rules_of(policy: &ScaleToZeroPolicy, wake_default: i32) -> Result<Rules, Reco
         gpuscale_util::duration::parse(v)
             .map_err(|e| ReconcileError::InvalidSpec(format!("{key}: {e}")))
     };
-    let wake = spec.wake_replicas.unwrap_or(wake_default);
+    let wake = spec
+        .wake
+        .replicas
+        .or(spec.wake_replicas)
+        .unwrap_or(wake_default);
     if wake < 1 {
         return Err(ReconcileError::InvalidSpec(format!(
-            "wakeReplicas: {wake} must be at least 1"
+            "wake.replicas: {wake} must be at least 1"
         )));
     }
     for (key, v) in [
@@ -303,13 +333,15 @@ fn parse_time(s: Option<&String>) -> Option<i64> {
         .ok()
 }
 
-fn memory_of(status: Option<&ScaleToZeroPolicyStatus>, parked_from: Option<i32>) -> Memory {
+/// The memory a status holds (whether this controller parked the target
+/// is [`ownership::parked_by_us`]).
+fn memory_of(status: Option<&ScaleToZeroPolicyStatus>) -> Memory {
     Memory {
         idle_since: status.and_then(|s| parse_time(s.idle_since.as_ref())),
         last_wake: status.and_then(|s| parse_time(s.last_wake_time.as_ref())),
-        parked_from,
+        parked_from: None,
         waking: status.and_then(|s| s.phase) == Some(Phase::Waking),
-        parked: status.and_then(|s| s.phase) == Some(Phase::Parked),
+        parked: false,
     }
 }
 
@@ -342,6 +374,18 @@ fn condition(
         last_transition_time: rfc3339::format(now),
         observed_generation: generation,
     }
+}
+
+/// `Ready=False` with the error's reason; a conflict also says `Conflict=True`.
+fn error_conditions(e: &ReconcileError, now: i64, generation: Option<i64>) -> Vec<Condition> {
+    let (reason, message) = (e.reason(), e.to_string());
+    let mut out = vec![condition("Ready", false, reason, &message, now, generation)];
+    if matches!(e, ReconcileError::Conflict { .. }) {
+        out.push(condition(
+            "Conflict", true, reason, &message, now, generation,
+        ));
+    }
+    out
 }
 
 /// Keeps a condition's transition time when its status did not change.
@@ -407,7 +451,7 @@ async fn write_status(
     Ok(())
 }
 
-async fn event<P>(
+pub(super) async fn event<P>(
     ctx: &Context<P>,
     policy: &ScaleToZeroPolicy,
     warning: bool,
@@ -538,7 +582,7 @@ fn round_of<P>(
                 .find(|(_, min)| *min == 0)
                 .map(|(n, _)| n.clone()),
         },
-        memory: ctx.recall(policy, s.read.parked_from),
+        memory: ctx.recall(policy, s.read.parked_from, s.read.replicas),
         idle_read,
     })
 }
@@ -557,9 +601,34 @@ pub async fn reconcile<P: Provider>(
         ctx.forget_term();
         return Ok(Requeue::requeue(ctx.settings.wake_interval));
     }
+    let api: Api<ScaleToZeroPolicy> =
+        Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
+    if ownership::add_finalizer(&api, &policy)
+        .await
+        .map_err(ReconcileError::Status)?
+    {
+        return Ok(Requeue::await_change());
+    }
+    finalizer::finalizer(&api, ownership::FINALIZER, policy, |event| async {
+        match event {
+            Finalize::Apply(p) => act(p, &ctx).await,
+            Finalize::Cleanup(p) => ownership::release(&p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| ReconcileError::Finalizer(Box::new(e)))
+}
+
+/// A round for a policy that stays: unless another policy owns its target
+/// or its target changed under a park, decide and act; errors become its
+/// status and a retry with backoff.
+async fn act<P: Provider>(
+    policy: Arc<ScaleToZeroPolicy>,
+    ctx: &Context<P>,
+) -> Result<Requeue, ReconcileError> {
     let key = (policy.namespace().unwrap_or_default(), policy.name_any());
     let now = now_secs();
-    match round(&policy, &ctx, now).await {
+    match owned_round(&policy, ctx, now).await {
         Ok(requeue) => {
             ctx.succeeded(&key);
             Ok(requeue)
@@ -569,19 +638,12 @@ pub async fn reconcile<P: Provider>(
             tracing::warn!(policy = %key.1, namespace = %key.0, error = %e, retry_in = ?wait, "scale-to-zero policy not acted on");
             let old = policy.status.clone().unwrap_or_default();
             if old.reason.as_deref() != Some(e.reason()) {
-                event(&ctx, &policy, true, e.reason(), e.to_string()).await;
+                event(ctx, &policy, true, e.reason(), e.to_string()).await;
             }
             let status = ScaleToZeroPolicyStatus {
                 reason: Some(e.reason().into()),
                 message: Some(e.to_string()),
-                conditions: vec![condition(
-                    "Ready",
-                    false,
-                    e.reason(),
-                    &e.to_string(),
-                    now,
-                    policy.meta().generation,
-                )],
+                conditions: error_conditions(&e, now, policy.meta().generation),
                 ..old
             };
             if !matches!(e, ReconcileError::Status(_)) {
@@ -605,6 +667,26 @@ pub async fn reconcile<P: Provider>(
     }
 }
 
+/// [`round`] for the policy that owns its target and has not changed it.
+async fn owned_round<P: Provider>(
+    policy: &Arc<ScaleToZeroPolicy>,
+    ctx: &Context<P>,
+    now: i64,
+) -> Result<Requeue, ReconcileError> {
+    let store = ctx.policies.state();
+    if let Some(owner) = ownership::other_owner(policy, store.iter().map(|p| &**p)) {
+        let t = &policy.spec.target;
+        return Err(ReconcileError::Conflict {
+            owner,
+            target: format!("{} {}", t.kind, t.name),
+        });
+    }
+    if let Some(why) = ownership::guard_target_change(policy, ctx).await? {
+        return Err(ReconcileError::TargetChanged(why));
+    }
+    round(policy, ctx, now).await
+}
+
 async fn round<P: Provider>(
     policy: &Arc<ScaleToZeroPolicy>,
     ctx: &Context<P>,
@@ -618,7 +700,7 @@ async fn round<P: Provider>(
     if let Some(s) = ctx.sighting(policy) {
         let idle = read_idle(policy, ctx, &s).await?;
         let r = round_of(policy, ctx, (idle, activation.clone()), &s, now)?;
-        let d = decide::decide(&r.rules, &r.seen, r.memory);
+        let d = decide_round(policy, &r);
         if d.action == Action::Nothing && d.phase != Phase::Waking && !r.memory.waking {
             apply(policy, ctx, &r, &d).await?;
             return conclude(policy, ctx, &r, &d).await;
@@ -627,12 +709,19 @@ async fn round<P: Provider>(
     let s = sight(policy, ctx, &activation).await?;
     let idle = read_idle(policy, ctx, &s).await?;
     let r = round_of(policy, ctx, (idle, activation), &s, now)?;
-    let d = decide::decide(&r.rules, &r.seen, r.memory);
+    let d = decide_round(policy, &r);
     apply(policy, ctx, &r, &d).await?;
     // After a park or a wake the target is what the patch made it; the
     // next round reads it again.
     ctx.sighted(policy, (d.action == Action::Nothing).then_some(s));
     conclude(policy, ctx, &r, &d).await
+}
+
+/// [`decide::decide`], with the wake of a target this controller did not
+/// park refused unless the policy opts in.
+fn decide_round(policy: &ScaleToZeroPolicy, r: &Round) -> Decision {
+    let d = decide::decide(&r.rules, &r.seen, r.memory);
+    ownership::refuse_manual_zero(policy, &r.memory, d)
 }
 
 /// Remember the decision, say it, and requeue. A parked policy waits for
@@ -753,6 +842,7 @@ fn is_refusal(reason: Reason) -> bool {
     matches!(
         reason,
         Reason::HpaOwnsZero
+            | Reason::ManualZero
             | Reason::MinUpDuration
             | Reason::PodsNotReady
             | Reason::ReadUnknown
@@ -793,8 +883,10 @@ async fn record<P: Provider>(
     );
     let generation = policy.meta().generation;
     let parked = d.phase == Phase::Parked;
+    let old = ownership::record(policy.status.as_ref());
     let status = ScaleToZeroPolicyStatus {
         phase: Some(d.phase),
+        parked: ownership::next_record(old, &policy.spec.target, d, now),
         idle_since: d.memory.idle_since.map(rfc3339::format),
         last_wake_time: d.memory.last_wake.map(rfc3339::format),
         last_transition_time: Some(rfc3339::format(now)),

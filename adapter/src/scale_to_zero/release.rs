@@ -1,0 +1,232 @@
+//! Giving targets back in bulk: `--wake-parked` (run before an uninstall)
+//! wakes every target any policy parked and removes gpuscale's finalizers;
+//! orphan repair (at the controller's start, and in `--wake-parked`) wakes
+//! targets carrying the parked annotation whose policy is gone.
+
+use std::fmt::Write as _;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+
+use super::crd::{ScaleToZeroPolicy, TargetRef};
+use super::ownership::{self, FINALIZER, Wake};
+use super::target::{Kinds, PARKED_FROM};
+
+/// What a bulk release did, one line per target or policy.
+#[derive(Debug, Default)]
+pub struct Released {
+    pub lines: String,
+    pub failures: usize,
+}
+
+impl Released {
+    fn said(&mut self, line: impl std::fmt::Display) {
+        let _ = writeln!(self.lines, "{line}");
+    }
+
+    fn failed(&mut self, line: impl std::fmt::Display) {
+        self.failures += 1;
+        self.said(format_args!("FAILED {line}"));
+    }
+}
+
+/// Orphan repair when this replica first leads: targets carrying the
+/// parked annotation whose policy is gone (deleted while no controller
+/// ran) are woken, each with an Event.
+pub async fn repair_orphans<P>(ctx: std::sync::Arc<super::reconcile::Context<P>>) {
+    while !ctx.leadership.is_leader() {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    if ctx.policies.wait_until_ready().await.is_err() {
+        return;
+    }
+    let policies: Vec<ScaleToZeroPolicy> =
+        ctx.policies.state().iter().map(|p| (**p).clone()).collect();
+    let mut out = Released::default();
+    let r = Some(&ctx.recorder);
+    if let Err(e) = wake_orphans(&ctx.client, &ctx.kinds, &policies, r, &mut out).await {
+        tracing::warn!(error = %e, "orphan repair: listing failed");
+    }
+    for line in out.lines.lines() {
+        tracing::info!("orphan repair: {line}");
+    }
+}
+
+/// Wakes what every policy parked, removes gpuscale's finalizer from each,
+/// then wakes orphans. A policy whose wake failed keeps its finalizer.
+pub async fn wake_parked(client: &Client) -> Result<Released, kube::Error> {
+    let kinds = Kinds::default();
+    let mut out = Released::default();
+    let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
+    let policies = api.list(&ListParams::default()).await?.items;
+    for p in &policies {
+        let ns = p.namespace().unwrap_or_default();
+        let name = format!("{ns}/{}", p.name_any());
+        if let Some(r) = ownership::record(p.status.as_ref()) {
+            match ownership::wake(client, &kinds, &ns, &r.target, r.replicas).await {
+                Ok(w) => out.said(format_args!("policy {name}: {}", says(&r.target, &w))),
+                Err(e) => {
+                    out.failed(format_args!(
+                        "policy {name}: {} {}: {e}",
+                        r.target.kind, r.target.name
+                    ));
+                    continue;
+                }
+            }
+        }
+        match drop_finalizer(client, p).await {
+            Ok(true) => out.said(format_args!("policy {name}: finalizer {FINALIZER} removed")),
+            Ok(false) => {}
+            Err(e) => out.failed(format_args!("policy {name}: removing the finalizer: {e}")),
+        }
+    }
+    wake_orphans(client, &kinds, &[], None, &mut out).await?;
+    Ok(out)
+}
+
+/// `gpuscale-adapter --wake-parked`: [`wake_parked`], printed.
+pub async fn command(client: &Client) -> Result<(), crate::AppError> {
+    let out = wake_parked(client)
+        .await
+        .map_err(|e| crate::AppError::ScaleToZero(format!("--wake-parked: {e}")))?;
+    print!("{}", out.lines);
+    if out.failures > 0 {
+        return Err(crate::AppError::ScaleToZero(format!(
+            "--wake-parked: {} target(s) or finalizer(s) not released; run it again",
+            out.failures
+        )));
+    }
+    println!("done: nothing parked by gpuscale is left at 0");
+    Ok(())
+}
+
+fn says(t: &TargetRef, w: &Wake) -> String {
+    match w {
+        Wake::Woken(n) => format!("{} {} woken to {n}", t.kind, t.name),
+        Wake::AlreadyUp(n) => format!("{} {} already at {n}, left alone", t.kind, t.name),
+        Wake::Gone => format!("{} {} no longer exists", t.kind, t.name),
+    }
+}
+
+/// Removes gpuscale's finalizer (a merge patch carrying the
+/// resourceVersion, so a concurrent change is refused, not overwritten);
+/// false when it had none.
+async fn drop_finalizer(client: &Client, p: &ScaleToZeroPolicy) -> Result<bool, kube::Error> {
+    if !p.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(false);
+    }
+    let rest: Vec<&String> = p.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let api: Api<ScaleToZeroPolicy> =
+        Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": rest, "resourceVersion": p.resource_version()}});
+    api.patch(
+        &p.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Deployments and StatefulSets at 0 carrying the parked annotation that
+/// no policy in `policies` (or, when empty, none in the cluster) targets:
+/// woken to the annotated count.
+pub async fn wake_orphans(
+    client: &Client,
+    kinds: &Kinds,
+    policies: &[ScaleToZeroPolicy],
+    recorder: Option<&Recorder>,
+    out: &mut Released,
+) -> Result<(), kube::Error> {
+    let listed;
+    let policies = if policies.is_empty() {
+        let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
+        listed = api.list(&ListParams::default()).await?.items;
+        &listed
+    } else {
+        policies
+    };
+    let mut parked = annotated::<Deployment>(client, "apps/v1", "Deployment").await?;
+    parked.extend(annotated::<StatefulSet>(client, "apps/v1", "StatefulSet").await?);
+    for (ns, target, n) in parked {
+        let owned = policies.iter().any(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.spec.target == target
+                && p.meta().deletion_timestamp.is_none()
+        });
+        if owned {
+            continue;
+        }
+        let name = format!("{ns}/{} {}", target.kind, target.name);
+        match ownership::wake(client, kinds, &ns, &target, n).await {
+            Ok(w) => {
+                let note = format!("no policy targets it: {}", says(&target, &w));
+                if let (Some(r), Wake::Woken(_)) = (recorder, &w) {
+                    orphan_event(r, &ns, &target, &note).await;
+                }
+                out.said(format_args!("orphan {ns}: {note}"));
+            }
+            Err(e) => out.failed(format_args!("orphan {name}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// A Normal `OrphanWoken` Event on the woken target.
+async fn orphan_event(recorder: &Recorder, ns: &str, t: &TargetRef, note: &str) {
+    let object = ObjectReference {
+        api_version: Some(t.api_version.clone()),
+        kind: Some(t.kind.clone()),
+        name: Some(t.name.clone()),
+        namespace: Some(ns.into()),
+        ..ObjectReference::default()
+    };
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "OrphanWoken".into(),
+        note: Some(note.into()),
+        action: "Scale".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &object).await {
+        tracing::warn!(error = %e, target = %t.name, "event not recorded");
+    }
+}
+
+/// Objects of one kind with the parked annotation: (namespace, target, count).
+async fn annotated<K>(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<Vec<(String, TargetRef, i32)>, kube::Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let items = api.list(&ListParams::default()).await?.items;
+    Ok(items
+        .into_iter()
+        .filter_map(|o| {
+            let v = o.annotations().get(PARKED_FROM)?;
+            let Ok(n) = v.parse() else {
+                tracing::warn!(namespace = ?o.namespace(), name = %o.name_any(), value = %v,
+                    "ignoring an unreadable {PARKED_FROM} annotation");
+                return None;
+            };
+            let target = TargetRef {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: o.name_any(),
+            };
+            Some((o.namespace().unwrap_or_default(), target, n))
+        })
+        .collect())
+}
