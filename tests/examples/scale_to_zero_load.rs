@@ -102,6 +102,7 @@ fn adapter(kube: &KubeFake, prom: &str, dir: &std::path::Path, extra: &[String])
         format!("--prometheus-url={prom}"),
         "--scale-to-zero".into(),
         "--scale-to-zero-identity=bench".into(),
+        "--scale-to-zero-lease-namespace=gpuscale".into(),
     ];
     args.extend_from_slice(extra);
     Adapter::start(&args, dir.join("adapter.log"))
