@@ -345,12 +345,11 @@ gpus:
 
 /// The alerts over those families, the GPUs (by index) they fire for on
 /// the fault node under the full profile, and those of them the fleet
-/// profile cannot fire for: GPU 1 lost all its links at once, and
-/// GPUNVLinkDown then compares the inactive count with the day's lowest,
-/// which the fleet profile never sent while every link was up
-/// (docs/operations.md, "Fleet profile").
+/// profile may not fire for (none: GPU 1 lost all its links at once, and
+/// the recording rule counts its silent healthy history as 0 inactive,
+/// docs/operations.md, "Fleet profile").
 const FAULT_ALERTS: &[(&str, &[&str], &[&str])] = &[
-    ("GPUNVLinkDown", &["0", "1"], &["1"]),
+    ("GPUNVLinkDown", &["0", "1"], &[]),
     ("GPUECCDisabled", &["2", "3"], &[]),
     ("GPUPCIeLinkDegraded", &["4", "5"], &[]),
 ];
