@@ -7,8 +7,10 @@
 //! applies the decision; [`lease`] makes one replica of several act;
 //! [`report`] is what it tells people (self-metrics, `/debug/scalers`).
 
+pub mod context;
 pub mod crd;
 pub mod decide;
+mod events;
 pub mod lease;
 pub mod ownership;
 pub mod reconcile;
@@ -25,9 +27,9 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, Client};
 
 use crate::provider::Provider;
+use context::{Context, Settings};
 use crd::ScaleToZeroPolicy;
 use lease::{Leadership, LeaseSettings};
-use reconcile::{Context, Settings};
 use report::Report;
 
 /// Runs the Lease loop and the controller until the process ends.
@@ -84,7 +86,7 @@ async fn forget_deleted<P>(store: Store<ScaleToZeroPolicy>, ctx: Arc<Context<P>>
         }
         let exists = |ns: &str, name: &str| store.get(&ObjectRef::new(name).within(ns)).is_some();
         ctx.report.retain(exists);
-        reconcile::retain_parked(&ctx, |p| store.get(&ObjectRef::from_obj(p)).is_some());
+        ctx.retain_parked(|p| store.get(&ObjectRef::from_obj(p)).is_some());
     }
 }
 

@@ -7,9 +7,9 @@ use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
 use kube::{Client, Resource, ResourceExt};
 
+use super::context::{Context, ReconcileError};
 use super::crd::{ParkRecord, ScaleToZeroPolicy, ScaleToZeroPolicyStatus, TargetRef};
 use super::decide::{Action, Decision, Memory, Reason};
-use super::reconcile::{Context, ReconcileError};
 use super::target::{self, Kinds, TargetError};
 
 /// The finalizer on every policy: its target is woken before it goes.
@@ -185,7 +185,7 @@ pub async fn release<P>(
         ),
     };
     tracing::info!(namespace = %ns, policy = %policy.name_any(), "{note}");
-    super::reconcile::event(ctx, policy, false, "Released", note).await;
+    super::events::event(ctx, policy, false, "Released", note).await;
     Ok(Requeue::await_change())
 }
 

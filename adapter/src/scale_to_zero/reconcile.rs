@@ -3,252 +3,51 @@
 //! its action, and say what happened (status, Events, self-metrics).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuscale_util::{backoff, rfc3339};
+use gpuscale_util::rfc3339;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::finalizer::{self, Event as Finalize};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 
+pub use super::context::Settings;
+use super::context::{Context, ReconcileError, Sighting};
 use super::crd::{
     Condition, MetricSource, Phase, ReadState, RuleStatus, ScaleToZeroPolicy,
-    ScaleToZeroPolicyStatus, TargetRef,
+    ScaleToZeroPolicyStatus,
 };
 use super::decide::{self, Action, Decision, Memory, Observed, Read, Reason, Rules, Target};
-use super::lease::Leadership;
+use super::events::event;
 use super::ownership;
-use super::report::{PolicyReport, Report};
-use super::target::{self, Kinds, TargetError};
+use super::report::PolicyReport;
+use super::target::{self, TargetError};
 use crate::provider::{Provider, ProviderError};
 
-/// Controller settings.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// How often a parked target's activation is checked (from the cache).
-    pub wake_interval: Duration,
-    /// How often a running target's idle window is advanced.
-    pub check_interval: Duration,
-    /// How long a round that changes nothing may trust the target as last
-    /// read from the Kubernetes API (a park, a wake or a Waking target
-    /// always reads it afresh).
-    pub resync_interval: Duration,
-    /// Longest wait after repeated failures (targets missing, API errors).
-    pub max_backoff: Duration,
-    /// Whether policies may give a PromQL `query` (it cannot be confined to
-    /// the policy's namespace, so a cluster admin opts in).
-    pub allow_queries: bool,
-}
-
-/// What every reconcile shares.
-pub struct Context<P> {
-    pub client: Client,
-    pub provider: Arc<P>,
-    pub leadership: Arc<Leadership>,
-    pub report: Arc<Report>,
-    pub recorder: Recorder,
-    pub settings: Settings,
-    pub kinds: Kinds,
-    failures: Mutex<HashMap<(String, String), u32>>,
-    /// The last decision's memory per policy uid. The status holds it too,
-    /// but the watched copy of a policy can lag behind the status just
-    /// written: a window restarted by a busy read must not reopen at its
-    /// old start. Cleared when leadership is lost (a new term starts from
-    /// the status).
-    memory: Mutex<HashMap<String, Memory>>,
-    /// The target as last read per policy uid: a round whose decision
-    /// changes nothing needs only the poll cache, so 500 policies cost the
-    /// API a few reads a second instead of hundreds.
-    sightings: Mutex<HashMap<String, Sighting>>,
-    /// Parked policies by uid, for the activation watch ([`watch_parked`]).
-    parked: Mutex<HashMap<String, Arc<ScaleToZeroPolicy>>>,
-    /// Every policy (the controller's store): who owns a target.
-    pub policies: Store<ScaleToZeroPolicy>,
-}
-
-/// What the Kubernetes API said of a policy's target.
-#[derive(Debug, Clone)]
-struct Sighting {
-    target: TargetRef,
-    read: target::TargetRead,
-    /// HPAs on the target: (name, minReplicas).
-    hpas: Vec<(String, i32)>,
-    at: Instant,
-}
-
-impl<P> Context<P> {
-    pub fn new(
-        client: Client,
-        provider: Arc<P>,
-        leadership: Arc<Leadership>,
-        report: Arc<Report>,
-        recorder: Recorder,
-        settings: Settings,
-        policies: Store<ScaleToZeroPolicy>,
-    ) -> Self {
-        Self {
-            client,
-            provider,
-            leadership,
-            report,
-            recorder,
-            settings,
-            kinds: Kinds::default(),
-            failures: Mutex::new(HashMap::new()),
-            memory: Mutex::new(HashMap::new()),
-            sightings: Mutex::new(HashMap::new()),
-            parked: Mutex::new(HashMap::new()),
-            policies,
-        }
-    }
-
-    /// Keep `policy` in the activation watch while it is parked.
-    fn watch_if_parked(&self, policy: &Arc<ScaleToZeroPolicy>, parked: bool) {
-        let uid = identity(policy);
-        let mut map = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        if parked {
-            map.insert(uid, policy.clone());
-        } else {
-            map.remove(&uid);
-        }
-    }
-
-    /// A new term (or none): forget what this replica saw and did.
-    fn forget_term(&self) {
-        self.memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.sightings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    /// The last sighting of `policy`'s target, if recent enough to trust.
-    fn sighting(&self, policy: &ScaleToZeroPolicy) -> Option<Sighting> {
-        let uid = identity(policy);
-        let map = self.sightings.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&uid)
-            .filter(|s| s.target == policy.spec.target)
-            .filter(|s| s.at.elapsed() < self.settings.resync_interval)
-            .cloned()
-    }
-
-    fn sighted(&self, policy: &ScaleToZeroPolicy, s: Option<Sighting>) {
-        let uid = identity(policy);
-        let mut map = self.sightings.lock().unwrap_or_else(|e| e.into_inner());
-        match s {
-            Some(s) => map.insert(uid, s),
-            None => map.remove(&uid),
-        };
-    }
-
-    /// Exponential backoff per policy: 2 s doubling to `max_backoff`, jittered.
-    fn backoff(&self, key: &(String, String)) -> Duration {
-        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = f.entry(key.clone()).or_default();
-        *n = n.saturating_add(1);
-        let step = backoff::step(Duration::from_secs(2), self.settings.max_backoff, *n);
-        backoff::jitter(step)
-    }
-
-    /// This leader's last memory of `policy`, else its status's. The count
-    /// recorded at parking is restored only when the policy asks
-    /// (`wake.restoreParked`).
-    fn recall(&self, policy: &ScaleToZeroPolicy, annotation: Option<i32>, replicas: i32) -> Memory {
-        let uid = identity(policy);
-        let kept = self
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&uid)
-            .copied();
-        let parked_from = ownership::recorded_replicas(policy, annotation)
-            .filter(|_| policy.spec.wake.restore_parked);
-        match kept {
-            Some(m) => Memory { parked_from, ..m },
-            None => {
-                let status = policy.status.as_ref();
-                let parked = ownership::parked_by_us(status, annotation, replicas);
-                Memory {
-                    parked_from,
-                    parked,
-                    ..memory_of(status)
-                }
+/// This leader's last memory of `policy`, else its status's. The count
+/// recorded at parking is restored only when the policy asks
+/// (`wake.restoreParked`).
+fn recall<P>(
+    ctx: &Context<P>,
+    policy: &ScaleToZeroPolicy,
+    annotation: Option<i32>,
+    replicas: i32,
+) -> Memory {
+    let parked_from = ownership::recorded_replicas(policy, annotation)
+        .filter(|_| policy.spec.wake.restore_parked);
+    match ctx.remembered(policy) {
+        Some(m) => Memory { parked_from, ..m },
+        None => {
+            let status = policy.status.as_ref();
+            let parked = ownership::parked_by_us(status, annotation, replicas);
+            Memory {
+                parked_from,
+                parked,
+                ..memory_of(status)
             }
-        }
-    }
-
-    fn remember(&self, policy: &ScaleToZeroPolicy, memory: Memory) {
-        let uid = identity(policy);
-        self.memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid, memory);
-    }
-
-    fn succeeded(&self, key: &(String, String)) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-    }
-}
-
-/// A policy's uid: a policy deleted and created again under the same name
-/// starts afresh (namespace/name where a server gives no uid).
-fn identity(policy: &ScaleToZeroPolicy) -> String {
-    policy.uid().unwrap_or_else(|| {
-        format!(
-            "{}/{}",
-            policy.namespace().unwrap_or_default(),
-            policy.name_any()
-        )
-    })
-}
-
-/// Errors that end a round early; each becomes a `Ready=False` condition.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("invalid spec: {0}")]
-    InvalidSpec(String),
-    #[error("unknown metric {0:?}: not in the adapter's config or presets")]
-    UnknownMetric(String),
-    #[error(
-        "{0}.query: PromQL queries are off in this adapter (--scale-to-zero-allow-queries); use a configured metric"
-    )]
-    QueryNotAllowed(&'static str),
-    #[error(transparent)]
-    Target(#[from] TargetError),
-    #[error("writing status: {0}")]
-    Status(kube::Error),
-    #[error("{target} is owned by policy {owner} (the oldest on it): this one acts on nothing")]
-    Conflict { owner: String, target: String },
-    #[error("{0}")]
-    TargetChanged(String),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
-}
-
-impl ReconcileError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ReconcileError::InvalidSpec(_) => "InvalidSpec",
-            ReconcileError::UnknownMetric(_) => "UnknownMetric",
-            ReconcileError::QueryNotAllowed(_) => "QueryNotAllowed",
-            ReconcileError::Target(e) => e.reason(),
-            ReconcileError::Status(_) | ReconcileError::Finalizer(_) => "KubernetesAPIError",
-            ReconcileError::Conflict { .. } => "Conflict",
-            ReconcileError::TargetChanged(_) => "TargetChanged",
         }
     }
 }
@@ -451,29 +250,6 @@ async fn write_status(
     Ok(())
 }
 
-pub(super) async fn event<P>(
-    ctx: &Context<P>,
-    policy: &ScaleToZeroPolicy,
-    warning: bool,
-    reason: &str,
-    note: String,
-) {
-    let ev = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.into(),
-        note: Some(note),
-        action: "Scale".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &policy.object_ref(&())).await {
-        tracing::warn!(error = %e, policy = %policy.name_any(), "event not recorded");
-    }
-}
-
 /// The round's inputs: the rules, what was seen, what is remembered.
 struct Round {
     rules: Rules,
@@ -582,7 +358,7 @@ fn round_of<P>(
                 .find(|(_, min)| *min == 0)
                 .map(|(n, _)| n.clone()),
         },
-        memory: ctx.recall(policy, s.read.parked_from, s.read.replicas),
+        memory: recall(ctx, policy, s.read.parked_from, s.read.replicas),
         idle_read,
     })
 }
@@ -763,13 +539,7 @@ pub async fn watch_parked<P: Provider>(
             last.clear();
             continue;
         }
-        let parked: Vec<(String, Arc<ScaleToZeroPolicy>)> = ctx
-            .parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(uid, p)| (uid.clone(), p.clone()))
-            .collect();
+        let parked = ctx.parked();
         last.retain(|uid, _| parked.iter().any(|(u, _)| u == uid));
         for (uid, policy) in parked {
             let state = activation_state(&policy, &ctx).await;
@@ -791,14 +561,6 @@ async fn activation_state<P: Provider>(policy: &ScaleToZeroPolicy, ctx: &Context
         Ok(read) => decide::activation_state(&read, policy.spec.activation.threshold),
         Err(_) => ReadState::Unknown,
     }
-}
-
-/// Drop parked policies that no longer exist from the activation watch.
-pub fn retain_parked<P>(ctx: &Context<P>, exists: impl Fn(&ScaleToZeroPolicy) -> bool) {
-    ctx.parked
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|_, p| exists(p));
 }
 
 async fn apply<P: Provider>(

@@ -36,7 +36,7 @@ impl Released {
 /// Orphan repair when this replica first leads: targets carrying the
 /// parked annotation whose policy is gone (deleted while no controller
 /// ran) are woken, each with an Event.
-pub async fn repair_orphans<P>(ctx: std::sync::Arc<super::reconcile::Context<P>>) {
+pub async fn repair_orphans<P>(ctx: std::sync::Arc<super::context::Context<P>>) {
     while !ctx.leadership.is_leader() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
