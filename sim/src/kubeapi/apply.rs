@@ -9,9 +9,11 @@
 use serde_json::{Value, json};
 
 use super::discovery::Resource;
-use super::http::Request;
+use super::failures::{about, bad_request, conflict, not_found};
+use super::request::Request;
 use super::store::State;
-use super::verbs::{Target, about, bad_request, conflict, create, not_found, settle, write};
+use super::target::Target;
+use super::writes::{create, settle, write};
 use super::{patch, status};
 
 /// The patch types a real server names when refusing another.

@@ -45,19 +45,24 @@
 
 mod apply;
 mod discovery;
+mod failures;
 mod fields;
 mod http;
 mod labels;
 mod openapi;
 mod patch;
 mod protobuf;
+mod request;
+mod response;
 mod reviews;
 mod store;
 mod subresources;
 mod table;
+mod target;
 mod tls;
 mod verbs;
 mod watch;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};

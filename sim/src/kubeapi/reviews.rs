@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::http::Request;
+use super::failures::bad_request;
+use super::request::Request;
 use super::store::State;
-use super::verbs::bad_request;
 
 pub(crate) fn token(req: &Request, st: &mut State) -> (u16, Value) {
     let body = match req.json() {

@@ -9,9 +9,11 @@ use serde_json::{Value, json};
 
 use super::apply::{kind, patched};
 use super::discovery::{Resource, ScalePaths};
-use super::http::Request;
+use super::failures::{bad_request, conflict, no_resource, not_found};
+use super::request::Request;
 use super::store::State;
-use super::verbs::{Target, bad_request, conflict, no_resource, not_found, settle, write};
+use super::target::Target;
+use super::writes::{settle, write};
 use super::{ScalePatch, status};
 
 pub(crate) fn answer(

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::fields::Fields;
-use super::http::{Request, respond};
 use super::labels::Selector;
+use super::request::Request;
+use super::response::respond;
 use super::store::{Watcher, present, storage};
-use super::verbs::target;
+use super::target::target;
 use super::{State, lock, status};
 
 /// How often an idle watch that allows bookmarks gets one.

@@ -1,0 +1,35 @@
+//! An answer on the wire: one HTTP/1.1 response with a JSON body.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+pub(crate) fn respond<W: Write>(w: &mut W, code: u16, body: &Value) -> std::io::Result<()> {
+    let text = body.to_string();
+    let all = format!(
+        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+        reason(code),
+        text.len()
+    );
+    // One write: several would each wait for the client's delayed ACK.
+    w.write_all(all.as_bytes())?;
+    w.flush()
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
