@@ -190,9 +190,26 @@ fn apply_op(target: &mut Value, op: &Value) -> Result<(), String> {
                 .ok_or("\"from\" does not exist")?;
             add(target, path, v)
         }
-        "test" if target.pointer(path) == Some(&value()?) => Ok(()),
-        "test" => Err(format!("test failed at {path:?}")),
+        "test" => test(target, path, &value()?),
         other => Err(format!("unknown op {other:?}")),
+    }
+}
+
+/// As on a real server (evanphx/json-patch), a key missing from an object
+/// that exists reads as null: `kube::runtime::finalizer` tests
+/// `/metadata/finalizers` against null before adding the first one.
+fn test(target: &Value, path: &str, want: &Value) -> Result<(), String> {
+    let found = match target.pointer(path) {
+        Some(v) => v,
+        None => match target.pointer(split(path)?.0) {
+            Some(Value::Object(_)) => &Value::Null,
+            _ => return Err(format!("path {path:?} does not exist")),
+        },
+    };
+    if found == want {
+        Ok(())
+    } else {
+        Err(format!("test failed at {path:?}"))
     }
 }
 
@@ -292,6 +309,32 @@ mod tests {
         assert_eq!(
             err,
             Err("JSON patch operation 0: path \"/nope\" does not exist".into())
+        );
+    }
+
+    #[test]
+    fn json_patch_test_reads_a_missing_key_as_null() {
+        let mut v = json!({"metadata": {"name": "p"}});
+        let first_finalizer = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
+        json_patch(&mut v, &first_finalizer).expect("missing key tests as null");
+        assert_eq!(v["metadata"]["finalizers"], json!(["f"]));
+        // Now present: the same test fails, so a racing second adder loses.
+        let err = json_patch(&mut v.clone(), &first_finalizer);
+        assert_eq!(
+            err,
+            Err("JSON patch operation 0: test failed at \"/metadata/finalizers\"".into())
+        );
+        let missing = json!([{"op": "test", "path": "/metadata/x", "value": 1}]);
+        assert!(
+            json_patch(&mut v, &missing).is_err(),
+            "only null matches a missing key"
+        );
+        let no_parent = json!([{"op": "test", "path": "/spec/x", "value": null}]);
+        assert_eq!(
+            json_patch(&mut v, &no_parent),
+            Err("JSON patch operation 0: path \"/spec/x\" does not exist".into())
         );
     }
 }
