@@ -3,19 +3,26 @@
 //! for clusters without KEDA or the HPA's `minReplicas: 0`.
 //!
 //! [`crd`] is the `ScaleToZeroPolicy` resource; [`decide`] the pure
-//! decisions over one round's reads; [`reconcile`] gathers those reads and
-//! applies the decision; [`lease`] makes one replica of several act;
-//! [`report`] is what it tells people (self-metrics, `/debug/scalers`).
+//! decisions over one round's reads; [`reconcile`] runs a round: `inputs`
+//! gathers the reads, `apply` parks or wakes, `status` says what happened;
+//! [`context`] is what rounds share; `activation_watch` wakes parked
+//! policies; [`ownership`] and [`release`] give back what a policy parked;
+//! [`lease`] makes one replica of several act; [`report`] is what it tells
+//! people (self-metrics, `/debug/scalers`).
 
+mod activation_watch;
+mod apply;
 pub mod context;
 pub mod crd;
 pub mod decide;
 mod events;
+mod inputs;
 pub mod lease;
 pub mod ownership;
 pub mod reconcile;
 pub mod release;
 pub mod report;
+mod status;
 pub mod target;
 
 use std::sync::Arc;
@@ -66,7 +73,7 @@ pub async fn run<P: Provider>(
         settings,
         controller.store(),
     ));
-    tokio::spawn(reconcile::watch_parked(ctx.clone(), wake));
+    tokio::spawn(activation_watch::watch_parked(ctx.clone(), wake));
     tokio::spawn(release::repair_orphans(ctx.clone()));
     tokio::spawn(forget_deleted(controller.store(), ctx.clone()));
     controller
