@@ -8,12 +8,16 @@
 #   EXTRA_ARGS="--profile fleet" bench/exporter-rss.sh
 #   BUILD=0 RUNS=5 bench/exporter-rss.sh
 #   BUILD=0 EXPORTER=path/to/other/gpuscale-exporter bench/exporter-rss.sh
+#   NODE=sim bench/exporter-rss.sh   # the image's exporter (no simulator
+#                                    # linked) against gpuscale-sim's node
 #
 # The exporter gives back its start-up memory 30 s after it starts
 # (docs/performance.md, "Resident memory"), so SETTLE waits past that.
 #
 # Under --simulate the exporter also hosts the simulated kubelet and API
-# server, and maps the simulator library where a node maps NVML.
+# server, and maps the simulator library where a node maps NVML. NODE=sim
+# measures the exporter as the image builds it (--no-default-features)
+# against a gpuscale-sim node in its own process, as on a real node.
 set -euo pipefail
 
 PROFILE=${PROFILE:-release}
@@ -24,7 +28,19 @@ EXTRA_ARGS=${EXTRA_ARGS:-}
 
 source "$(dirname "$0")/lib.sh"
 
-build -q -p gpuscale-exporter -p gpuscale-nvml-sim
+NODE=${NODE:-simulate}
+if [ "$NODE" = sim ]; then
+  build -q -p gpuscale-sim -p gpuscale-nvml-sim
+  build -q -p gpuscale-exporter --no-default-features
+  "$out/gpuscale-sim" --kubeconfig-out "$work/kubeconfig" --dir "$work/node" >"$work/sim.log" 2>&1 &
+  pids+=("$!")
+  until [ -S "$work/node/sim-node-1/kubelet.sock" ]; do sleep 0.1; done
+  node_args="--nvml-lib $out/libgpuscale_nvml_sim.so --node-name sim-node-1 --kubeconfig $work/kubeconfig
+    --pod-resources-socket $work/node/sim-node-1/kubelet.sock --proc-root $work/node/sim-node-1/proc"
+else
+  build -q -p gpuscale-exporter -p gpuscale-nvml-sim
+  node_args="--simulate --simulator-lib $out/libgpuscale_nvml_sim.so"
+fi
 exporter=${EXPORTER:-$out/gpuscale-exporter}
 
 kib() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
@@ -32,7 +48,7 @@ kib() { awk -v k="$1:" '$1 == k {print $2}' "$2"; }
 for run in $(seq 1 "$RUNS"); do
   port=$(free_port)
   # shellcheck disable=SC2086
-  "$exporter" --simulate --simulator-lib "$out/libgpuscale_nvml_sim.so" \
+  "$exporter" $node_args \
     --listen "127.0.0.1:$port" --log-level warn $EXTRA_ARGS >"$work/exporter.log" 2>&1 &
   pid=$!
   pids+=("$pid")
