@@ -53,29 +53,8 @@ fn param(query: &str, name: &str) -> Option<String> {
     })
 }
 
+/// A query value, percent-decoded; one with a bad escape is kept as sent, so
+/// the parser that reads it (a selector, a number) refuses it by name.
 fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    gpuscale_util::percent::query(s).unwrap_or_else(|_| s.to_owned())
 }

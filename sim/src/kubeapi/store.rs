@@ -105,7 +105,10 @@ pub(crate) fn present(asked: &Gvr, obj: &Value) -> Value {
 
 /// Now, as the API's timestamps are written.
 pub(crate) fn now() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    gpuscale_util::rfc3339::format(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 fn key(gvr: &Gvr, obj: &Value) -> (Gvr, String, String) {

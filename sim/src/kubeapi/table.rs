@@ -73,12 +73,13 @@ fn columns(st: &State, gvr: &Gvr) -> Vec<Column> {
 
 /// "5m", "3h", "2d": how old an RFC 3339 timestamp is.
 fn age(stamp: &str) -> String {
-    let Ok(t) = humantime::parse_rfc3339_weak(stamp) else {
+    let Ok(t) = gpuscale_util::rfc3339::parse(stamp) else {
         return "<unknown>".into();
     };
-    let s = SystemTime::now()
-        .duration_since(t)
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let s = u64::try_from(i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(t)).unwrap_or(0);
     match s {
         0..120 => format!("{s}s"),
         120..7200 => format!("{}m", s / 60),
