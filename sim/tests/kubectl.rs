@@ -179,7 +179,11 @@ fn server_side_apply_creates_and_updates_with_its_field_manager() {
         "{out}"
     );
     let yaml = std::fs::read_to_string(repo("deploy/examples/vllm.yaml")).expect("example");
-    let changed = yaml.replacen("replicas: 0", "replicas: 3", 1);
+    let changed = yaml.replacen("spec:\n  selector:", "spec:\n  replicas: 3\n  selector:", 1);
+    assert_ne!(
+        changed, yaml,
+        "the example's Deployment spec starts with its selector"
+    );
     let out = k.ok_in(
         &["apply", "--server-side", "--force-conflicts", "-f", "-"],
         Some(&changed),
@@ -225,7 +229,7 @@ fn patches_merge_strategic_and_json() {
     );
     run(
         "json",
-        r#"[{"op":"replace","path":"/spec/replicas","value":1}]"#,
+        r#"[{"op":"replace","path":"/spec/replicas","value":2}]"#,
     );
     let got = json(&k, &["get", "deploy", "chat", "-n", "inference"]);
     assert_eq!(got["metadata"]["labels"]["tier"], "gpu");
@@ -235,7 +239,7 @@ fn patches_merge_strategic_and_json() {
         "the strategic patch merged by name"
     );
     assert_eq!(c["env"][0]["value"], "/cache");
-    assert_eq!(got["spec"]["replicas"], 1);
+    assert_eq!(got["spec"]["replicas"], 2);
     assert_eq!(got["metadata"]["generation"], 3, "labels are not spec");
     k.ok(&["label", "deploy", "chat", "-n", "inference", "team=ml"]);
     k.ok(&["annotate", "deploy", "chat", "-n", "inference", "note=x"]);

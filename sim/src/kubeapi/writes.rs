@@ -72,7 +72,24 @@ pub(crate) fn create(
     if storage_is_crd(&t.gvr) {
         accept_crd(&mut obj);
     }
+    default_replicas(&t.gvr, &mut obj);
     (201, write(req, st, &t.gvr, obj))
+}
+
+/// A workload created without `spec.replicas` gets 1, as the API server's
+/// defaulting gives it (manifests that leave the count to an autoscaler).
+fn default_replicas(gvr: &Gvr, obj: &mut Value) {
+    let workload = gvr.0 == "apps"
+        && matches!(
+            gvr.2.as_str(),
+            "deployments" | "statefulsets" | "replicasets"
+        );
+    if workload
+        && let Some(spec) = obj["spec"].as_object_mut()
+        && !spec.contains_key("replicas")
+    {
+        spec.insert("replicas".into(), json!(1));
+    }
 }
 
 fn storage_is_crd(gvr: &Gvr) -> bool {
