@@ -189,17 +189,17 @@ pub(super) async fn sight<P>(
     let spec = &policy.spec;
     let api = target_api(policy, ctx).await?;
     let replicas = target::replicas(&api, &spec.target).await?;
-    // A parked target that activation does not wake needs nothing more: its
-    // readiness, annotation and HPAs matter only to a park or a wake.
+    // A parked target that activation does not wake needs no HPAs: they
+    // matter only to a park or a wake. Its parked-from annotation is still
+    // read: a first memory built without it would take a park by an
+    // earlier version for a manual zero and never wake it.
     let wakes =
         decide::activation_state(activation, spec.activation.threshold) == ReadState::Active;
     let (read, hpas) = if replicas == 0 && !wakes {
-        let read = target::TargetRead {
-            replicas,
-            ready: 0,
-            parked_from: None,
-        };
-        (read, Vec::new())
+        (
+            target::read(&api, &spec.target, replicas).await?,
+            Vec::new(),
+        )
     } else {
         let hpas = target::hpas(&ctx.client, &ns, &spec.target)
             .await
