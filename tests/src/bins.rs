@@ -26,32 +26,25 @@ fn cargo_build(args: &[&str]) {
     assert!(status.success(), "cargo build {args:?} failed");
 }
 
-/// Builds the exporter and the simulator so tests run the current sources.
+/// Builds every workspace binary and library (the NVML simulator's
+/// `cdylib` included) once per test process, so tests run the current
+/// sources. One build of the whole workspace resolves the same features
+/// as `cargo test --workspace` (see `util/Cargo.toml`), so after the test
+/// build this is a no-op instead of a second build of kube and rustls.
 pub fn ensure_built() {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        cargo_build(&[
-            "-p",
-            "gpuscale-exporter",
-            "-p",
-            "gpuscale-nvml-sim",
-            "--bins",
-            "--lib",
-        ])
-    });
+    BUILT.get_or_init(|| cargo_build(&["--workspace", "--bins", "--lib"]));
 }
 
 /// The freshly built `gpuscale-adapter` binary.
 pub fn adapter() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| cargo_build(&["-p", "gpuscale-adapter", "--bin", "gpuscale-adapter"]));
+    ensure_built();
     target_dir().join("gpuscale-adapter")
 }
 
 /// The freshly built `gpuscale-activator` binary.
 pub fn activator() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| cargo_build(&["-p", "gpuscale-activator", "--bin", "gpuscale-activator"]));
+    ensure_built();
     target_dir().join("gpuscale-activator")
 }
 

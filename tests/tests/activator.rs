@@ -371,7 +371,9 @@ fn chunked(port: u16, seq: usize, chunks: usize, size: usize) -> std::net::TcpSt
     use std::io::Write as _;
     let mut s =
         std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the activator");
-    let mut req = format!("POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n");
+    let mut req = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nx-seq: {seq}\r\n\r\n"
+    );
     for _ in 0..chunks {
         req.push_str(&format!("{size:x}\r\n{}\r\n", "x".repeat(size)));
     }

@@ -3,16 +3,14 @@
 //! in-memory Kubernetes API (discovery, `scale` and `status` subresources,
 //! Leases, Events), and a real Prometheus scraping series the test changes.
 
-mod scale_to_zero_support;
-
 use std::time::{Duration, Instant};
 
+use crate::scale_to_zero_support::*;
 use gpuscale_e2e::adapter::client::Adapter;
 use gpuscale_e2e::adapter::procs::{eventually, get};
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
 use gpuscale_e2e::kubeapi::KubeFake;
-use scale_to_zero_support::*;
 use serde_json::{Value, json};
 
 /// The world of the policy stories: one fake cluster, one controller, a

@@ -4,15 +4,13 @@
 //! is refused and the first target woken. The real adapter, `kubectl` and
 //! Prometheus against the in-memory Kubernetes API.
 
-mod scale_to_zero_support;
-
 use std::process::Command;
 
+use crate::scale_to_zero_support::*;
 use gpuscale_e2e::adapter::procs::eventually;
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
 use gpuscale_e2e::kubeapi::KubeFake;
-use scale_to_zero_support::*;
 use serde_json::{Value, json};
 
 const FINALIZER: &str = "gpuscale.dev/scale-to-zero";

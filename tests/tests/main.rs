@@ -1,0 +1,27 @@
+//! gpuscale's end-to-end stories: real binaries, real Prometheus,
+//! Alertmanager, VictoriaMetrics and kubectl against the simulated cluster.
+//! One binary (see `Cargo.toml`); run one story file with
+//! `cargo test -p gpuscale-e2e --test e2e <file>::`.
+
+mod activator;
+mod adapter;
+mod alerts;
+mod batches;
+mod custom_metrics;
+mod dcgm;
+mod deploy;
+mod exporter;
+mod exporter_limits;
+mod fleet_profile;
+mod gpu_validate;
+mod hardware_state;
+mod holder_presets;
+mod hostile;
+mod keda;
+mod leader_election;
+mod pods;
+mod scale_to_zero;
+mod scale_to_zero_ownership;
+mod scale_to_zero_support;
+mod victoriametrics;
+mod walkthrough;
