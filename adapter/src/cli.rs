@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9102")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM); reloaded when the file changes.
-    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus", "wake_parked"], requires = "tls_key_file")]
+    #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus", "wake_parked", "doctor"], requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Serving key (PEM); reloaded when the file changes.
     #[arg(long, requires = "tls_cert_file")]
@@ -82,6 +82,15 @@ pub struct Args {
     /// Before an uninstall: wake every target a ScaleToZeroPolicy parked (and orphans carrying the parked annotation), remove gpuscale's finalizers from the policies, print what was done and exit (non-zero if any wake failed).
     #[arg(long)]
     pub wake_parked: bool,
+    /// Before an install: report what in the cluster (--kubeconfig) would conflict with the chart's defaults — who serves each metrics APIService, whether KEDA, prometheus-adapter, cert-manager and the Prometheus Operator run, the kubelet's pod-resources directory, the namespace's Pod Security level — suggest the chart values and exit (non-zero on a conflict or a failed read).
+    #[arg(long)]
+    pub doctor: bool,
+    /// The namespace gpuscale is to be installed in, for --doctor.
+    #[arg(long, default_value = "gpuscale", requires = "doctor")]
+    pub doctor_namespace: String,
+    /// --doctor's report format.
+    #[arg(long, value_enum, default_value = "text", requires = "doctor")]
+    pub output: crate::doctor::Output,
     /// Prometheus-compatible base URL (Prometheus, Thanos, Mimir with its path prefix).
     #[arg(long, default_value = "http://127.0.0.1:9090")]
     pub prometheus_url: String,

@@ -17,6 +17,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod doctor;
 pub mod exposition;
 pub mod hash;
 pub mod keda;
@@ -71,6 +72,8 @@ pub enum AppError {
     Keda(#[from] tonic::transport::Error),
     #[error("--check-prometheus: {0}")]
     Check(#[from] check::CheckError),
+    #[error("--doctor: {0}")]
+    Doctor(#[from] doctor::DoctorError),
     #[error("scale-to-zero: {0}")]
     ScaleToZero(String),
     #[error("{what}: {source}")]
@@ -85,6 +88,10 @@ pub async fn run(args: Args) -> Result<(), AppError> {
     if args.wake_parked {
         let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
         return scale_to_zero::release::command(&kube.client()).await;
+    }
+    if args.doctor {
+        let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
+        return Ok(doctor::command(&kube.client(), &args.doctor_namespace, args.output).await?);
     }
     let config = load_config(&args)?;
     if args.check_config {

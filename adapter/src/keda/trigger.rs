@@ -16,6 +16,7 @@ pub const KEYS: &[&str] = &[
 pub const KEDA_KEYS: &[&str] = &[
     "scalerAddress",
     "caCert",
+    "enableTLS",
     "tlsCertFile",
     "tlsClientCert",
     "tlsClientKey",
@@ -127,6 +128,20 @@ mod tests {
         assert_eq!(t.selector, "workload=chat");
         assert_eq!(t.target, Some(2.5));
         assert_eq!(t.activation, Some(1.0));
+    }
+
+    #[test]
+    fn kedas_tls_keys_are_accepted_and_left_to_keda() {
+        let t = Trigger::parse(&meta(&[
+            ("scalerAddress", "gpuscale-adapter.gpuscale.svc:9443"),
+            ("enableTLS", "true"),
+            ("caCert", "-----BEGIN CERTIFICATE-----"),
+            ("unsafeSsl", "false"),
+            ("metric", "vllm_queue_depth"),
+        ]))
+        .unwrap();
+        assert_eq!(t.metric, "vllm_queue_depth");
+        assert_eq!(t.target, None);
     }
 
     #[test]
