@@ -227,6 +227,9 @@ pub enum ReconcileError {
     Conflict { owner: String, target: String },
     #[error("{0}")]
     TargetChanged(String),
+    /// Another autoscaler scales the target, or whether one does is unknown.
+    #[error(transparent)]
+    Owners(#[from] super::owners::OwnersError),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
 }
@@ -241,6 +244,7 @@ impl ReconcileError {
             ReconcileError::Status(_) | ReconcileError::Finalizer(_) => "KubernetesAPIError",
             ReconcileError::Conflict { .. } => "Conflict",
             ReconcileError::TargetChanged(_) => "TargetChanged",
+            ReconcileError::Owners(e) => e.reason(),
         }
     }
 }

@@ -11,6 +11,7 @@ use kube::api::{Api, DynamicObject};
 use super::context::{Context, ReconcileError, Sighting};
 use super::crd::{MetricSource, Phase, ReadState, ScaleToZeroPolicy, ScaleToZeroPolicyStatus};
 use super::decide::{self, Memory, Observed, Read, Rules, Target};
+use super::owners;
 use super::ownership;
 use super::target::{self, TargetError};
 use crate::provider::{Provider, ProviderError};
@@ -189,8 +190,9 @@ pub(super) async fn sight<P>(
     let spec = &policy.spec;
     let api = target_api(policy, ctx).await?;
     let replicas = target::replicas(&api, &spec.target).await?;
-    // A parked target that activation does not wake needs no HPAs: they
-    // matter only to a park or a wake. Its parked-from annotation is still
+    // A parked target that activation does not wake needs no HPAs or other
+    // owners: they matter only to a park or a wake (another autoscaler on
+    // the target is an error: the policy acts on nothing). Its parked-from annotation is still
     // read: a first memory built without it would take a park by an
     // earlier version for a manual zero and never wake it.
     let wakes =
@@ -201,10 +203,14 @@ pub(super) async fn sight<P>(
             Vec::new(),
         )
     } else {
-        let hpas = target::hpas(&ctx.client, &ns, &spec.target)
+        let owners = owners::read(&ctx.client, &ns, &spec.target)
             .await
             .map_err(TargetError::Api)?;
-        (target::read(&api, &spec.target, replicas).await?, hpas)
+        owners.check(&spec.target, replicas)?;
+        (
+            target::read(&api, &spec.target, replicas).await?,
+            owners.hpas,
+        )
     };
     Ok(Sighting {
         target: spec.target.clone(),

@@ -18,6 +18,7 @@ pub mod decide;
 mod events;
 mod inputs;
 pub mod lease;
+pub mod owners;
 pub mod ownership;
 pub mod reconcile;
 pub mod release;

@@ -85,6 +85,9 @@ async fn act<P: Provider>(
             if !matches!(e, ReconcileError::Status(_)) {
                 write_status(&policy, &ctx.client, status).await?;
             }
+            if let Some(kind) = super::owners::owner_kind(&e) {
+                ctx.report.conflict(&key.0, &key.1, kind);
+            }
             ctx.report.policy(PolicyReport {
                 namespace: key.0.clone(),
                 name: key.1.clone(),

@@ -53,6 +53,15 @@ const WAKING_SINCE: Family = Family::new(
     &["namespace", "target"],
 );
 
+const CONFLICTS: Family = Family::new(
+    "gpuscale_scale_to_zero_conflicts",
+    "1 while a policy acts on nothing because something else scales its target (owner_kind: ScaleToZeroPolicy, ScaledObject, HorizontalPodAutoscaler).",
+    &["namespace", "policy", "owner_kind"],
+);
+
+/// Reasons of a policy that another owner keeps from acting.
+const CONFLICT_REASONS: &[&str] = &["Conflict", "OwnerConflict"];
+
 /// Phases counted by `gpuscale_scale_to_zero_policies`, always all shown.
 const PHASES: &[&str] = &["Active", "Parked", "Waking", "Error"];
 
@@ -88,6 +97,8 @@ struct Inner {
     wakes: BTreeMap<(String, String), u64>,
     parked: BTreeMap<(String, String), bool>,
     policies: BTreeMap<(String, String), PolicyReport>,
+    /// Policies in conflict: the other owner's kind, by (namespace, policy).
+    conflicts: BTreeMap<(String, String), &'static str>,
 }
 
 /// The controller's counters and per-policy reports.
@@ -101,7 +112,14 @@ pub struct Report {
 
 impl Default for Report {
     fn default() -> Self {
-        let descs = [&PARKS, &WAKES, &PARKED, &POLICIES, &WAKING_SINCE];
+        let descs = [
+            &PARKS,
+            &WAKES,
+            &PARKED,
+            &POLICIES,
+            &WAKING_SINCE,
+            &CONFLICTS,
+        ];
         Self {
             inner: Mutex::default(),
             leader: LEADER.gauge().with_label_values(NONE),
@@ -129,6 +147,7 @@ impl Report {
             if !leader {
                 i.policies.clear();
                 i.parked.clear();
+                i.conflicts.clear();
             }
         });
     }
@@ -153,11 +172,20 @@ impl Report {
         self.refusals.with_label_values(&[reason]).inc();
     }
 
+    /// A policy that acts on nothing because a `owner_kind` scales its
+    /// target; cleared by its next report with another reason.
+    pub fn conflict(&self, namespace: &str, policy: &str, owner_kind: &'static str) {
+        self.with(|i| i.conflicts.insert(key(namespace, policy), owner_kind));
+    }
+
     /// Records a policy's state; `parked` follows its phase.
     pub fn policy(&self, report: PolicyReport) {
         self.with(|i| {
             let target = key(&report.namespace, &report.target);
             i.parked.insert(target, report.phase == "Parked");
+            if !CONFLICT_REASONS.contains(&report.reason.as_str()) {
+                i.conflicts.remove(&key(&report.namespace, &report.name));
+            }
             i.policies
                 .insert(key(&report.namespace, &report.name), report);
         });
@@ -174,6 +202,7 @@ impl Report {
                 .cloned()
                 .collect();
             for k in gone {
+                i.conflicts.remove(&k);
                 if let Some(r) = i.policies.remove(&k) {
                     i.parked.remove(&key(&k.0, &r.target));
                 }
@@ -201,6 +230,11 @@ impl Report {
             let parked = i.parked.iter().map(|(k, p)| (k, f64::from(u8::from(*p))));
             out.push(by_target(&PARKED, MetricType::GAUGE, parked));
             out.extend(phases(i));
+            let mut conflicts = CONFLICTS.snapshot(MetricType::GAUGE);
+            for ((ns, policy), kind) in &i.conflicts {
+                conflicts.push(&[ns, policy, kind], 1.0);
+            }
+            out.push(conflicts.done());
         });
         out
     }
@@ -228,6 +262,7 @@ impl Report {
         r.parked(namespace, target);
         r.woken(namespace, target, latency);
         r.refused("MinUpDuration");
+        r.conflict(namespace, "other", "ScaledObject");
         r.policy(PolicyReport {
             namespace: namespace.into(),
             name: target.into(),
@@ -312,6 +347,7 @@ mod tests {
             (WAKE_LATENCY, "histogram"),
             (POLICIES, "gauge"),
             (WAKING_SINCE, "gauge"),
+            (CONFLICTS, "gauge"),
         ];
         for (Family { name, .. }, kind) in families {
             assert!(
@@ -329,6 +365,9 @@ mod tests {
         assert!(text.contains("gpuscale_scale_to_zero_policies{phase=\"Parked\"} 0"));
         assert!(text.contains(
             "gpuscale_scale_to_zero_waking_since_seconds{namespace=\"inference\",target=\"chat\"} 1790000000"
+        ));
+        assert!(text.contains(
+            "gpuscale_scale_to_zero_conflicts{namespace=\"inference\",policy=\"other\",owner_kind=\"ScaledObject\"} 1"
         ));
         r.set_leader(false);
         assert!(

@@ -1,12 +1,11 @@
 //! The scale target through the Kubernetes API: resolve its kind once
 //! (discovery says whether it has a `scale` subresource), read replicas and
-//! readiness, park and wake through `scale`, find an HPA on the same object.
+//! readiness, park and wake through `scale` (the HPAs on it: [`super::owners`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, discovery};
 
@@ -181,33 +180,6 @@ pub async fn scale(
         .await
         .map_err(|e| not_found(e, target))?;
     Ok(())
-}
-
-/// HPAs in the namespace that scale `target`: (name, minReplicas).
-pub async fn hpas(
-    client: &Client,
-    namespace: &str,
-    target: &TargetRef,
-) -> Result<Vec<(String, i32)>, kube::Error> {
-    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), namespace);
-    let list = api.list(&ListParams::default()).await?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter_map(|h| {
-            let spec = h.spec;
-            let r = &spec.scale_target_ref;
-            let same = r.name == target.name
-                && r.kind == target.kind
-                && r.api_version.as_deref().unwrap_or("") == target.api_version;
-            same.then(|| {
-                (
-                    h.metadata.name.unwrap_or_default(),
-                    spec.min_replicas.unwrap_or(1),
-                )
-            })
-        })
-        .collect())
 }
 
 #[cfg(test)]
