@@ -476,6 +476,10 @@ const KINDS: &[(&str, &str)] = &[
         "secrets/t-secret",
     ),
     (
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: v1beta1.t.example.com}\nspec: {group: t.example.com, version: v1beta1, service: {namespace: default, name: t}, groupPriorityMinimum: 100, versionPriority: 100}\n",
+        "apiservices.v1.apiregistration.k8s.io/v1beta1.t.example.com",
+    ),
+    (
         "apiVersion: v1\nkind: Service\nmetadata: {name: t-svc, namespace: default}\nspec: {ports: [{port: 80}]}\n",
         "services/t-svc",
     ),

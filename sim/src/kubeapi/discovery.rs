@@ -175,6 +175,15 @@ const BUILTIN: &[Builtin] = &[
         &["status"],
     ),
     (
+        "apiregistration.k8s.io",
+        "v1",
+        "apiservices",
+        "APIService",
+        false,
+        &[],
+        &["status"],
+    ),
+    (
         "authentication.k8s.io",
         "v1",
         "tokenreviews",

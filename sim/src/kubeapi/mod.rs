@@ -11,7 +11,7 @@
 //! OpenAPI v3 index, `Table`s for `kubectl get`; the built-in kinds (namespaces, nodes, pods, services,
 //! configmaps, secrets, events, serviceaccounts, deployments, statefulsets,
 //! replicasets, jobs, HPAs `autoscaling/v2`, leases, `events.k8s.io`
-//! events, endpointslices, CRDs, `resource.k8s.io` DRA kinds, TokenReview,
+//! events, endpointslices, CRDs, APIServices, `resource.k8s.io` DRA kinds, TokenReview,
 //! SubjectAccessReview) and the custom resources of every CRD stored, from
 //! the moment it is created, with the `status` and `scale` subresources it
 //! declares. Verbs: get, list and watch (label and field selectors,
