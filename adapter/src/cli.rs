@@ -203,9 +203,12 @@ pub struct Args {
     /// Address of the KEDA external-scaler gRPC listener (off unless set).
     #[arg(long)]
     pub keda_listen: Option<SocketAddr>,
-    /// CA (PEM) that KEDA's client certificate must chain to; without it the KEDA listener asks for none.
+    /// CA (PEM) that KEDA's client certificate must chain to; required with --keda-listen unless --keda-allow-any-client or --dev.
     #[arg(long, requires = "keda_listen")]
     pub keda_client_ca_file: Option<PathBuf>,
+    /// Let the KEDA listener accept clients without a certificate (anyone who reaches the port reads any namespace's metrics); logged as a warning at start.
+    #[arg(long, requires = "keda_listen", conflicts_with = "keda_client_ca_file")]
+    pub keda_allow_any_client: bool,
     /// Keys the poll cache holds for push streams alone at most (their own budget, apart from --max-cached-queries).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub keda_max_stream_keys: u32,
@@ -220,7 +223,28 @@ pub struct Args {
     pub worker_threads: u16,
 }
 
+/// Who may call the KEDA listener (outside --dev).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KedaClients {
+    /// No listener, or client certificates of --keda-client-ca-file.
+    Certified,
+    /// Any client: --keda-allow-any-client.
+    Any,
+    /// A listener with neither: refused at start.
+    Unset,
+}
+
 impl Args {
+    pub fn keda_clients(&self) -> KedaClients {
+        if self.keda_listen.is_none() || self.keda_client_ca_file.is_some() {
+            KedaClients::Certified
+        } else if self.keda_allow_any_client {
+            KedaClients::Any
+        } else {
+            KedaClients::Unset
+        }
+    }
+
     pub fn limits(&self) -> crate::conn::Limits {
         crate::conn::Limits {
             max_connections: self.max_connections as usize,
@@ -233,6 +257,28 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keda_listener_needs_a_client_ca_or_an_explicit_opening() {
+        let args = |extra: &[&str]| {
+            let base = [
+                "gpuscale-adapter",
+                "--tls-cert-file=/c",
+                "--tls-key-file=/k",
+            ];
+            Args::try_parse_from(base.iter().chain(extra))
+        };
+        let clients = |extra: &[&str]| args(extra).map(|a| a.keda_clients());
+        assert_eq!(clients(&[]).ok(), Some(KedaClients::Certified));
+        let listen = "--keda-listen=0.0.0.0:9443";
+        assert_eq!(clients(&[listen]).ok(), Some(KedaClients::Unset));
+        let ca = "--keda-client-ca-file=/ca.crt";
+        assert_eq!(clients(&[listen, ca]).ok(), Some(KedaClients::Certified));
+        let any = "--keda-allow-any-client";
+        assert_eq!(clients(&[listen, any]).ok(), Some(KedaClients::Any));
+        assert!(args(&[listen, any, ca]).is_err(), "one or the other");
+        assert!(args(&[any]).is_err(), "no listener to open");
+    }
 
     #[test]
     fn sizes_take_binary_suffixes_and_refuse_the_rest() {

@@ -68,6 +68,11 @@ pub enum AppError {
     AuthSources(#[from] auth::sources::SourceError),
     #[error("--keda-client-ca-file needs TLS and cannot be used with --dev")]
     KedaDevClientCa,
+    #[error(
+        "--keda-listen needs --keda-client-ca-file (the CA of KEDA's client certificates); \
+         --keda-allow-any-client opens the listener to every client that reaches it"
+    )]
+    KedaNoClientCa,
     #[error("KEDA listener: {0}")]
     Keda(#[from] tonic::transport::Error),
     #[error("--check-prometheus: {0}")]
@@ -289,10 +294,30 @@ fn tls_configs(args: &Args, key: CertifiedKey, client_auth: bool) -> Result<TlsC
     let keda = match (args.dev, &args.keda_client_ca_file) {
         (true, Some(_)) => return Err(AppError::KedaDevClientCa),
         (true, None) => None,
-        (false, ca) => Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?)),
+        (false, ca) => {
+            keda_client_auth(args)?;
+            Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?))
+        }
     };
     let api = Arc::new(tls::server_config(resolver, client_auth)?);
     Ok(TlsConfigs { api, keda })
+}
+
+/// KEDA's listener requires client certificates unless explicitly opened:
+/// its gRPC calls name any namespace and have no SubjectAccessReview.
+fn keda_client_auth(args: &Args) -> Result<(), AppError> {
+    match args.keda_clients() {
+        cli::KedaClients::Certified => Ok(()),
+        cli::KedaClients::Unset => Err(AppError::KedaNoClientCa),
+        cli::KedaClients::Any => {
+            tracing::warn!(
+                "--keda-allow-any-client: the KEDA listener accepts clients without a certificate; \
+                 anyone who reaches its port reads every namespace's metrics (no SubjectAccessReview). \
+                 Give --keda-client-ca-file, or keep a NetworkPolicy in front of the port"
+            );
+            Ok(())
+        }
+    }
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, AppError> {
