@@ -20,6 +20,7 @@ mod hostile;
 mod keda;
 mod leader_election;
 mod pods;
+mod privileges;
 mod scale_to_zero;
 mod scale_to_zero_ownership;
 mod scale_to_zero_support;

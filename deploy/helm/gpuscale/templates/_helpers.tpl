@@ -18,7 +18,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
 
 {{- define "gpuscale.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ required "image.repository: no image is published; build it and set image.repository (docs/install.md, \"The image\")" .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{- define "gpuscale.exporter" -}}{{ include "gpuscale.fullname" . }}-exporter{{- end -}}
@@ -31,3 +31,20 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
 {{- end -}}
 {{- define "gpuscale.activator" -}}{{ include "gpuscale.fullname" . }}-activator{{- end -}}
+
+{{/* The Secret whose ca.crt KEDA's client certificates must chain to: the
+     given one, else the chart's cert-manager client certificate's; "" only
+     with adapter.keda.allowAnyClient. */}}
+{{- define "gpuscale.kedaClientCaSecret" -}}
+{{- $k := .Values.adapter.keda -}}
+{{- if and $k.enabled (not $k.allowAnyClient) -}}
+{{- if $k.clientCaSecret -}}
+{{ $k.clientCaSecret }}
+{{- else if .Values.adapter.tls.certManager -}}
+{{ include "gpuscale.kedaClientCert" . }}
+{{- else -}}
+{{- fail "adapter.keda.clientCaSecret: KEDA's listener requires client certificates; give the Secret (key ca.crt) of their CA, use cert-manager (adapter.tls.certManager), or set adapter.keda.allowAnyClient=true to open it to every client" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- define "gpuscale.kedaClientCert" -}}{{ include "gpuscale.fullname" . }}-keda-client{{- end -}}
