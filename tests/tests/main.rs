@@ -24,5 +24,6 @@ mod privileges;
 mod scale_to_zero;
 mod scale_to_zero_ownership;
 mod scale_to_zero_support;
+mod self_tls;
 mod victoriametrics;
 mod walkthrough;
