@@ -7,6 +7,7 @@ mod activator;
 mod adapter;
 mod alerts;
 mod batches;
+mod coexistence;
 mod custom_metrics;
 mod dcgm;
 mod deploy;
