@@ -1,14 +1,16 @@
-//! The activation watch over parked policies: one pass over the poll cache
+//! The activation watch over parked policies (those whose status says
+//! Parked, read from the controller's store): one pass over the poll cache
 //! per wake interval reconciles at once each policy whose activation turns
 //! active or changes state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
-use super::crd::{ReadState, ScaleToZeroPolicy};
+use super::crd::{Phase, ReadState, ScaleToZeroPolicy};
 use super::decide;
 use super::inputs::read_rule;
 use crate::provider::Provider;
@@ -25,22 +27,28 @@ pub async fn watch_parked<P: Provider>(
 ) {
     let mut tick = tokio::time::interval(ctx.settings.wake_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last: HashMap<String, ReadState> = HashMap::new();
+    let mut last: HashMap<ObjectRef<ScaleToZeroPolicy>, ReadState> = HashMap::new();
     loop {
         tick.tick().await;
         if !ctx.leadership.is_leader() {
             last.clear();
             continue;
         }
-        let parked = ctx.parked();
-        last.retain(|uid, _| parked.iter().any(|(u, _)| u == uid));
-        for (uid, policy) in parked {
+        let parked: Vec<_> = ctx
+            .policies
+            .state()
+            .into_iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase) == Some(Phase::Parked))
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .collect();
+        let refs: HashSet<_> = parked.iter().map(|p| ObjectRef::from_obj(&**p)).collect();
+        last.retain(|r, _| refs.contains(r));
+        for policy in parked {
             let state = activation_state(&policy, &ctx).await;
-            let before = last.insert(uid, state);
+            let r = ObjectRef::from_obj(&*policy);
+            let before = last.insert(r.clone(), state);
             let changed = before.is_some_and(|b| b != state);
-            if (state == ReadState::Active || changed)
-                && wake.unbounded_send(ObjectRef::from_obj(&*policy)).is_err()
-            {
+            if (state == ReadState::Active || changed) && wake.unbounded_send(r).is_err() {
                 return;
             }
         }

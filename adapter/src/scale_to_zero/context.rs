@@ -44,19 +44,21 @@ pub struct Context<P> {
     pub recorder: Recorder,
     pub settings: Settings,
     pub kinds: Kinds,
+    /// Failures in a row per policy (namespace, name), for the error
+    /// policy's backoff: the controller keeps no count of its own.
     failures: Mutex<HashMap<(String, String), u32>>,
     /// The last decision's memory per policy uid. The status holds it too,
-    /// but the watched copy of a policy can lag behind the status just
+    /// but the store's copy of a policy can lag behind the status just
     /// written: a window restarted by a busy read must not reopen at its
-    /// old start. Cleared when leadership is lost (a new term starts from
-    /// the status).
+    /// old start, a wake must not be taken for someone else's. Cleared
+    /// when leadership is lost (a new term starts from the status), pruned
+    /// when a policy goes.
     memory: Mutex<HashMap<String, Memory>>,
-    /// The target as last read per policy uid: a round whose decision
-    /// changes nothing needs only the poll cache, so 500 policies cost the
-    /// API a few reads a second instead of hundreds.
+    /// The target as last read per policy uid. Targets are not watched (any
+    /// kind with `/scale`, in any namespace), so no store holds them: a
+    /// round whose decision changes nothing needs only the poll cache, and
+    /// 500 policies cost the API a few reads a second instead of hundreds.
     sightings: Mutex<HashMap<String, Sighting>>,
-    /// Parked policies by uid, for the activation watch ([`watch_parked`]).
-    parked: Mutex<HashMap<String, Arc<ScaleToZeroPolicy>>>,
     /// Every policy (the controller's store): who owns a target.
     pub policies: Store<ScaleToZeroPolicy>,
 }
@@ -92,19 +94,7 @@ impl<P> Context<P> {
             failures: Mutex::new(HashMap::new()),
             memory: Mutex::new(HashMap::new()),
             sightings: Mutex::new(HashMap::new()),
-            parked: Mutex::new(HashMap::new()),
             policies,
-        }
-    }
-
-    /// Keep `policy` in the activation watch while it is parked.
-    pub(super) fn watch_if_parked(&self, policy: &Arc<ScaleToZeroPolicy>, parked: bool) {
-        let uid = identity(policy);
-        let mut map = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        if parked {
-            map.insert(uid, policy.clone());
-        } else {
-            map.remove(&uid);
         }
     }
 
@@ -118,19 +108,19 @@ impl<P> Context<P> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
-        self.parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
     }
 
-    /// The last sighting of `policy`'s target, if recent enough to trust.
+    /// The last sighting of `policy`'s target, if recent enough to trust
+    /// and all its pods were Ready.
     pub(super) fn sighting(&self, policy: &ScaleToZeroPolicy) -> Option<Sighting> {
         let uid = identity(policy);
         let map = self.sightings.lock().unwrap_or_else(|e| e.into_inner());
         map.get(&uid)
             .filter(|s| s.target == policy.spec.target)
             .filter(|s| s.at.elapsed() < self.settings.resync_interval)
+            // A target with pods not Ready yet is read again every round:
+            // readiness follows the pods, not the resync.
+            .filter(|s| s.read.ready >= s.read.replicas)
             .cloned()
     }
 
@@ -177,22 +167,43 @@ impl<P> Context<P> {
             .copied()
     }
 
-    /// The parked policies in the activation watch, by uid.
-    pub(super) fn parked(&self) -> Vec<(String, Arc<ScaleToZeroPolicy>)> {
-        self.parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    /// Forget the policies that are gone (`live` holds the rest).
+    pub fn retain(&self, live: &[Arc<ScaleToZeroPolicy>]) {
+        let uids: std::collections::HashSet<String> = live.iter().map(|p| identity(p)).collect();
+        let keys: std::collections::HashSet<(String, String)> = live
             .iter()
-            .map(|(uid, p)| (uid.clone(), p.clone()))
-            .collect()
-    }
-
-    /// Drop parked policies that no longer exist from the activation watch.
-    pub fn retain_parked(&self, exists: impl Fn(&ScaleToZeroPolicy) -> bool) {
-        self.parked
+            .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
+            .collect();
+        self.memory
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, p| exists(p));
+            .retain(|uid, _| uids.contains(uid));
+        self.sightings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| uids.contains(uid));
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, _| keys.contains(k));
+    }
+}
+
+/// The longest any Kubernetes call of the controller may take (the Lease
+/// has its own deadlines): a call that hangs fails the round, which is
+/// retried with backoff, instead of freezing the policy's reconcile.
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `call`, failed with a timeout error after [`API_TIMEOUT`].
+pub async fn bounded<T>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(API_TIMEOUT, call).await {
+        Ok(r) => r,
+        Err(_) => Err(kube::Error::Service(
+            format!("{what}: no answer from the Kubernetes API within {API_TIMEOUT:?}").into(),
+        )),
     }
 }
 
@@ -232,6 +243,8 @@ pub enum ReconcileError {
     Owners(#[from] super::owners::OwnersError),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<ReconcileError>>),
+    #[error("the round took longer than {0:?} (a Kubernetes call that does not answer)")]
+    Deadline(Duration),
 }
 
 impl ReconcileError {
@@ -241,7 +254,9 @@ impl ReconcileError {
             ReconcileError::UnknownMetric(_) => "UnknownMetric",
             ReconcileError::QueryNotAllowed(_) => "QueryNotAllowed",
             ReconcileError::Target(e) => e.reason(),
-            ReconcileError::Status(_) | ReconcileError::Finalizer(_) => "KubernetesAPIError",
+            ReconcileError::Status(_)
+            | ReconcileError::Finalizer(_)
+            | ReconcileError::Deadline(_) => "KubernetesAPIError",
             ReconcileError::Conflict { .. } => "Conflict",
             ReconcileError::TargetChanged(_) => "TargetChanged",
             ReconcileError::Owners(e) => e.reason(),

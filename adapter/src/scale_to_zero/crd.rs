@@ -23,13 +23,25 @@ use serde::{Deserialize, Serialize};
     doc = "Parks an idle GPU workload at 0 replicas and wakes it on demand.",
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.name"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Idle", type_ = "string", json_path = ".status.idle.summary"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(
+        name = "Parked-From",
+        type_ = "integer",
+        json_path = ".status.parked.replicas",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Idle",
+        type_ = "string",
+        json_path = ".status.idle.summary",
+        priority = 1
+    ),
     printcolumn(
         name = "Activation",
         type_ = "string",
-        json_path = ".status.activation.summary"
+        json_path = ".status.activation.summary",
+        priority = 1
     ),
-    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -160,32 +172,46 @@ pub enum ReadState {
     Unknown,
 }
 
-/// The last read of one rule.
+/// The state of one rule as last read. No value and no read time: the
+/// status is written only when something in it changes, and a live value
+/// would change it every round (`/debug/scalers` and the self-metrics
+/// carry the values).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<f64>,
     pub state: ReadState,
-    /// RFC 3339 time of the read.
-    pub time: String,
-    /// `vllm_queue_depth=0 (idle ≤ 0)` or why the read is unknown.
+    /// `queue_depth ≤ 0 (idle)`, or why the read is unknown.
     pub summary: String,
 }
 
-/// A standard condition (the shape of `metav1.Condition`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    pub reason: String,
-    pub message: String,
-    pub last_transition_time: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+/// `metav1.Condition`, k8s-openapi's type (its schema is [`conditions_schema`]).
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// The schema of `status.conditions`: a list of `metav1.Condition` keyed by
+/// `type`, as the API conventions declare it (server-side apply merges it
+/// by type).
+fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let string = |d: &str| serde_json::json!({"type": "string", "description": d});
+    schemars::json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "description": "A standard condition (metav1.Condition).",
+            "required": ["type", "status", "reason", "message", "lastTransitionTime"],
+            "properties": {
+                "type": string("Ready, Parked or Conflict."),
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": string("A CamelCase reason."),
+                "message": string("What happened, for people."),
+                "lastTransitionTime": {"type": "string", "format": "date-time",
+                    "description": "When status last changed."},
+                "observedGeneration": {"type": "integer", "format": "int64",
+                    "description": "The policy's generation this condition describes."},
+            },
+        },
+    })
 }
 
 /// A park this controller made: what it parked, from how many replicas,
@@ -201,36 +227,41 @@ pub struct ParkRecord {
     pub at: String,
 }
 
-/// What the controller last saw and did.
+/// What the controller last saw and did. Written by server-side apply as
+/// a whole: every field is sent, absent ones as null, so a field the
+/// controller no longer sets is cleared.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScaleToZeroPolicyStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub phase: Option<Phase>,
-    /// The target this policy parked and has not woken since (null when
-    /// none; written as null so a merge patch clears it).
+    /// The target this policy parked and has not woken since (null when none).
     #[serde(default)]
     pub parked: Option<ParkRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub idle: Option<RuleStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub activation: Option<RuleStatus>,
     /// Start of the current idle window (RFC 3339), while one is open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub idle_since: Option<String>,
     /// The last wake (RFC 3339): `minUpDuration` counts from here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_wake_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When the phase or the reason last changed (RFC 3339).
+    #[serde(default)]
     pub last_transition_time: Option<String>,
     /// Why the last decision was taken or refused (a `Reason`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `Ready`, `Parked`, and `Conflict` on a policy another one outranks.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The generation of the spec the status describes, errors included.
+    #[serde(default)]
     pub observed_generation: Option<i64>,
 }
 

@@ -25,7 +25,9 @@ pub(super) async fn event<P>(
         action: "Scale".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &policy.object_ref(&())).await {
+    let reference = policy.object_ref(&());
+    let publish = ctx.recorder.publish(&ev, &reference);
+    if let Err(e) = super::context::bounded("publishing an Event", publish).await {
         tracing::warn!(error = %e, policy = %policy.name_any(), "event not recorded");
     }
 }

@@ -30,9 +30,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
-use kube::{Api, Client};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
 
 use crate::provider::Provider;
 use context::{Context, Settings};
@@ -64,7 +64,16 @@ pub async fn run<P: Provider>(
     );
     let policies: Api<ScaleToZeroPolicy> = Api::all(client.clone());
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let controller = Controller::new(policies, watcher::Config::default()).reconcile_on(woken);
+    let (store, writer) = reflector::store();
+    // Status writes do not reconcile again: only a new generation (a spec
+    // edit), a finalizer added or a deletion does; the rounds' own requeues
+    // and the activation watch do the rest.
+    let edits = watcher(policies, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(spec_or_lifecycle, Default::default());
+    let controller = Controller::for_stream(edits, store).reconcile_on(woken);
     let ctx = Arc::new(Context::new(
         client,
         provider,
@@ -83,7 +92,23 @@ pub async fn run<P: Provider>(
         .await;
 }
 
-/// Drops deleted policies from the report and the activation watch: the
+/// What reconciles a policy when it changes: its generation, its
+/// finalizers, whether it is being deleted (an API server bumps the
+/// generation then, not every one does).
+fn spec_or_lifecycle(p: &ScaleToZeroPolicy) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = p.meta();
+    (
+        meta.generation,
+        &meta.finalizers,
+        meta.deletion_timestamp.is_some(),
+    )
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+/// Drops deleted policies from the report and this term's memory: the
 /// controller does not reconcile what is gone, and a deleted policy must
 /// not stay "Waking".
 async fn forget_deleted<P>(store: Store<ScaleToZeroPolicy>, ctx: Arc<Context<P>>) {
@@ -94,7 +119,7 @@ async fn forget_deleted<P>(store: Store<ScaleToZeroPolicy>, ctx: Arc<Context<P>>
         }
         let exists = |ns: &str, name: &str| store.get(&ObjectRef::new(name).within(ns)).is_some();
         ctx.report.retain(exists);
-        ctx.retain_parked(|p| store.get(&ObjectRef::from_obj(p)).is_some());
+        ctx.retain(&store.state());
     }
 }
 

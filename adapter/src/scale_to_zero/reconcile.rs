@@ -3,24 +3,23 @@
 //! action (`apply`) and say what happened (`status`); errors become the
 //! status and a retry with backoff.
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::finalizer::{self, Event as Finalize};
-use kube::{Resource, ResourceExt};
 
 use super::apply::apply;
 pub use super::context::Settings;
-use super::context::{Context, ReconcileError};
-use super::crd::{Phase, ScaleToZeroPolicy, ScaleToZeroPolicyStatus};
+use super::context::{Context, ReconcileError, bounded};
+use super::crd::{Phase, ScaleToZeroPolicy};
 use super::decide::{self, Action, Decision};
 use super::events::event;
 use super::inputs::{Round, read_idle, read_rule, round_of, sight};
 use super::ownership;
 use super::report::PolicyReport;
-use super::status::{error_conditions, record, write_status};
+use super::status::{error_status, record, write_status};
 use crate::provider::Provider;
 
 fn now_secs() -> i64 {
@@ -39,25 +38,37 @@ pub async fn reconcile<P: Provider>(
     }
     let api: Api<ScaleToZeroPolicy> =
         Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
-    if ownership::add_finalizer(&api, &policy)
-        .await
-        .map_err(ReconcileError::Status)?
+    if bounded(
+        "adding the finalizer",
+        ownership::add_finalizer(&api, &policy),
+    )
+    .await
+    .map_err(ReconcileError::Status)?
     {
+        // The finalizer's update reconciles the policy again.
         return Ok(Requeue::await_change());
     }
-    finalizer::finalizer(&api, ownership::FINALIZER, policy, |event| async {
+    // Every call of a round is bounded on its own; this bounds the
+    // finalizer's own patches too.
+    let round = finalizer::finalizer(&api, ownership::FINALIZER, policy, |event| async {
         match event {
             Finalize::Apply(p) => act(p, &ctx).await,
             Finalize::Cleanup(p) => ownership::release(&p, &ctx).await,
         }
-    })
-    .await
-    .map_err(|e| ReconcileError::Finalizer(Box::new(e)))
+    });
+    match tokio::time::timeout(ROUND_TIMEOUT, round).await {
+        Ok(r) => r.map_err(|e| ReconcileError::Finalizer(Box::new(e))),
+        Err(_) => Err(ReconcileError::Deadline(ROUND_TIMEOUT)),
+    }
 }
 
+/// The longest a round may take, its calls' timeouts included.
+const ROUND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A round for a policy that stays: unless another policy owns its target
-/// or its target changed under a park, decide and act; errors become its
-/// status and a retry with backoff.
+/// or its target changed under a park, decide and act. An error is said
+/// (status, Event, self-metrics) and returned: [`error_policy`] retries
+/// with backoff.
 async fn act<P: Provider>(
     policy: Arc<ScaleToZeroPolicy>,
     ctx: &Context<P>,
@@ -70,39 +81,46 @@ async fn act<P: Provider>(
             Ok(requeue)
         }
         Err(e) => {
-            let wait = ctx.backoff(&key);
-            tracing::warn!(policy = %key.1, namespace = %key.0, error = %e, retry_in = ?wait, "scale-to-zero policy not acted on");
-            let old = policy.status.clone().unwrap_or_default();
-            if old.reason.as_deref() != Some(e.reason()) {
-                event(ctx, &policy, true, e.reason(), e.to_string()).await;
-            }
-            let status = ScaleToZeroPolicyStatus {
-                reason: Some(e.reason().into()),
-                message: Some(e.to_string()),
-                conditions: error_conditions(&e, now, policy.meta().generation),
-                ..old
-            };
-            if !matches!(e, ReconcileError::Status(_)) {
-                write_status(&policy, &ctx.client, status).await?;
-            }
-            if let Some(kind) = super::owners::owner_kind(&e) {
-                ctx.report.conflict(&key.0, &key.1, kind);
-            }
-            ctx.report.policy(PolicyReport {
-                namespace: key.0.clone(),
-                name: key.1.clone(),
-                target: policy.spec.target.name.clone(),
-                phase: "Error".into(),
-                idle: String::new(),
-                activation: String::new(),
-                idle_for_seconds: None,
-                waking_since: None,
-                reason: e.reason().into(),
-                message: e.to_string(),
-                time: now,
-            });
-            Ok(Requeue::requeue(wait))
+            fail(&policy, ctx, &e, now).await;
+            Err(e)
         }
+    }
+}
+
+/// Says what went wrong: a Warning Event when the reason is new, the
+/// status (unless writing it is what failed), the self-metrics. A status
+/// that cannot be written is logged: the round's own error is the one to
+/// retry on.
+async fn fail<P: Provider>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    e: &ReconcileError,
+    now: i64,
+) {
+    let key = (policy.namespace().unwrap_or_default(), policy.name_any());
+    if last_reason(policy) != Some(e.reason()) {
+        event(ctx, policy, true, e.reason(), e.to_string()).await;
+    }
+    if let Some(kind) = super::owners::owner_kind(e) {
+        ctx.report.conflict(&key.0, &key.1, kind);
+    }
+    ctx.report.policy(PolicyReport {
+        namespace: key.0.clone(),
+        name: key.1.clone(),
+        target: policy.spec.target.name.clone(),
+        phase: "Error".into(),
+        idle: String::new(),
+        activation: String::new(),
+        idle_for_seconds: None,
+        waking_since: None,
+        reason: e.reason().into(),
+        message: e.to_string(),
+        time: now,
+    });
+    if !matches!(e, ReconcileError::Status(_))
+        && let Err(w) = write_status(policy, &ctx.client, error_status(policy, e, now)).await
+    {
+        tracing::warn!(policy = %key.1, namespace = %key.0, error = %w, "error status not written");
     }
 }
 
@@ -165,7 +183,9 @@ fn decide_round(policy: &ScaleToZeroPolicy, r: &Round) -> Decision {
 
 /// Remember the decision, say it, and requeue. A parked policy waits for
 /// the activation watch, which reconciles it when its activation turns
-/// active or changes state; else it is looked at every resync interval.
+/// active or changes state, and the resync interval; a waking one is read
+/// again every wake interval (its pods come up), a running one every check
+/// interval.
 async fn conclude<P: Provider>(
     policy: &Arc<ScaleToZeroPolicy>,
     ctx: &Context<P>,
@@ -173,22 +193,27 @@ async fn conclude<P: Provider>(
     d: &Decision,
 ) -> Result<Requeue, ReconcileError> {
     ctx.remember(policy, d.memory);
-    let parked = d.phase == Phase::Parked;
-    ctx.watch_if_parked(policy, parked);
     record(policy, ctx, r, d).await?;
-    Ok(Requeue::requeue(if parked {
-        ctx.settings.resync_interval
-    } else {
-        ctx.settings.check_interval
+    Ok(Requeue::requeue(match d.phase {
+        Phase::Parked => ctx.settings.resync_interval,
+        Phase::Waking => ctx.settings.wake_interval,
+        Phase::Active => ctx.settings.check_interval,
     }))
 }
 
-/// Errors the controller could not turn into a status: retry later.
+fn last_reason(policy: &ScaleToZeroPolicy) -> Option<&str> {
+    policy.status.as_ref()?.reason.as_deref()
+}
+
+/// The controller's error policy: retry the policy with backoff, 2 s
+/// doubling to `--scale-to-zero-max-backoff`, jittered.
 pub fn error_policy<P>(
-    _policy: Arc<ScaleToZeroPolicy>,
+    policy: Arc<ScaleToZeroPolicy>,
     error: &ReconcileError,
     ctx: Arc<Context<P>>,
 ) -> Requeue {
-    tracing::warn!(error = %error, "scale-to-zero reconcile failed");
-    Requeue::requeue(ctx.settings.max_backoff.min(Duration::from_secs(30)))
+    let key = (policy.namespace().unwrap_or_default(), policy.name_any());
+    let wait = ctx.backoff(&key);
+    tracing::warn!(policy = %key.1, namespace = %key.0, error = %error, retry_in = ?wait, "scale-to-zero policy not acted on");
+    Requeue::requeue(wait)
 }

@@ -1,33 +1,64 @@
-//! What a policy's status says after a round: its rules' reads, its
-//! conditions, its park record; written only when something a user reads
-//! changed. The self-metrics' view of the policy is kept in step.
+//! What a policy's status says after a round: its rules' states, its
+//! conditions (`metav1.Condition`), its park record. Written by server-side
+//! apply, and only when something a user reads changed: no read times, no
+//! live values, a condition's transition time kept while its status holds.
+//! The self-metrics' view of the policy (values included) is kept in step.
 
 use gpuscale_util::rfc3339;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 
-use super::context::{Context, ReconcileError};
+use super::context::{Context, ReconcileError, bounded};
 use super::crd::{
     Condition, MetricSource, Phase, ReadState, RuleStatus, ScaleToZeroPolicy,
     ScaleToZeroPolicyStatus,
 };
-use super::decide::{Decision, Read};
+use super::decide::{Decision, Read, Reason};
 use super::inputs::Round;
 use super::ownership;
 use super::report::PolicyReport;
 use crate::provider::Provider;
 
-fn rule_status(read: &Read, state: ReadState, name: &str, now: i64) -> RuleStatus {
-    let (value, summary) = match read {
-        Read::Value(v) => (Some(*v), format!("{name}={v} ({state:?})")),
-        Read::Unknown(why) => (None, format!("{name} unknown: {why}")),
+/// The field manager of every status write.
+pub const MANAGER: &str = "gpuscale-scale-to-zero";
+
+/// Which rule a summary is about: the words for its states differ.
+#[derive(Clone, Copy)]
+enum Rule {
+    Idle,
+    Activation,
+}
+
+/// The rule's state in words, without its value (which changes every round).
+fn rule_status(
+    rule: Rule,
+    read: &Read,
+    state: ReadState,
+    name: &str,
+    threshold: f64,
+) -> RuleStatus {
+    let summary = match (read, state, rule) {
+        (Read::Unknown(why), ..) => format!("{name} unknown: {why}"),
+        (_, ReadState::Inactive, Rule::Idle) => format!("{name} ≤ {threshold}: idle"),
+        (_, _, Rule::Idle) => format!("{name} > {threshold}: busy"),
+        (_, ReadState::Active, Rule::Activation) => format!("{name} > {threshold}: active"),
+        (_, _, Rule::Activation) => format!("{name} ≤ {threshold}: inactive"),
     };
-    RuleStatus {
-        value,
-        state,
-        time: rfc3339::format(now),
-        summary,
+    RuleStatus { state, summary }
+}
+
+/// The rule's read for `/debug/scalers`, value included.
+fn report_summary(read: &Read, state: ReadState, name: &str) -> String {
+    match read {
+        Read::Value(v) => format!("{name}={v} ({state:?})"),
+        Read::Unknown(why) => format!("{name} unknown: {why}"),
     }
+}
+
+fn time(now: i64) -> Time {
+    Time(Timestamp::from_second(now).unwrap_or_else(|_| Timestamp::now()))
 }
 
 fn condition(
@@ -43,25 +74,49 @@ fn condition(
         status: if ok { "True" } else { "False" }.into(),
         reason: reason.into(),
         message: message.into(),
-        last_transition_time: rfc3339::format(now),
+        last_transition_time: time(now),
         observed_generation: generation,
     }
 }
 
-/// `Ready=False` with the error's reason; a conflict also says `Conflict=True`.
-pub(super) fn error_conditions(
+/// The status after a round that failed: what the last good round said,
+/// with `Ready=False` naming the error (and `Conflict=True` on a policy
+/// another one outranks), the error as reason and message, and the
+/// current generation.
+pub(super) fn error_status(
+    policy: &ScaleToZeroPolicy,
     e: &ReconcileError,
     now: i64,
-    generation: Option<i64>,
-) -> Vec<Condition> {
+) -> ScaleToZeroPolicyStatus {
+    let old = policy.status.clone().unwrap_or_default();
+    let generation = policy.meta().generation;
     let (reason, message) = (e.reason(), e.to_string());
-    let mut out = vec![condition("Ready", false, reason, &message, now, generation)];
+    let mut conditions: Vec<Condition> = old
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != "Ready" && c.type_ != "Conflict")
+        .cloned()
+        .map(|c| Condition {
+            observed_generation: generation,
+            ..c
+        })
+        .collect();
+    conditions.insert(
+        0,
+        condition("Ready", false, reason, &message, now, generation),
+    );
     if matches!(e, ReconcileError::Conflict { .. }) {
-        out.push(condition(
+        conditions.push(condition(
             "Conflict", true, reason, &message, now, generation,
         ));
     }
-    out
+    ScaleToZeroPolicyStatus {
+        reason: Some(reason.into()),
+        message: Some(message),
+        conditions,
+        observed_generation: generation,
+        ..old
+    }
 }
 
 /// Keeps a condition's transition time when its status did not change.
@@ -79,52 +134,55 @@ fn merge_conditions(old: &[Condition], new: Vec<Condition>) -> Vec<Condition> {
         .collect()
 }
 
-/// A status worth writing differs in something other than read times.
-/// Compared in place (the times set aside and put back): most rounds
-/// change nothing, and cloning two statuses each was a measurable share of
-/// the controller's CPU.
-fn meaningful_change(new: &mut ScaleToZeroPolicyStatus, old: &mut ScaleToZeroPolicyStatus) -> bool {
-    let take = |s: &mut ScaleToZeroPolicyStatus| {
-        [&mut s.idle, &mut s.activation].map(|r| r.as_mut().map(|r| std::mem::take(&mut r.time)))
-    };
-    let put = |s: &mut ScaleToZeroPolicyStatus, times: [Option<String>; 2]| {
-        for (r, t) in [&mut s.idle, &mut s.activation].into_iter().zip(times) {
-            if let (Some(r), Some(t)) = (r.as_mut(), t) {
-                r.time = t;
-            }
-        }
-    };
-    let (tn, to) = (take(new), take(old));
-    let changed = new != old;
-    put(new, tn);
-    put(old, to);
-    changed
-}
-
-pub(super) async fn write_status(
-    policy: &ScaleToZeroPolicy,
-    client: &Client,
+/// `status` with the transition times of what did not change carried over
+/// from `old`; `None` when it then equals `old` (nothing to write).
+fn settled(
+    old: &ScaleToZeroPolicyStatus,
     mut status: ScaleToZeroPolicyStatus,
-) -> Result<(), ReconcileError> {
-    let mut old = policy.status.clone().unwrap_or_default();
+) -> Option<ScaleToZeroPolicyStatus> {
     status.conditions = merge_conditions(&old.conditions, status.conditions);
     if status.phase == old.phase && status.reason == old.reason {
         status.last_transition_time = old.last_transition_time.clone();
     }
-    if !meaningful_change(&mut status, &mut old) {
+    (status != *old).then_some(status)
+}
+
+/// Writes `status` by server-side apply (the whole status, absent fields
+/// as null), unless it says what the policy's status already says.
+pub(super) async fn write_status(
+    policy: &ScaleToZeroPolicy,
+    client: &Client,
+    status: ScaleToZeroPolicyStatus,
+) -> Result<(), ReconcileError> {
+    let old = policy.status.clone().unwrap_or_default();
+    let Some(status) = settled(&old, status) else {
         return Ok(());
-    }
+    };
     let api: Api<ScaleToZeroPolicy> =
         Api::namespaced(client.clone(), &policy.namespace().unwrap_or_default());
-    let patch = serde_json::json!({ "status": status });
-    api.patch_status(
-        &policy.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
+    let patch = serde_json::json!({
+        "apiVersion": "gpuscale.dev/v1alpha1",
+        "kind": "ScaleToZeroPolicy",
+        "status": status,
+    });
+    let params = PatchParams::apply(MANAGER).force();
+    bounded(
+        "writing the policy's status",
+        api.patch_status(&policy.name_any(), &params, &Patch::Apply(&patch)),
     )
     .await
     .map_err(ReconcileError::Status)?;
     Ok(())
+}
+
+/// The status message: the decision's, except a busy one, whose values
+/// change every round (the status says which rule is busy, the values are
+/// in `/debug/scalers`).
+fn status_message(d: &Decision, idle: &RuleStatus, activation: &RuleStatus) -> String {
+    match d.reason {
+        Reason::Busy => format!("busy: {}; {}", idle.summary, activation.summary),
+        _ => d.message.clone(),
+    }
 }
 
 pub(super) async fn record<P: Provider>(
@@ -135,12 +193,17 @@ pub(super) async fn record<P: Provider>(
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
     let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
+    let (idle_name, act_name) = (
+        metric(&policy.spec.idle.source),
+        metric(&policy.spec.activation.source),
+    );
     let idle_now = || {
         rule_status(
+            Rule::Idle,
             &r.seen.idle,
             d.idle_state,
-            &metric(&policy.spec.idle.source),
-            now,
+            &idle_name,
+            policy.spec.idle.threshold,
         )
     };
     // Not read while parked: the status keeps the last read.
@@ -149,14 +212,16 @@ pub(super) async fn record<P: Provider>(
         _ => idle_now(),
     };
     let activation = rule_status(
+        Rule::Activation,
         &r.seen.activation,
         d.activation_state,
-        &metric(&policy.spec.activation.source),
-        now,
+        &act_name,
+        policy.spec.activation.threshold,
     );
     let generation = policy.meta().generation;
     let parked = d.phase == Phase::Parked;
     let old = ownership::record(policy.status.as_ref());
+    let message = status_message(d, &idle, &activation);
     let status = ScaleToZeroPolicyStatus {
         phase: Some(d.phase),
         parked: ownership::next_record(old, &policy.spec.target, d, now),
@@ -164,7 +229,7 @@ pub(super) async fn record<P: Provider>(
         last_wake_time: d.memory.last_wake.map(rfc3339::format),
         last_transition_time: Some(rfc3339::format(now)),
         reason: Some(d.reason.as_str().into()),
-        message: Some(d.message.clone()),
+        message: Some(message.clone()),
         conditions: vec![
             condition(
                 "Ready",
@@ -178,56 +243,48 @@ pub(super) async fn record<P: Provider>(
                 "Parked",
                 parked,
                 d.reason.as_str(),
-                &d.message,
+                &message,
                 now,
                 generation,
             ),
         ],
         observed_generation: generation,
-        idle: Some(idle.clone()),
-        activation: Some(activation.clone()),
+        idle: Some(idle),
+        activation: Some(activation),
+    };
+    report(policy, ctx, r, d, (&idle_name, &act_name));
+    write_status(policy, &ctx.client, status).await
+}
+
+/// The round as `/debug/scalers` and the self-metrics show it, values
+/// included.
+fn report<P>(
+    policy: &ScaleToZeroPolicy,
+    ctx: &Context<P>,
+    r: &Round,
+    d: &Decision,
+    (idle_name, act_name): (&str, &str),
+) {
+    let now = r.seen.now;
+    let idle = if r.idle_read {
+        report_summary(&r.seen.idle, d.idle_state, idle_name)
+    } else {
+        format!("{idle_name} not read while parked")
     };
     ctx.report.policy(PolicyReport {
         namespace: policy.namespace().unwrap_or_default(),
         name: policy.name_any(),
         target: policy.spec.target.name.clone(),
         phase: format!("{:?}", d.phase),
-        idle: idle.summary,
-        activation: activation.summary,
+        idle,
+        activation: report_summary(&r.seen.activation, d.activation_state, act_name),
         idle_for_seconds: d.memory.idle_since.map(|s| now - s),
         waking_since: d.memory.last_wake.filter(|_| d.phase == Phase::Waking),
         reason: d.reason.as_str().into(),
         message: d.message.clone(),
         time: now,
     });
-    write_status(policy, &ctx.client, status).await
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_times_alone_are_not_worth_a_write() {
-        let a = ScaleToZeroPolicyStatus {
-            idle: Some(RuleStatus {
-                value: Some(0.0),
-                state: ReadState::Inactive,
-                time: "2026-11-30T06:00:00Z".into(),
-                summary: "q=0".into(),
-            }),
-            ..ScaleToZeroPolicyStatus::default()
-        };
-        let mut b = a.clone();
-        if let Some(i) = b.idle.as_mut() {
-            i.time = "2026-11-30T06:00:10Z".into();
-        }
-        let (mut a2, mut b2) = (a.clone(), b.clone());
-        assert!(!meaningful_change(&mut a2, &mut b2));
-        assert_eq!((a2, b2), (a.clone(), b.clone()), "times put back");
-        if let Some(i) = b.idle.as_mut() {
-            i.value = Some(1.0);
-        }
-        assert!(meaningful_change(&mut a.clone(), &mut b));
-    }
-}
+mod tests;

@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, discovery};
 
+use super::context::bounded;
 use super::crd::TargetRef;
 
 /// The annotation on the target that records the replicas it was parked from.
@@ -29,6 +31,10 @@ pub enum TargetError {
     NoScale(String),
     #[error("{kind} {name} not found")]
     NotFound { kind: String, name: String },
+    #[error(
+        "{0}: its scale subresource gives no status.selector and the object no status.readyReplicas, so its Ready pods cannot be counted"
+    )]
+    NoReadiness(String),
     #[error("{0}")]
     Api(#[from] kube::Error),
 }
@@ -40,6 +46,7 @@ impl TargetError {
             TargetError::BadApiVersion(_) | TargetError::UnknownKind { .. } => "TargetKindUnknown",
             TargetError::NoScale(_) => "TargetNotScalable",
             TargetError::NotFound { .. } => "TargetNotFound",
+            TargetError::NoReadiness(_) => "TargetReadinessUnknown",
             TargetError::Api(_) => "KubernetesAPIError",
         }
     }
@@ -50,7 +57,7 @@ impl TargetError {
 pub struct TargetRead {
     /// `spec.replicas` of the scale subresource.
     pub replicas: i32,
-    /// `status.readyReplicas` of the object (absent: 0).
+    /// Ready pods, by the kind's rule ([`read`]).
     pub ready: i32,
     /// The replica count recorded at parking.
     pub parked_from: Option<i32>,
@@ -84,13 +91,16 @@ impl Kinds {
             return Ok(ar.clone());
         }
         let gvk = gvk(target)?;
-        let (ar, caps) = discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|source| TargetError::UnknownKind {
-                kind: target.kind.clone(),
-                api_version: target.api_version.clone(),
-                source,
-            })?;
+        let (ar, caps) = bounded(
+            "discovering the target's kind",
+            discovery::pinned_kind(client, &gvk),
+        )
+        .await
+        .map_err(|source| TargetError::UnknownKind {
+            kind: target.kind.clone(),
+            api_version: target.api_version.clone(),
+            source,
+        })?;
         if !caps
             .subresources
             .iter()
@@ -122,30 +132,93 @@ fn not_found(e: kube::Error, target: &TargetRef) -> TargetError {
 
 /// `spec.replicas` of the target's scale subresource.
 pub async fn replicas(api: &Api<DynamicObject>, target: &TargetRef) -> Result<i32, TargetError> {
-    let scale = api
-        .get_scale(&target.name)
+    let scale = bounded("reading the target's scale", api.get_scale(&target.name))
         .await
         .map_err(|e| not_found(e, target))?;
     Ok(scale.spec.and_then(|s| s.replicas).unwrap_or(0))
 }
 
+/// Kinds whose own controller counts their Ready pods in
+/// `status.readyReplicas` (absent when 0, as the API server omits it).
+fn counts_ready_itself(target: &TargetRef) -> bool {
+    target.api_version == "apps/v1"
+        && matches!(
+            target.kind.as_str(),
+            "Deployment" | "StatefulSet" | "ReplicaSet"
+        )
+}
+
+fn ready_replicas(object: &DynamicObject) -> Option<i32> {
+    object
+        .data
+        .pointer("/status/readyReplicas")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|v| i32::try_from(v).ok())
+}
+
+/// Ready pods of any other kind: the pods its scale subresource's
+/// `status.selector` matches (the selector the HPA uses), counted when
+/// their `Ready` condition is True and they are not being deleted; a kind
+/// whose scale gives no selector falls back to its `status.readyReplicas`.
+async fn ready_pods(
+    api: &Api<DynamicObject>,
+    target: &TargetRef,
+    object: &DynamicObject,
+) -> Result<i32, TargetError> {
+    let scale = bounded("reading the target's scale", api.get_scale(&target.name))
+        .await
+        .map_err(|e| not_found(e, target))?;
+    let selector = scale
+        .status
+        .and_then(|s| s.selector)
+        .filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        return ready_replicas(object)
+            .ok_or_else(|| TargetError::NoReadiness(format!("{} {}", target.kind, target.name)));
+    };
+    let ns = api.namespace().unwrap_or_default().to_string();
+    let pods: Api<Pod> = Api::namespaced(api.clone().into_client(), &ns);
+    let list = bounded(
+        "listing the target's pods",
+        pods.list(&ListParams::default().labels(&selector)),
+    )
+    .await?;
+    let ready = list
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+            conditions
+                .into_iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .count();
+    Ok(i32::try_from(ready).unwrap_or(i32::MAX))
+}
+
 /// Readiness and the parked-from annotation of the target, with `replicas`
-/// as read from its scale subresource.
+/// as read from its scale subresource. Readiness is per kind: `apps/v1`
+/// Deployments, StatefulSets and ReplicaSets say it in
+/// `status.readyReplicas`; any other kind with `/scale` (KServe,
+/// LeaderWorkerSet, Argo Rollouts, a CRD of one's own) is counted from its
+/// pods ([`ready_pods`]).
 pub async fn read(
     api: &Api<DynamicObject>,
     target: &TargetRef,
     replicas: i32,
 ) -> Result<TargetRead, TargetError> {
-    let object = api
-        .get(&target.name)
+    let object = bounded("reading the target", api.get(&target.name))
         .await
         .map_err(|e| not_found(e, target))?;
-    let ready = object
-        .data
-        .pointer("/status/readyReplicas")
-        .and_then(serde_json::Value::as_i64)
-        .and_then(|v| i32::try_from(v).ok())
-        .unwrap_or(0);
+    let ready = if counts_ready_itself(target) {
+        ready_replicas(&object).unwrap_or(0)
+    } else if replicas == 0 {
+        0
+    } else {
+        ready_pods(api, target, &object).await?
+    };
     let parked_from = object
         .metadata
         .annotations
@@ -172,13 +245,19 @@ pub async fn scale(
     let note = serde_json::json!({
         "metadata": {"annotations": {PARKED_FROM: parked_from.map(|n| n.to_string())}}
     });
-    api.patch(&target.name, &params, &Patch::Merge(&note))
-        .await
-        .map_err(|e| not_found(e, target))?;
+    bounded(
+        "annotating the target",
+        api.patch(&target.name, &params, &Patch::Merge(&note)),
+    )
+    .await
+    .map_err(|e| not_found(e, target))?;
     let body = serde_json::json!({"spec": {"replicas": replicas}});
-    api.patch_scale(&target.name, &params, &Patch::Merge(&body))
-        .await
-        .map_err(|e| not_found(e, target))?;
+    bounded(
+        "scaling the target",
+        api.patch_scale(&target.name, &params, &Patch::Merge(&body)),
+    )
+    .await
+    .map_err(|e| not_found(e, target))?;
     Ok(())
 }
 
