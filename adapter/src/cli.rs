@@ -59,12 +59,15 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9102")]
     pub metrics_listen: SocketAddr,
     /// Serving certificate (PEM); reloaded when the file changes.
+    #[arg(required_unless_present_any = ["self_signed_tls_secret"])]
     #[arg(long, required_unless_present_any = ["dev", "check_config", "check_prometheus", "wake_parked", "doctor"], requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
     /// Serving key (PEM); reloaded when the file changes.
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
-    /// How often the certificate files are checked for changes.
+    #[command(flatten)]
+    pub self_signed_tls: crate::tls::self_managed::Flags,
+    /// How often the certificate files (or the --self-signed-tls-secret Secret) are checked for changes.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub tls_reload_interval: Duration,
     /// Development mode: self-signed certificate, NO authentication or authorization, binds 127.0.0.1 only.

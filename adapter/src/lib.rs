@@ -128,7 +128,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         None
     };
     let endpoints = endpoints(&args, kube).await?;
-    let tls = tls_configs(&args, endpoints.key, endpoints.security.is_some())?;
+    let client_auth = endpoints.security.is_some();
+    let tls = tls_configs(&args, endpoints.key, client_auth, endpoints.self_tls)?;
     let api = Arc::new(Api::new(api_provider, endpoints.security, metrics.clone()));
     let listener = bind(endpoints.api).await?;
     let metrics_listener = bind(endpoints.metrics).await?;
@@ -242,6 +243,8 @@ struct Endpoints {
     key: CertifiedKey,
     /// `None` in --dev: no authentication, no authorization.
     security: Option<Security>,
+    /// With --self-signed-tls-secret: the certificate's keeper.
+    self_tls: Option<tls::self_managed::SelfManaged>,
 }
 
 async fn endpoints(args: &Args, kube: Option<Arc<KubeAuthApi>>) -> Result<Endpoints, AppError> {
@@ -254,19 +257,29 @@ async fn endpoints(args: &Args, kube: Option<Arc<KubeAuthApi>>) -> Result<Endpoi
             metrics: localhost(args.metrics_listen),
             key: tls::self_signed()?,
             security: None,
+            self_tls: None,
         });
     }
-    let (Some(cert), Some(key), Some(kube)) = (&args.tls_cert_file, &args.tls_key_file, kube)
-    else {
-        return Err(AppError::AuthSetup(
-            "--tls-cert-file and --tls-key-file are required (or --dev)".into(),
-        ));
+    let missing = || {
+        AppError::AuthSetup(
+            "--tls-cert-file and --tls-key-file (or --self-signed-tls-secret) are required (or --dev)"
+                .into(),
+        )
+    };
+    let kube = kube.ok_or_else(missing)?;
+    let (reload, client) = (args.tls_reload_interval, Some(kube.client()));
+    let self_tls = tls::self_managed::start(&args.self_signed_tls, reload, client).await?;
+    let key = match (&self_tls, &args.tls_cert_file, &args.tls_key_file) {
+        (Some(s), _, _) => s.certified_key()?,
+        (None, Some(cert), Some(key)) => tls::load_key_pair(cert, key)?,
+        _ => return Err(missing()),
     };
     Ok(Endpoints {
         api: args.listen,
         metrics: args.metrics_listen,
-        key: tls::load_key_pair(cert, key)?,
+        key,
         security: Some(security(args, kube).await?),
+        self_tls,
     })
 }
 
@@ -282,8 +295,16 @@ struct TlsConfigs {
     keda: Option<Arc<rustls::ServerConfig>>,
 }
 
-fn tls_configs(args: &Args, key: CertifiedKey, client_auth: bool) -> Result<TlsConfigs, AppError> {
+fn tls_configs(
+    args: &Args,
+    key: CertifiedKey,
+    client_auth: bool,
+    self_tls: Option<tls::self_managed::SelfManaged>,
+) -> Result<TlsConfigs, AppError> {
     let resolver = ReloadingResolver::new(key);
+    if let Some(s) = self_tls {
+        tokio::spawn(s.keep(resolver.clone()));
+    }
     if let (false, Some(c), Some(k)) = (args.dev, &args.tls_cert_file, &args.tls_key_file) {
         tokio::spawn(
             resolver

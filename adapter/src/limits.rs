@@ -15,17 +15,9 @@ pub const MAX_QUERY_BYTES: usize = 32 * 1024;
 /// (namespace, pod selector) pairs of `pods/*` custom metrics whose pods
 /// are listed and kept at most.
 pub const MAX_POD_SELECTORS: usize = 1000;
-/// Characters of client input quoted in an error message.
-pub const EXCERPT_CHARS: usize = 100;
-
-/// `s` quoted for an error message: whole when short, else its first
-/// [`EXCERPT_CHARS`] characters and its length.
-pub fn excerpt(s: &str) -> String {
-    match s.char_indices().nth(EXCERPT_CHARS) {
-        None => format!("{s:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes)", &s[..cut], s.len()),
-    }
-}
+/// Client input is quoted in error messages through `excerpt`: at most
+/// `EXCERPT_CHARS` characters and the length.
+pub use gpuscale_util::selector::{EXCERPT_CHARS, excerpt};
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,10 @@
 //! TLS for the API server: certificate files reloaded on change, a
 //! self-signed certificate for `--dev`, and client certificates requested
 //! but verified per request (so a bad certificate is a 401, not a failed
-//! handshake).
+//! handshake). [`self_managed`]: the adapter's own CA and certificate in a
+//! Secret.
+
+pub mod self_managed;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -101,6 +104,11 @@ impl ReloadingResolver {
     /// The certificate served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
         self.current.load_full()
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn set(&self, key: CertifiedKey) {
+        self.current.store(Arc::new(key));
     }
 
     /// Poll the files' modification times and reload on change; a broken

@@ -90,13 +90,13 @@ fn generated_files_name_the_command_and_are_distinct() {
 #[test]
 fn a_changed_copy_and_an_orphan_are_found() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let chart_crds = dir.path().join("deploy/helm/gpuscale/crds");
-    std::fs::create_dir_all(&chart_crds).expect("mkdir");
-    std::fs::write(chart_crds.join("kept.yaml"), "old\n").expect("write");
-    std::fs::write(chart_crds.join("gone.yaml"), "x\n").expect("write");
+    let generated_only = dir.path().join("deploy/helm/gpuscale/files/alerts");
+    std::fs::create_dir_all(&generated_only).expect("mkdir");
+    std::fs::write(generated_only.join("kept.yaml"), "old\n").expect("write");
+    std::fs::write(generated_only.join("gone.yaml"), "x\n").expect("write");
     let wanted = [
         Generated {
-            path: "deploy/helm/gpuscale/crds/kept.yaml".to_string(),
+            path: "deploy/helm/gpuscale/files/alerts/kept.yaml".to_string(),
             text: "new\n".to_string(),
             from: "test",
         },
@@ -110,9 +110,9 @@ fn a_changed_copy_and_an_orphan_are_found() {
     assert_eq!(
         stale,
         [
-            Stale::Differs("deploy/helm/gpuscale/crds/kept.yaml".to_string()),
+            Stale::Differs("deploy/helm/gpuscale/files/alerts/kept.yaml".to_string()),
             Stale::Differs("deploy/new.yaml".to_string()),
-            Stale::Orphan("deploy/helm/gpuscale/crds/gone.yaml".to_string()),
+            Stale::Orphan("deploy/helm/gpuscale/files/alerts/gone.yaml".to_string()),
         ]
     );
 }

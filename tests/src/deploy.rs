@@ -49,20 +49,6 @@ pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The chart's `crds/` (Helm installs them before the templates; rendering
-/// leaves them out, as `helm template` does without `--include-crds`).
-pub fn chart_crds() -> String {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join(CHART).join("crds"))
-        .map(|d| d.map(|e| e.expect("entry").path()).collect())
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .map(|p| std::fs::read_to_string(p).expect("read CRD"))
-        .collect::<Vec<_>>()
-        .join("\n---\n")
-}
-
 /// `helm lint` findings of warning level or worse, for these values.
 pub fn helm_lint(values: &Value) -> Vec<String> {
     let code = "import helm_python, json, sys\n\
@@ -85,13 +71,82 @@ pub fn helm_lint(values: &Value) -> Vec<String> {
 }
 
 /// `kubectl kustomize DIR` (relative to the repository root).
-pub fn kustomize(dir: &str) -> String {
+pub fn kustomize(dir: impl AsRef<Path>) -> String {
     stdout_of(
         Command::new("kubectl")
             .arg("kustomize")
             .arg(repo_root().join(dir)),
         "kubectl (with kustomize)",
     )
+}
+
+/// `kubectl kustomize` of an overlay of `base` with `components` (both
+/// below the repository root), as a user's overlay composes them.
+pub fn kustomize_with(base: &str, components: &[&str]) -> String {
+    // kustomize refuses absolute paths: the overlay sits two levels below
+    // the repository root, in target/.
+    let target = repo_root().join("target");
+    std::fs::create_dir_all(&target).expect("target/");
+    let dir = tempfile::Builder::new()
+        .prefix("kustomize-")
+        .tempdir_in(&target)
+        .expect("tempdir in target/");
+    let up = |p: &str| format!("../../{p}");
+    let components: Vec<String> = components.iter().map(|c| up(c)).collect();
+    let overlay = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [{}]\ncomponents: [{}]\n",
+        up(base),
+        components.join(", ")
+    );
+    write(dir.path(), "kustomization.yaml", &overlay);
+    kustomize(dir.path())
+}
+
+/// Whether Helm runs `o` as a hook (`helm.sh/hook`): hooks are no part of
+/// the release and have no kustomize counterpart.
+pub fn is_hook(o: &Value) -> bool {
+    o["metadata"]["annotations"].get("helm.sh/hook").is_some()
+}
+
+/// A rendered chart as the kustomize trees write it: its objects by key,
+/// without hooks and Helm's bookkeeping.
+pub fn chart_as_kustomize(rendered: &str) -> BTreeMap<String, Value> {
+    by_key(
+        objects(rendered)
+            .into_iter()
+            .filter(|o| !is_hook(o))
+            .map(without_helm_bookkeeping)
+            .map(whole_numbers)
+            .collect(),
+    )
+}
+
+/// A kustomize build by key; its Namespace left out (Helm installs into an
+/// existing namespace, `--create-namespace`).
+pub fn kustomize_as_chart(built: &str) -> BTreeMap<String, Value> {
+    by_key(
+        objects(built)
+            .into_iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .map(whole_numbers)
+            .collect(),
+    )
+}
+
+/// Asserts the chart and a kustomize build hold the same objects; `what`
+/// names the pair in the failure.
+pub fn assert_same_objects(
+    helm: &BTreeMap<String, Value>,
+    kust: &BTreeMap<String, Value>,
+    what: &str,
+) {
+    let helm_keys: Vec<_> = helm.keys().collect();
+    let kust_keys: Vec<_> = kust.keys().collect();
+    assert_eq!(helm_keys, kust_keys, "the same objects ({what})");
+    for (key, want) in kust {
+        assert_eq!(&helm[key], want, "{key} differs ({what})");
+    }
 }
 
 /// The standard output of `cmd`, which must succeed (else the test fails
@@ -152,8 +207,9 @@ pub fn whole_numbers(mut v: Value) -> Value {
     v
 }
 
-/// Drops what only Helm adds: release bookkeeping labels and the config
-/// checksum that rolls the adapter's pods.
+/// Drops what only Helm adds: release bookkeeping labels, the config
+/// checksum that rolls the adapter's pods, and the resource policy that
+/// keeps the CRD on `helm uninstall`.
 pub fn without_helm_bookkeeping(mut v: Value) -> Value {
     strip(&mut v);
     v
@@ -171,6 +227,7 @@ fn strip(v: &mut Value) {
                                 | "app.kubernetes.io/version"
                                 | "app.kubernetes.io/managed-by"
                                 | "helm.sh/chart"
+                                | "helm.sh/resource-policy"
                                 | "checksum/config"
                         )
                     });

@@ -5,8 +5,8 @@
 
 use gpuscale_e2e::bins::repo_root;
 use gpuscale_e2e::deploy::{
-    KUSTOMIZATIONS, by_key, chart_crds, helm_lint, helm_render, kustomize, objects, stdout_of,
-    whole_numbers, without_helm_bookkeeping, write,
+    KUSTOMIZATIONS, assert_same_objects, by_key, chart_as_kustomize, helm_lint, helm_render,
+    is_hook, kustomize, kustomize_as_chart, objects, stdout_of, write,
 };
 use gpuscale_e2e::python::validate_manifests;
 use serde_json::{Value, json};
@@ -39,11 +39,10 @@ fn custom_values() -> Value {
     })
 }
 
-/// What `helm install` with the default values creates: the chart's CRDs
-/// and its rendered templates.
+/// What `helm install` with the default values creates (the CRD is a
+/// template: there is no `crds/`).
 fn default_render() -> String {
-    let templates = helm_render(&json!({}), "gpuscale", "gpuscale").expect("default render");
-    format!("{}\n---\n{templates}", chart_crds())
+    helm_render(&json!({}), "gpuscale", "gpuscale").expect("default render")
 }
 
 #[test]
@@ -56,31 +55,45 @@ fn helm_lint_passes_for_default_and_custom_values() {
 
 #[test]
 fn chart_and_kustomize_give_the_same_objects_by_default() {
-    let helm = by_key(
-        objects(&default_render())
-            .into_iter()
-            .map(without_helm_bookkeeping)
-            .map(whole_numbers)
-            .collect(),
-    );
-    // Helm installs into an existing namespace (--create-namespace).
-    let kust = by_key(
-        objects(&kustomize("deploy"))
-            .into_iter()
-            .filter(|o| o["kind"] != "Namespace")
-            .map(whole_numbers)
-            .collect(),
-    );
-    let helm_keys: Vec<_> = helm.keys().collect();
-    let kust_keys: Vec<_> = kust.keys().collect();
-    assert_eq!(helm_keys, kust_keys, "the same objects");
-    for (key, want) in &kust {
-        assert_eq!(
-            &helm[key], want,
-            "{key} differs between deploy/helm/gpuscale and deploy/ (kustomize)"
-        );
-    }
+    // The uninstall hook is left out: kustomize has no hooks (docs/install.md,
+    // "Uninstall", runs its command by hand).
+    let helm = chart_as_kustomize(&default_render());
+    let kust = kustomize_as_chart(&kustomize("deploy"));
+    assert_same_objects(&helm, &kust, "deploy/helm/gpuscale and deploy/");
     assert!(kust.len() >= 25, "{} objects", kust.len());
+}
+
+/// Helm never upgrades `crds/`: the CRD is a template that `helm upgrade`
+/// updates and `helm uninstall` keeps; the hook that wakes parked
+/// workloads before an uninstall is on by default.
+#[test]
+fn the_crd_is_kept_on_uninstall_and_parked_workloads_are_woken_first() {
+    assert!(
+        !repo_root().join("deploy/helm/gpuscale/crds").exists(),
+        "a chart's crds/ is never upgraded"
+    );
+    let all = by_key(objects(&default_render()));
+    let crd = &all["CustomResourceDefinition//scaletozeropolicies.gpuscale.dev"];
+    assert_eq!(
+        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    let job = &all["Job/gpuscale/gpuscale-adapter-wake-parked"];
+    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "pre-delete");
+    let hooks = all.values().filter(|o| is_hook(o)).count();
+    assert_eq!(hooks, 4, "ServiceAccount, ClusterRole, binding, Job");
+
+    let off = json!({"crds": {"install": false}, "adapter": {"wakeParkedOnUninstall": false}});
+    let all = by_key(objects(
+        &helm_render(&off, "gpuscale", "gpuscale").expect("render"),
+    ));
+    assert!(
+        !all.keys()
+            .any(|k| k.starts_with("CustomResourceDefinition/")),
+        "crds.install=false: {:?}",
+        all.keys()
+    );
+    assert!(!all.values().any(is_hook), "no hook when switched off");
 }
 
 #[test]
@@ -91,33 +104,10 @@ fn the_activator_is_off_by_default_and_the_chart_matches_its_kustomization() {
     );
     let values = json!({"activator": {"enabled": true}});
     let rendered = helm_render(&values, "gpuscale", "gpuscale").expect("render");
-    let helm = by_key(
-        objects(&rendered)
-            .into_iter()
-            .filter(|o| {
-                o["metadata"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("gpuscale-activator"))
-            })
-            .map(without_helm_bookkeeping)
-            .map(whole_numbers)
-            .collect(),
-    );
-    let kust = by_key(
-        objects(&kustomize("deploy/activator"))
-            .into_iter()
-            .map(whole_numbers)
-            .collect(),
-    );
-    let helm_keys: Vec<_> = helm.keys().collect();
-    let kust_keys: Vec<_> = kust.keys().collect();
-    assert_eq!(helm_keys, kust_keys, "the same objects");
-    for (key, want) in &kust {
-        assert_eq!(
-            &helm[key], want,
-            "{key} differs between the chart and deploy/activator"
-        );
-    }
+    let mut helm = chart_as_kustomize(&rendered);
+    helm.retain(|key, _| key.contains("/gpuscale-activator"));
+    let kust = kustomize_as_chart(&kustomize("deploy/activator"));
+    assert_same_objects(&helm, &kust, "the chart and deploy/activator");
     let deploy = &kust["Deployment/gpuscale/gpuscale-activator"];
     assert_eq!(deploy["spec"]["replicas"], 2);
 }

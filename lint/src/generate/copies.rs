@@ -9,11 +9,15 @@ use super::{COMMAND, Error, Generated, list, read};
 
 /// Folders that hold only generated files: a file with no source left in
 /// them is removed.
-pub(super) const GENERATED_ONLY: [&str; 3] = [
+pub(super) const GENERATED_ONLY: [&str; 2] = [
     "deploy/helm/gpuscale/files/alerts",
     "deploy/helm/gpuscale/files/dashboards",
-    "deploy/helm/gpuscale/crds",
 ];
+
+/// The chart's CRD is a template, not in `crds/`: Helm never upgrades
+/// `crds/`, and the template's `helm.sh/resource-policy: keep` leaves the
+/// CRD (and every policy) in place on `helm uninstall`.
+const CHART_CRD: &str = "deploy/helm/gpuscale/templates/scaletozeropolicy-crd.yaml";
 
 /// The label kube-prometheus-stack's Grafana sidecar looks for.
 const SIDECAR_LABEL: (&str, &str) = ("grafana_dashboard", "\"1\"");
@@ -45,17 +49,46 @@ pub(super) fn chart_and_kustomize(root: &Path) -> Result<Vec<Generated>, Error> 
     });
     let crd =
         gpuscale_adapter::scale_to_zero::crd::crd_yaml().map_err(|e| Error::Crd(e.to_string()))?;
-    for path in [
-        "deploy/adapter/scaletozeropolicy-crd.yaml".to_string(),
-        format!("{}/scaletozeropolicy-crd.yaml", GENERATED_ONLY[2]),
-    ] {
-        out.push(Generated {
-            path,
-            text: crd.clone(),
-            from: "adapter/src/scale_to_zero/crd.rs",
-        });
-    }
+    out.push(Generated {
+        path: CHART_CRD.to_string(),
+        text: chart_crd_template(&crd)?,
+        from: "adapter/src/scale_to_zero/crd.rs",
+    });
+    out.push(Generated {
+        path: "deploy/adapter/scaletozeropolicy-crd.yaml".to_string(),
+        text: crd,
+        from: "adapter/src/scale_to_zero/crd.rs",
+    });
     Ok(out)
+}
+
+/// The CRD as a chart template: behind `crds.install`, annotated so that
+/// `helm uninstall` keeps it. The header is a template comment, so a
+/// switched-off CRD renders to nothing.
+fn chart_crd_template(crd: &str) -> Result<String, Error> {
+    let body: String = crd
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if body.contains("{{") {
+        return Err(Error::Crd(
+            "holds `{{`, which Helm would read as a template".into(),
+        ));
+    }
+    let body = body
+        .split_once("\nmetadata:\n")
+        .filter(|(_, rest)| !rest.contains("\n  annotations:\n"))
+        .map(|(head, rest)| {
+            format!("{head}\nmetadata:\n  annotations:\n    helm.sh/resource-policy: keep\n{rest}")
+        })
+        .ok_or_else(|| Error::Crd("no metadata without annotations to annotate".into()))?;
+    Ok(format!(
+        "{{{{- /* Generated from adapter/src/scale_to_zero/crd.rs by {COMMAND}; do not edit. */}}}}\n\
+         {{{{- if .Values.crds.install }}}}\n\
+         # helm upgrade updates this CRD; helm uninstall keeps it and every policy.\n\
+         {body}{{{{- end }}}}\n"
+    ))
 }
 
 /// One ConfigMap per dashboard (a ConfigMap holds at most 1 MiB).
