@@ -10,6 +10,7 @@ use crate::objects::ObjectKind;
 pub const NAMES: &[&str] = &[
     "vllm_queue_depth",
     "vllm_kv_cache_usage",
+    "vllm_request_activity",
     "vllm_ttft_p95_seconds",
     "vllm_e2e_latency_p95_seconds",
     "tgi_queue_size",
@@ -77,6 +78,17 @@ pub fn get(name: &str) -> Option<MetricDef> {
             "avg(vllm:kv_cache_usage_perc{${series_matchers}} * on (namespace, pod) group_left () ${pods})",
             60,
             "vLLM KV-cache usage (0-1), averaged over the matched pods.",
+        ),
+        // Scale-to-zero's idle rule: `num_requests_waiting` is 0 whenever
+        // vLLM has free batch slots, so a service with light steady traffic
+        // reads idle on it. In flight (running + waiting) plus completions
+        // over the window is 0 only when the server did nothing. A server
+        // not scraped has no running series: empty, unknown, never idle.
+        "vllm_request_activity" => def(
+            name,
+            "sum((vllm:num_requests_running{${series_matchers}} + vllm:num_requests_waiting{${series_matchers}}) * on (namespace, pod) group_left () ${pods}) + (sum(rate(vllm:request_success_total{${series_matchers}}[2m]) * on (namespace, pod) group_left () ${pods}) or vector(0))",
+            120,
+            "Requests in flight (running and waiting) plus requests completed per second over 2 minutes, summed over the matched pods: 0 only when vLLM served nothing in the window.",
         ),
         "vllm_ttft_p95_seconds" => def(
             name,

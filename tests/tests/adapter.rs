@@ -149,6 +149,8 @@ const STORIES: &[(&str, &str, &str)] = &[
         "label_app_kubernetes_io_name=chat",
         "600m",
     ),
+    // Running 2 + 0, waiting 3 + 4, no completions in the window.
+    ("vllm_request_activity", "workload=chat", "9"),
     ("vllm_kv_cache_usage", "model_name=llama-3-8b", "600m"),
     ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
     (

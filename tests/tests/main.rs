@@ -25,6 +25,7 @@ mod privileges;
 mod scale_to_zero;
 mod scale_to_zero_kinds;
 mod scale_to_zero_ownership;
+mod scale_to_zero_safety;
 mod scale_to_zero_support;
 mod self_tls;
 mod victoriametrics;

@@ -20,6 +20,9 @@ pub(super) async fn apply<P: Provider>(
 ) -> Result<(), ReconcileError> {
     let ns = policy.namespace().unwrap_or_default();
     let target = &policy.spec.target;
+    let unknown_since = d.memory.activation_unknown_since;
+    ctx.report
+        .activation_unknown(&ns, &target.name, unknown_since);
     match d.action {
         Action::Nothing => {
             if is_refusal(d.reason) && last_reason(policy) != Some(d.reason.as_str()) {

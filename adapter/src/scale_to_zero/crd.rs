@@ -149,6 +149,26 @@ pub struct ActivationRule {
     /// Active while the value is above this (default 0).
     #[serde(default)]
     pub threshold: f64,
+    /// How long the rule may read unknown (Prometheus down or failing, the
+    /// series stale or missing) before `whenUnknown` applies to a parked
+    /// target (default `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_after: Option<String>,
+    /// What a parked target does once the rule has read unknown for
+    /// `unknownAfter`: `Wake` (fail-open, the default) or `StayParked`.
+    #[serde(default)]
+    pub when_unknown: WhenUnknown,
+}
+
+/// What a parked target does when its activation stays unknown.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum WhenUnknown {
+    /// Woken (to `wake.replicas`): a stranded service costs more than
+    /// the GPU time of an unneeded wake.
+    #[default]
+    Wake,
+    /// Left at 0 until the rule reads again.
+    StayParked,
 }
 
 /// The policy's lifecycle, as `kubectl get` shows it.
@@ -248,6 +268,10 @@ pub struct ScaleToZeroPolicyStatus {
     /// The last wake (RFC 3339): `minUpDuration` counts from here.
     #[serde(default)]
     pub last_wake_time: Option<String>,
+    /// Since when the activation rule has read unknown (RFC 3339), while
+    /// it does: `activation.unknownAfter` counts from here.
+    #[serde(default)]
+    pub activation_unknown_since: Option<String>,
     /// When the phase or the reason last changed (RFC 3339).
     #[serde(default)]
     pub last_transition_time: Option<String>,

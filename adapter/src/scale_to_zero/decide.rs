@@ -70,6 +70,9 @@ pub struct Memory {
     /// Parked by this controller and not woken by it since: a target seen
     /// up while this holds was woken by someone else.
     pub parked: bool,
+    /// Since when the activation rule has read unknown, while it does
+    /// (kept by [`super::unknown`]).
+    pub activation_unknown_since: Option<i64>,
 }
 
 /// The scale change to make, if any.
@@ -110,6 +113,9 @@ pub enum Reason {
     /// A parked target was scaled up by someone else (an activator,
     /// GitOps, an operator): counted as a wake.
     ExternallyWoken,
+    /// Woken because activation read unknown for `activation.unknownAfter`
+    /// (fail-open).
+    ActivationUnknownTooLong,
 }
 
 impl Reason {
@@ -128,6 +134,7 @@ impl Reason {
             Reason::Woken => "Woken",
             Reason::ExternallyWoken => "ExternallyWoken",
             Reason::ManualZero => "ManualZero",
+            Reason::ActivationUnknownTooLong => "ActivationUnknownTooLong",
         }
     }
 }
@@ -206,6 +213,7 @@ fn externally_woken(seen: &Observed, base: Decision) -> Decision {
         parked_from: None,
         waking: true,
         parked: false,
+        activation_unknown_since: None,
     };
     Decision {
         phase: phase_of(seen.target, memory),
@@ -238,33 +246,38 @@ fn parked(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
             ..base
         },
         (Read::Value(v), ReadState::Active) => {
-            let to = rules
-                .wake_replicas
-                .max(base.memory.parked_from.unwrap_or(0))
-                .max(1);
-            Decision {
-                action: Action::Wake { to },
-                phase: Phase::Waking,
-                reason: Reason::Woken,
-                message: format!(
-                    "woken to {to}: activation {v} > {}",
-                    rules.activation_threshold
-                ),
-                memory: Memory {
-                    idle_since: None,
-                    last_wake: Some(seen.now),
-                    parked_from: None,
-                    waking: true,
-                    parked: false,
-                },
-                ..base
-            }
+            let why = format!("activation {v} > {}", rules.activation_threshold);
+            wake(rules, seen.now, base, Reason::Woken, &why)
         }
         (Read::Value(v), _) => Decision {
             reason: Reason::StillIdle,
             message: format!("parked: activation {v} ≤ {}", rules.activation_threshold),
             ..base
         },
+    }
+}
+
+/// A wake of a parked target to `wake.replicas` (or, with
+/// `wake.restoreParked`, the larger recorded count), `why` in its message.
+pub fn wake(rules: &Rules, now: i64, base: Decision, reason: Reason, why: &str) -> Decision {
+    let to = rules
+        .wake_replicas
+        .max(base.memory.parked_from.unwrap_or(0))
+        .max(1);
+    Decision {
+        action: Action::Wake { to },
+        phase: Phase::Waking,
+        reason,
+        message: format!("woken to {to}: {why}"),
+        memory: Memory {
+            idle_since: None,
+            last_wake: Some(now),
+            parked_from: None,
+            waking: true,
+            parked: false,
+            activation_unknown_since: base.memory.activation_unknown_since,
+        },
+        ..base
     }
 }
 
@@ -325,6 +338,7 @@ fn running(rules: &Rules, seen: &Observed, base: Decision) -> Decision {
             parked_from: Some(from),
             waking: false,
             parked: true,
+            activation_unknown_since: None,
         },
         ..base
     }

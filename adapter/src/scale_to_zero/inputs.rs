@@ -14,6 +14,7 @@ use super::decide::{self, Memory, Observed, Read, Rules, Target};
 use super::owners;
 use super::ownership;
 use super::target::{self, TargetError};
+use super::unknown::{self, UnknownRule};
 use crate::provider::{Provider, ProviderError};
 
 /// The round's inputs: the rules, what was seen, what is remembered.
@@ -23,6 +24,8 @@ pub(super) struct Round {
     pub memory: Memory,
     /// Whether the idle rule was read (not while parked).
     pub idle_read: bool,
+    /// What a parked target does when activation stays unknown.
+    pub unknown: UnknownRule,
 }
 
 /// This leader's last memory of `policy`, else its status's. The count
@@ -139,6 +142,8 @@ fn memory_of(status: Option<&ScaleToZeroPolicyStatus>) -> Memory {
         parked_from: None,
         waking: status.and_then(|s| s.phase) == Some(Phase::Waking),
         parked: false,
+        activation_unknown_since: status
+            .and_then(|s| parse_time(s.activation_unknown_since.as_ref())),
     }
 }
 
@@ -248,6 +253,7 @@ pub(super) fn round_of<P>(
         },
         memory: recall(ctx, policy, s.read.parked_from, s.read.replicas),
         idle_read,
+        unknown: unknown::rule_of(&policy.spec.activation)?,
     })
 }
 

@@ -25,6 +25,7 @@ pub mod release;
 pub mod report;
 mod status;
 pub mod target;
+pub mod unknown;
 
 use std::sync::Arc;
 

@@ -20,6 +20,7 @@ use super::inputs::{Round, read_idle, read_rule, round_of, sight};
 use super::ownership;
 use super::report::PolicyReport;
 use super::status::{error_status, record, write_status};
+use super::unknown;
 use crate::provider::Provider;
 
 fn now_secs() -> i64 {
@@ -174,11 +175,16 @@ async fn round<P: Provider>(
     conclude(policy, ctx, &r, &d).await
 }
 
-/// [`decide::decide`], with the wake of a target this controller did not
-/// park refused unless the policy opts in.
+/// [`decide::decide`], with a parked target woken once its activation has
+/// read unknown for `activation.unknownAfter` (fail-open, [`unknown`]), and
+/// the wake of a target this controller did not park refused unless the
+/// policy opts in.
 fn decide_round(policy: &ScaleToZeroPolicy, r: &Round) -> Decision {
     let d = decide::decide(&r.rules, &r.seen, r.memory);
-    ownership::refuse_manual_zero(policy, &r.memory, d)
+    let d = unknown::fail_open(&r.unknown, &r.rules, &r.seen, &r.memory, d);
+    let mut d = ownership::refuse_manual_zero(policy, &r.memory, d);
+    d.memory.activation_unknown_since = unknown::since(&r.seen, &r.memory);
+    d
 }
 
 /// Remember the decision, say it, and requeue. A parked policy waits for

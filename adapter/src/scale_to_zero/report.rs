@@ -59,6 +59,12 @@ const CONFLICTS: Family = Family::new(
     &["namespace", "policy", "owner_kind"],
 );
 
+const ACTIVATION_UNKNOWN_SINCE: Family = Family::new(
+    "gpuscale_scale_to_zero_activation_unknown_since_seconds",
+    "Unix time since which the policy's activation rule has read unknown, present while it does.",
+    &["namespace", "target"],
+);
+
 /// Reasons of a policy that another owner keeps from acting.
 const CONFLICT_REASONS: &[&str] = &["Conflict", "OwnerConflict"];
 
@@ -97,6 +103,8 @@ struct Inner {
     wakes: BTreeMap<(String, String), u64>,
     parked: BTreeMap<(String, String), bool>,
     policies: BTreeMap<(String, String), PolicyReport>,
+    /// Since when activation has read unknown, by (namespace, target).
+    activation_unknown: BTreeMap<(String, String), i64>,
     /// Policies in conflict: the other owner's kind, by (namespace, policy).
     conflicts: BTreeMap<(String, String), &'static str>,
 }
@@ -119,6 +127,7 @@ impl Default for Report {
             &POLICIES,
             &WAKING_SINCE,
             &CONFLICTS,
+            &ACTIVATION_UNKNOWN_SINCE,
         ];
         Self {
             inner: Mutex::default(),
@@ -148,6 +157,7 @@ impl Report {
                 i.policies.clear();
                 i.parked.clear();
                 i.conflicts.clear();
+                i.activation_unknown.clear();
             }
         });
     }
@@ -178,6 +188,14 @@ impl Report {
         self.with(|i| i.conflicts.insert(key(namespace, policy), owner_kind));
     }
 
+    /// Since when `target`'s activation has read unknown (None: it reads).
+    pub fn activation_unknown(&self, namespace: &str, target: &str, since: Option<i64>) {
+        self.with(|i| match since {
+            Some(t) => i.activation_unknown.insert(key(namespace, target), t),
+            None => i.activation_unknown.remove(&key(namespace, target)),
+        });
+    }
+
     /// Records a policy's state; `parked` follows its phase.
     pub fn policy(&self, report: PolicyReport) {
         self.with(|i| {
@@ -205,6 +223,7 @@ impl Report {
                 i.conflicts.remove(&k);
                 if let Some(r) = i.policies.remove(&k) {
                     i.parked.remove(&key(&k.0, &r.target));
+                    i.activation_unknown.remove(&key(&k.0, &r.target));
                 }
             }
         });
@@ -235,6 +254,12 @@ impl Report {
                 conflicts.push(&[ns, policy, kind], 1.0);
             }
             out.push(conflicts.done());
+            let unknown = i.activation_unknown.iter().map(|(k, t)| (k, *t as f64));
+            out.push(by_target(
+                &ACTIVATION_UNKNOWN_SINCE,
+                MetricType::GAUGE,
+                unknown,
+            ));
         });
         out
     }
@@ -263,6 +288,7 @@ impl Report {
         r.woken(namespace, target, latency);
         r.refused("MinUpDuration");
         r.conflict(namespace, "other", "ScaledObject");
+        r.activation_unknown(namespace, target, Some(since));
         r.policy(PolicyReport {
             namespace: namespace.into(),
             name: target.into(),
@@ -348,6 +374,7 @@ mod tests {
             (POLICIES, "gauge"),
             (WAKING_SINCE, "gauge"),
             (CONFLICTS, "gauge"),
+            (ACTIVATION_UNKNOWN_SINCE, "gauge"),
         ];
         for (Family { name, .. }, kind) in families {
             assert!(

@@ -227,6 +227,7 @@ pub(super) async fn record<P: Provider>(
         parked: ownership::next_record(old, &policy.spec.target, d, now),
         idle_since: d.memory.idle_since.map(rfc3339::format),
         last_wake_time: d.memory.last_wake.map(rfc3339::format),
+        activation_unknown_since: d.memory.activation_unknown_since.map(rfc3339::format),
         last_transition_time: Some(rfc3339::format(now)),
         reason: Some(d.reason.as_str().into()),
         message: Some(message.clone()),

@@ -161,7 +161,12 @@ pub fn server_exposition(namespace: &str, name: &str, n: u64) -> Option<String> 
     match (namespace, name) {
         ("inference", CHAT_0) => {
             gauge(&mut s, "vllm:num_requests_waiting", llama, "3");
+            gauge(&mut s, "vllm:num_requests_running", llama, "2");
             gauge(&mut s, "vllm:kv_cache_usage_perc", llama, "0.5");
+            // No completion since the first scrape: a rate of exactly 0.
+            s.push_str(&format!(
+                "# TYPE vllm:request_success_total counter\nvllm:request_success_total{{{llama},finished_reason=\"stop\"}} 40\n"
+            ));
             // TTFT: per scrape +5 ≤0.1 s, +8 ≤0.25, +9 ≤0.5, +10 ≤1 → p95 = 0.75 s.
             let ttft = [("0.1", 5), ("0.25", 8), ("0.5", 9), ("1", 10), ("+Inf", 10)];
             histogram(&mut s, "vllm:time_to_first_token_seconds", llama, n, &ttft);
@@ -171,6 +176,7 @@ pub fn server_exposition(namespace: &str, name: &str, n: u64) -> Option<String> 
         }
         ("inference", CHAT_1) => {
             gauge(&mut s, "vllm:num_requests_waiting", llama, "4");
+            gauge(&mut s, "vllm:num_requests_running", llama, "0");
             gauge(&mut s, "vllm:kv_cache_usage_perc", llama, "0.7");
         }
         ("inference", "embed-0") => gauge(

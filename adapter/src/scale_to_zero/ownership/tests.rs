@@ -32,6 +32,8 @@ fn policy(name: &str, on: &str, created: i64) -> ScaleToZeroPolicy {
             activation: ActivationRule {
                 source,
                 threshold: 0.0,
+                unknown_after: None,
+                when_unknown: Default::default(),
             },
             wake: WakeSpec::default(),
             wake_replicas: None,
