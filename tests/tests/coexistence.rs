@@ -97,9 +97,9 @@ fn each_mode_registers_only_its_own_apiservices_in_chart_and_kustomize() {
         assert_eq!(apiservices(&helm), want, "{}: the chart", mode.name);
         assert_eq!(apiservices(&kust), want, "{}: kustomize", mode.name);
         assert_same_objects(&helm, &kust, mode.name);
-        // The chart's objects equal these (Helm's labels and hooks aside,
-        // validated with the default rendering in deploy.rs): validating
-        // each distinct object of the builds covers both.
+        // The chart's objects equal these, Helm's labels and hooks aside
+        // (deploy.rs validates those with the default rendering):
+        // validating each distinct object of the builds covers both.
         for o in objects(&built) {
             distinct.insert(o.to_string());
         }
