@@ -27,8 +27,23 @@ pub const KUSTOMIZATIONS: [&str; 9] = [
     "deploy/overlays/openshift",
 ];
 
-/// Renders the chart with `values` as release `name` in `namespace`;
-/// `Err` carries Helm's message (schema violations, `required` values).
+/// The image the kustomize trees name (a placeholder: no image is
+/// published, overlays replace it with `images:`).
+pub const PLACEHOLDER_IMAGE: &str = "ghcr.io/gpuscale/gpuscale";
+
+/// `values` naming the kustomize trees' image when they name none: the
+/// chart's default repository is empty, and a render without one fails.
+fn with_image(values: &Value) -> Value {
+    let mut v = values.clone();
+    if v.pointer("/image/repository").is_none() {
+        v["image"]["repository"] = Value::from(PLACEHOLDER_IMAGE);
+    }
+    v
+}
+
+/// Renders the chart with `values` (and the placeholder image unless they
+/// name one) as release `name` in `namespace`; `Err` carries Helm's
+/// message (schema violations, `required` values).
 pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String, String> {
     let code = "import helm_python, json, sys\n\
         chart = helm_python.Chart.load(sys.argv[1])\n\
@@ -39,7 +54,7 @@ pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String
         .arg("-c")
         .arg(code)
         .arg(repo_root().join(CHART))
-        .arg(values.to_string())
+        .arg(with_image(values).to_string())
         .args([name, namespace])
         .output()
         .map_err(|e| format!("run python: {e}"))?;
@@ -49,7 +64,8 @@ pub fn helm_render(values: &Value, name: &str, namespace: &str) -> Result<String
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `helm lint` findings of warning level or worse, for these values.
+/// `helm lint` findings of warning level or worse, for these values (and
+/// the placeholder image unless they name one).
 pub fn helm_lint(values: &Value) -> Vec<String> {
     let code = "import helm_python, json, sys\n\
         r = helm_python.lint(sys.argv[1], json.loads(sys.argv[2]), strict=True, namespace='gpuscale')\n\
@@ -59,7 +75,7 @@ pub fn helm_lint(values: &Value) -> Vec<String> {
         .arg("-c")
         .arg(code)
         .arg(repo_root().join(CHART))
-        .arg(values.to_string())
+        .arg(with_image(values).to_string())
         .output()
         .expect("run python");
     assert!(

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use gpuscale_e2e::bins::repo_root;
 use gpuscale_e2e::deploy::{
-    helm_render, kustomize, objects, stdout_of, whole_numbers, without_helm_bookkeeping, write,
+    helm_render, kustomize, kustomize_with, objects, whole_numbers, without_helm_bookkeeping, write,
 };
 use gpuscale_e2e::python::validate_manifests;
 use serde_json::{Value, json};
@@ -106,30 +106,11 @@ fn documented_grants() -> BTreeSet<Grant> {
     grants
 }
 
-/// `kubectl kustomize` of `deploy` with the given components (kustomize
-/// takes only relative paths to them).
-fn kustomize_with(components: &[&str]) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let up = "../".repeat(dir.path().components().count() - 1);
-    let deploy = repo_root().join("deploy");
-    let deploy = format!(
-        "{up}{}",
-        deploy.display().to_string().trim_start_matches('/')
-    );
-    let comps: Vec<String> = components
-        .iter()
-        .map(|c| format!("  - {deploy}/{c}"))
-        .collect();
-    let k = format!(
-        "resources:\n  - {deploy}\ncomponents:\n{}\n",
-        comps.join("\n")
-    );
-    write(dir.path(), "kustomization.yaml", &k);
-    objects(&stdout_of(
-        std::process::Command::new("kubectl")
-            .arg("kustomize")
-            .arg(dir.path()),
-        "kubectl (with kustomize)",
+/// `deploy` with the scale-to-zero component, as a user's overlay adds it.
+fn deploy_with_scale_to_zero() -> Vec<Value> {
+    objects(&kustomize_with(
+        "deploy",
+        &["deploy/components/scale-to-zero"],
     ))
 }
 
@@ -141,7 +122,7 @@ fn the_adapters_rbac_is_the_table_in_docs_security() {
         on, documented,
         "the chart's adapter RBAC vs docs/security.md"
     );
-    let kust = adapter_grants(&kustomize_with(&["components/scale-to-zero"]));
+    let kust = adapter_grants(&deploy_with_scale_to_zero());
     assert_eq!(kust, documented, "deploy/ + the scale-to-zero component");
 
     // Off (the default): no controller, none of its grants.
@@ -354,17 +335,24 @@ fn chart_values_reach_the_pods() {
         [0];
     assert!(c["readinessProbe"]["httpGet"].get("scheme").is_none());
 
+    // No image is published: the default names none, and a render
+    // without one fails with a message (not pods in ImagePullBackOff).
+    let values = std::fs::read_to_string(repo_root().join("deploy/helm/gpuscale/values.yaml"))
+        .expect("values.yaml");
+    let defaults: Value = yaml_serde::from_str(&values).expect("values YAML");
+    assert_eq!(defaults["image"]["repository"], "");
     let err = helm_render(
         &json!({"image": {"repository": ""}}),
         "gpuscale",
         "gpuscale",
     )
     .expect_err("no image");
-    assert!(err.contains("image") && err.contains("repository"), "{err}");
+    assert!(
+        err.contains("image.repository: no image is published"),
+        "{err}"
+    );
 
     // The values' example flag is one the exporter takes.
-    let values = std::fs::read_to_string(repo_root().join("deploy/helm/gpuscale/values.yaml"))
-        .expect("values.yaml");
     let example = values
         .lines()
         .find_map(|l| l.split("e.g. [\"").nth(1))
@@ -392,16 +380,12 @@ fn every_rendering_here_validates_for_kubernetes_1_33_and_1_37() {
         "networkPolicy": {"enabled": true, "apiServerCIDRs": ["10.0.0.0/24"]},
     });
     let rendered = helm_render(&all_on, "gpuscale", "gpuscale").expect("render");
-    let docs: Vec<String> = kustomize_with(&["components/scale-to-zero"])
-        .iter()
-        .map(|o| serde_json::to_string(o).expect("JSON"))
-        .collect();
     let files = [
         write(dir.path(), "helm-all-on.yaml", &rendered),
         write(
             dir.path(),
             "deploy-scale-to-zero.yaml",
-            &docs.join("\n---\n"),
+            &kustomize_with("deploy", &["deploy/components/scale-to-zero"]),
         ),
     ];
     if let Err(e) = validate_manifests(&files) {
