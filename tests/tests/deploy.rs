@@ -196,7 +196,7 @@ fn bad_values_fail_at_install_with_a_clear_message() {
             "/adapter/prometheusUrl",
         ),
         (
-            json!({"adapter": {"tls": {"certManager": false}}}),
+            json!({"adapter": {"tls": {"certManager": false, "secretName": "t"}}}),
             "/adapter/tls/caBundle",
         ),
         (
@@ -281,7 +281,8 @@ fn the_chart_carries_the_rules_and_dashboards_unchanged() {
 }
 
 /// Without cert-manager: the script's certificate is for the Service name
-/// the API server dials and chains to the CA that goes into caBundle.
+/// the API server dials and chains to the CA that goes into caBundle; a
+/// re-run keeps the CA.
 #[test]
 fn make_tls_issues_a_serving_certificate_for_the_adapter_service() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -302,10 +303,18 @@ fn make_tls_issues_a_serving_certificate_for_the_adapter_service() {
     assert!(openssl(&["verify", "-CAfile", "ca.crt", "tls.crt"]).contains("OK"));
     let san = openssl(&["x509", "-in", "tls.crt", "-noout", "-ext", "subjectAltName"]);
     assert!(san.contains("DNS:gpuscale-adapter.gpu-system.svc"), "{san}");
-    assert!(
-        !dir.path().join("ca.key").exists(),
-        "the CA key is not kept"
+    // A second run reuses the CA left in the directory.
+    let read = |name: &str| std::fs::read(dir.path().join(name)).expect("read");
+    let (ca, crt) = (read("ca.crt"), read("tls.crt"));
+    stdout_of(
+        std::process::Command::new(repo_root().join("deploy/overlays/provided-tls/make-tls.sh"))
+            .args(["--namespace", "gpu-system", "--out"])
+            .arg(dir.path()),
+        "openssl",
     );
+    assert_eq!(read("ca.crt"), ca);
+    assert_ne!(read("tls.crt"), crt);
+    assert!(openssl(&["verify", "-CAfile", "ca.crt", "tls.crt"]).contains("OK"));
 }
 
 /// The Alertmanager configuration in docs/alerts.md, with the shipped inhibit

@@ -125,6 +125,36 @@ impl Seen {
     }
 }
 
+/// Polls until two rotations were seen (bounded): each round reads the
+/// APIService's bundle, then handshakes with each replica against it.
+fn poll(kube: &KubeFake, ports: [u16; 2]) -> Seen {
+    let mut seen = Seen::default();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(25);
+    while !seen.done() && Instant::now() < deadline {
+        let pem = bundle(kube, OURS);
+        if seen.bundles.last() != Some(&pem) {
+            seen.bundles.push(pem.clone());
+        }
+        for port in ports {
+            match served(port, &pem) {
+                Ok(cert) => {
+                    let certs = seen.certs.entry(port).or_default();
+                    if certs.last() != Some(&cert) {
+                        certs.push(cert);
+                    }
+                }
+                Err(e) => seen.failures.push(format!(
+                    "{:?} after the start, replica on {port}: {e}",
+                    start.elapsed()
+                )),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    seen
+}
+
 #[test]
 fn replicas_share_one_secret_and_rotate_without_a_moment_of_distrust() {
     let pki = Pki::new("gpuscale-self-tls-");
@@ -167,30 +197,7 @@ fn replicas_share_one_secret_and_rotate_without_a_moment_of_distrust() {
         "one Secret, one certificate: {first:?}"
     );
 
-    let mut seen = Seen::default();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs(25);
-    while !seen.done() && Instant::now() < deadline {
-        let pem = bundle(&kube, OURS);
-        if seen.bundles.last() != Some(&pem) {
-            seen.bundles.push(pem.clone());
-        }
-        for port in [a.port, b.port] {
-            match served(port, &pem) {
-                Ok(cert) => {
-                    let certs = seen.certs.entry(port).or_default();
-                    if certs.last() != Some(&cert) {
-                        certs.push(cert);
-                    }
-                }
-                Err(e) => seen.failures.push(format!(
-                    "{:?} after the start, replica on {port}: {e}",
-                    start.elapsed()
-                )),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let seen = poll(&kube, [a.port, b.port]);
     assert!(
         seen.failures.is_empty(),
         "the bundle did not verify the served certificate: {:?}\nlogs:\n{}\n{}",
@@ -215,4 +222,153 @@ fn replicas_share_one_secret_and_rotate_without_a_moment_of_distrust() {
         "another Service's APIService"
     );
     assert_eq!(bundle(&kube, UNNAMED), "", "an APIService not named");
+}
+
+/// The hand-made path: `make-tls.sh` with real kubectl fills the
+/// `caBundle` of every APIService backed by the adapter's Service (never
+/// another server's), and a second run reuses the CA: the bundle does not
+/// move, the new certificate verifies against it.
+#[test]
+fn make_tls_fills_every_adapter_apiservice_and_keeps_its_ca() {
+    let kube = KubeFake::start(gpuscale_e2e::kubeapi::Cluster::default());
+    kube.put(&core("namespaces"), json!({"metadata": {"name": NS}}));
+    for name in [OURS, THEIRS, UNNAMED] {
+        kube.put(&apiservices(), apiservice(name, NS, SERVICE, None));
+    }
+    let keda = "v1beta1.keda.example.com";
+    kube.put(
+        &apiservices(),
+        apiservice(keda, "keda", "keda-metrics", Some("a2VkYQ==")),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kc = dir.path().join("kubeconfig");
+    kube.write_kubeconfig(&kc).expect("kubeconfig");
+    let script = gpuscale_e2e::bins::repo_root().join("deploy/overlays/provided-tls/make-tls.sh");
+    let run = || {
+        gpuscale_e2e::deploy::stdout_of(
+            std::process::Command::new(&script)
+                .args(["--namespace", NS, "--days", "30"])
+                .env("KUBECONFIG", &kc)
+                .env("HOME", dir.path()),
+            "kubectl and openssl",
+        )
+    };
+    let tls_crt = |kube: &KubeFake| {
+        let s = kube
+            .get(&core("secrets"), NS, "gpuscale-adapter-tls")
+            .expect("tls Secret");
+        let b64 = s["data"]["tls.crt"].as_str().expect("tls.crt").to_string();
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        String::from_utf8(pem).expect("PEM")
+    };
+    let verifies = |bundle: &str, crt: &str| {
+        let (b, c) = (dir.path().join("bundle.pem"), dir.path().join("tls.pem"));
+        std::fs::write(&b, bundle).expect("write");
+        std::fs::write(&c, crt).expect("write");
+        let out = std::process::Command::new("openssl")
+            .args(["verify", "-CAfile"])
+            .args([&b, &c])
+            .output()
+            .expect("openssl");
+        out.status.success()
+    };
+    let first = run();
+    assert!(first.contains("made a new CA"), "{first}");
+    let bundles = |kube: &KubeFake| [OURS, THEIRS, UNNAMED].map(|n| bundle(kube, n));
+    let once = bundles(&kube);
+    assert!(
+        !once[0].is_empty() && once.iter().all(|b| *b == once[0]),
+        "{once:?}"
+    );
+    assert_eq!(bundle(&kube, keda), "keda", "another server's APIService");
+    let crt = tls_crt(&kube);
+    assert!(verifies(&once[0], &crt));
+    let second = run();
+    assert!(second.contains("reusing the CA"), "{second}");
+    assert_eq!(bundles(&kube), once, "the CA is reused: the bundle stays");
+    let renewed = tls_crt(&kube);
+    assert_ne!(renewed, crt, "a new certificate");
+    assert!(verifies(&once[0], &renewed));
+}
+
+/// The chart without cert-manager and without a Secret given: the adapter
+/// manages its certificate, with RBAC for its one Secret and for this
+/// release's APIServices only (none when it registers none); the
+/// renderings validate for Kubernetes 1.33 and 1.37.
+#[test]
+fn the_chart_without_cert_manager_lets_the_adapter_manage_its_certificate() {
+    use gpuscale_e2e::deploy::{helm_render, objects, write};
+    let render = |apis: Value| {
+        let values = json!({"adapter": {"tls": {"certManager": false}, "apiServices": apis}});
+        helm_render(&values, "gpuscale", NS).expect("render")
+    };
+    let all = render(json!({}));
+    let objs = objects(&all);
+    let find = |kind: &str, name: &str| {
+        objs.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    let pod = &find("Deployment", SERVICE)["spec"]["template"]["spec"];
+    let args = pod["containers"][0]["args"].to_string();
+    for want in [
+        "--self-signed-tls-secret=gpuscale/gpuscale-adapter-tls",
+        "--self-signed-tls-service=gpuscale/gpuscale-adapter",
+        "--self-signed-tls-apiservices=v1beta1.external.metrics.k8s.io,v1beta2.custom.metrics.k8s.io,v1beta1.custom.metrics.k8s.io",
+    ] {
+        assert!(args.contains(want), "{want} in {args}");
+    }
+    assert!(!args.contains("--tls-cert-file"), "{args}");
+    assert!(!pod["volumes"].to_string().contains("gpuscale-adapter-tls"));
+    let registered: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "APIService").collect();
+    assert_eq!(registered.len(), 3);
+    for a in registered {
+        assert!(a["spec"]["caBundle"].is_null(), "the adapter sets it: {a}");
+        assert!(a["metadata"]["annotations"].is_null(), "{a}");
+    }
+    let rules = |kind: &str| find(kind, "gpuscale-adapter:self-tls")["rules"].clone();
+    assert_eq!(
+        rules("Role"),
+        json!([
+            {"apiGroups": [""], "resources": ["secrets"],
+             "resourceNames": ["gpuscale-adapter-tls"], "verbs": ["get", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        ])
+    );
+    let names = |rules: &Value| rules[0]["resourceNames"].clone();
+    assert_eq!(
+        names(&rules("ClusterRole")),
+        json!([OURS, UNNAMED, THEIRS]),
+        "this release's APIServices"
+    );
+    assert_eq!(rules("ClusterRole")[0]["verbs"], json!(["get", "patch"]));
+
+    // Beside KEDA: its external APIService is neither registered nor patched.
+    let beside_keda = render(json!({"external": false}));
+    let o = objects(&beside_keda);
+    let cr = o
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole" && o["metadata"]["name"] == "gpuscale-adapter:self-tls"
+        })
+        .expect("the APIService rule");
+    assert_eq!(cr["rules"][0]["resourceNames"], json!([UNNAMED, THEIRS]));
+    // No APIService: no rule at all (empty resourceNames would mean all).
+    let none = render(json!({"external": false, "customV1beta1": false, "customV1beta2": false}));
+    let o = objects(&none);
+    assert!(!o.iter().any(
+        |o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "gpuscale-adapter:self-tls"
+    ));
+    assert!(!none.contains("--self-signed-tls-apiservices"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = [
+        ("all", &all),
+        ("beside-keda", &beside_keda),
+        ("none", &none),
+    ]
+    .map(|(n, y)| write(dir.path(), &format!("{n}.yaml"), y));
+    gpuscale_e2e::python::validate_manifests(&files).expect("valid for 1.33 and 1.37");
 }

@@ -24,11 +24,25 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- define "gpuscale.exporter" -}}{{ include "gpuscale.fullname" . }}-exporter{{- end -}}
 {{- define "gpuscale.adapter" -}}{{ include "gpuscale.fullname" . }}-adapter{{- end -}}
 {{- define "gpuscale.adapterTlsSecret" -}}
-{{- if .Values.adapter.tls.certManager -}}
+{{- if or .Values.adapter.tls.certManager (not .Values.adapter.tls.secretName) -}}
 {{ include "gpuscale.adapter" . }}-tls
 {{- else -}}
-{{ required "adapter.tls.secretName is required when adapter.tls.certManager is false" .Values.adapter.tls.secretName }}
+{{ .Values.adapter.tls.secretName }}
 {{- end -}}
+{{- end -}}
+{{/* "true" when the adapter manages its own serving certificate: no
+     cert-manager and no Secret given (adapter.tls). */}}
+{{- define "gpuscale.adapterSelfTls" -}}
+{{- if and (not .Values.adapter.tls.certManager) (not .Values.adapter.tls.secretName) -}}true{{- end -}}
+{{- end -}}
+{{/* The metrics APIServices this release registers (adapter.apiServices), comma-separated. */}}
+{{- define "gpuscale.adapterApiServiceNames" -}}
+{{- $on := .Values.adapter.apiServices -}}
+{{- $names := list -}}
+{{- if $on.external }}{{ $names = append $names "v1beta1.external.metrics.k8s.io" }}{{ end -}}
+{{- if $on.customV1beta2 }}{{ $names = append $names "v1beta2.custom.metrics.k8s.io" }}{{ end -}}
+{{- if $on.customV1beta1 }}{{ $names = append $names "v1beta1.custom.metrics.k8s.io" }}{{ end -}}
+{{- join "," $names -}}
 {{- end -}}
 {{- define "gpuscale.activator" -}}{{ include "gpuscale.fullname" . }}-activator{{- end -}}
 
