@@ -223,3 +223,79 @@ fn apply_apiservices(kube: &KubeFake, dir: &std::path::Path, values: &Value) {
         "kubectl",
     );
 }
+
+/// The decision table of docs/install.md: each row with cert-manager gives
+/// Helm values and kustomize components that register the same
+/// APIServices, and none that the row's KEDA or prometheus-adapter holds.
+#[test]
+fn the_install_guides_decision_table_leaves_out_what_others_hold() {
+    let doc = std::fs::read_to_string(gpuscale_e2e::bins::repo_root().join("docs/install.md"))
+        .expect("docs/install.md");
+    let section = doc
+        .split("## Beside KEDA or prometheus-adapter\n")
+        .nth(1)
+        .expect("the coexistence section of docs/install.md");
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| KEDA?"))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .filter(|cells: &Vec<&str>| cells.len() == 5 && cells[2] == "yes")
+        .collect();
+    assert!(rows.len() >= 5, "{} rows", rows.len());
+    for row in rows {
+        let components: Vec<String> = ticked(row[4])
+            .filter(|t| t.starts_with("no-"))
+            .map(|t| format!("deploy/components/{t}"))
+            .collect();
+        let components: Vec<&str> = components.iter().map(String::as_str).collect();
+        let rendered = helm_render(&table_values(row[3]), "gpuscale", "gpuscale")
+            .unwrap_or_else(|e| panic!("{row:?}: {e}"));
+        let helm = chart_as_kustomize(&rendered);
+        let kust = kustomize_as_chart(&kustomize_with("deploy", &components));
+        assert_eq!(apiservices(&helm), apiservices(&kust), "{row:?}");
+        let mut held = Vec::new();
+        if row[0] == "yes" {
+            held.push(EXTERNAL);
+        }
+        if row[1].starts_with("yes") {
+            held.extend([CUSTOM_V1BETA2, CUSTOM_V1BETA1]);
+            if row[1].contains("external") {
+                held.push(EXTERNAL);
+            }
+        }
+        for name in held {
+            assert!(
+                !helm.contains_key(&format!("APIService//{name}")),
+                "{row:?}"
+            );
+        }
+    }
+}
+
+/// The `code` spans of a table cell.
+fn ticked(cell: &str) -> impl Iterator<Item = &str> {
+    cell.split('`').skip(1).step_by(2)
+}
+
+/// The chart values of a cell's `a.b.c=value` spans.
+fn table_values(cell: &str) -> Value {
+    let mut values = json!({});
+    for (path, value) in ticked(cell).filter_map(|t| t.split_once('=')) {
+        let value = match value {
+            "true" => json!(true),
+            "false" => json!(false),
+            other => json!(other),
+        };
+        let mut node = &mut values;
+        for key in path.split('.') {
+            node = node
+                .as_object_mut()
+                .expect("an object")
+                .entry(key)
+                .or_insert_with(|| json!({}));
+        }
+        *node = value;
+    }
+    values
+}
