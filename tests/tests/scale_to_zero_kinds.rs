@@ -5,8 +5,6 @@
 //! `readyReplicas` is refused with a named reason. `kubectl get` shows the
 //! policies with the shipped CRD's columns.
 
-use std::process::Command;
-
 use crate::scale_to_zero_support::*;
 use gpuscale_e2e::adapter::procs::eventually;
 use gpuscale_e2e::adapter::prom::Prometheus;
@@ -58,22 +56,6 @@ fn kind_policy(name: &str, kind: &str) -> Value {
     p["spec"]["target"]["apiVersion"] = json!(format!("{GROUP}/v1"));
     p["spec"]["idle"]["for"] = json!("2s");
     p
-}
-
-fn kubectl(kube: &KubeFake, dir: &std::path::Path, args: &[&str]) -> String {
-    let kc = dir.join("kubeconfig-kubectl");
-    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
-    let out = Command::new("kubectl")
-        .arg(format!("--kubeconfig={}", kc.display()))
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn model_replicas(kube: &KubeFake) -> i64 {

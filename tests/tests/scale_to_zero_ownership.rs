@@ -30,21 +30,6 @@ fn finalizers(kube: &KubeFake, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn kubectl(kube: &KubeFake, dir: &std::path::Path, args: &[&str]) {
-    let kc = dir.join("kubeconfig-kubectl");
-    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
-    let out = Command::new("kubectl")
-        .arg(format!("--kubeconfig={}", kc.display()))
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The cluster: `del` parks and is then deleted; `first` and `second` on
 /// one target; `manual` at 0 by hand with activation; `moved` parked
 /// `old` and now names `new`.

@@ -131,3 +131,44 @@ async fn mirror_leadership(leadership: Arc<Leadership>, report: Arc<Report>) {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crd::{ScaleToZeroPolicySpec, ScaleToZeroPolicyStatus};
+
+    fn policy() -> ScaleToZeroPolicy {
+        let spec: ScaleToZeroPolicySpec = serde_json::from_value(serde_json::json!({
+            "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"},
+            "idle": {"metric": "q", "for": "15m"},
+            "activation": {"metric": "a"},
+        }))
+        .expect("spec");
+        let mut p = ScaleToZeroPolicy::new("chat", spec);
+        p.meta_mut().generation = Some(1);
+        p
+    }
+
+    #[test]
+    fn a_status_write_does_not_reconcile_a_spec_edit_or_a_deletion_does() {
+        let p = policy();
+        let mut written = p.clone();
+        written.status = Some(ScaleToZeroPolicyStatus {
+            reason: Some("Parked".into()),
+            ..ScaleToZeroPolicyStatus::default()
+        });
+        assert_eq!(spec_or_lifecycle(&p), spec_or_lifecycle(&written));
+        let mut edited = p.clone();
+        edited.meta_mut().generation = Some(2);
+        assert_ne!(spec_or_lifecycle(&p), spec_or_lifecycle(&edited));
+        let mut finalized = p.clone();
+        finalized.meta_mut().finalizers = Some(vec![ownership::FINALIZER.into()]);
+        assert_ne!(spec_or_lifecycle(&p), spec_or_lifecycle(&finalized));
+        let mut deleted = p.clone();
+        deleted.meta_mut().deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert_ne!(spec_or_lifecycle(&p), spec_or_lifecycle(&deleted));
+    }
+}

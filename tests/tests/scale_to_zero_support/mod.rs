@@ -145,6 +145,23 @@ pub fn reason(kube: &KubeFake, name: &str) -> String {
         .to_string()
 }
 
+/// `kubectl ARGS` against `kube`; its stdout. Fails the test when kubectl does.
+pub fn kubectl(kube: &KubeFake, dir: &std::path::Path, args: &[&str]) -> String {
+    let kc = dir.join("kubeconfig-kubectl");
+    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
+    let out = std::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Whether the adapter says it holds the Lease (a sample line, not HELP).
 pub fn leads(adapter: &Adapter) -> bool {
     adapter
