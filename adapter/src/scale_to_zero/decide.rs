@@ -416,4 +416,4 @@ fn describe(read: &Read) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -2,7 +2,8 @@ use super::*;
 
 const MIN: i64 = 60;
 
-fn rules() -> Rules {
+/// The rules of these stories (and of [`super::super::unknown`]'s).
+pub(in crate::scale_to_zero) fn rules() -> Rules {
     Rules {
         idle_threshold: 0.0,
         idle_for: Duration::from_secs(15 * 60),

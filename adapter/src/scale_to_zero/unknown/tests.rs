@@ -1,19 +1,9 @@
 use super::*;
 use crate::scale_to_zero::crd::MetricSource;
+use crate::scale_to_zero::decide::tests::rules;
 use crate::scale_to_zero::decide::{Target, decide};
 
 const MIN: i64 = 60;
-
-fn rules() -> Rules {
-    Rules {
-        idle_threshold: 0.0,
-        idle_for: Duration::from_secs(15 * 60),
-        activation_threshold: 0.0,
-        min_up: Duration::ZERO,
-        wake_replicas: 1,
-        paused: false,
-    }
-}
 
 fn parked(now: i64, activation: Read) -> Observed {
     Observed {
