@@ -47,7 +47,9 @@ fn default_render() -> String {
 
 #[test]
 fn helm_lint_passes_for_default_and_custom_values() {
-    for values in [json!({}), custom_values()] {
+    let no_apiservices = json!({"adapter": {"apiServices":
+        {"external": false, "customV1beta2": false, "customV1beta1": false}}});
+    for values in [json!({}), custom_values(), no_apiservices] {
         let findings = helm_lint(&values);
         assert!(findings.is_empty(), "helm lint {values}: {findings:?}");
     }
