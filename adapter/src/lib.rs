@@ -98,6 +98,9 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
         return Ok(doctor::command(&kube.client(), &args.doctor_namespace, args.output).await?);
     }
+    if !args.dev {
+        keda_client_auth(&args)?;
+    }
     let config = load_config(&args)?;
     if args.check_config {
         for m in config.metrics() {
@@ -315,10 +318,7 @@ fn tls_configs(
     let keda = match (args.dev, &args.keda_client_ca_file) {
         (true, Some(_)) => return Err(AppError::KedaDevClientCa),
         (true, None) => None,
-        (false, ca) => {
-            keda_client_auth(args)?;
-            Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?))
-        }
+        (false, ca) => Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?)),
     };
     let api = Arc::new(tls::server_config(resolver, client_auth)?);
     Ok(TlsConfigs { api, keda })
@@ -326,6 +326,7 @@ fn tls_configs(
 
 /// KEDA's listener requires client certificates unless explicitly opened:
 /// its gRPC calls name any namespace and have no SubjectAccessReview.
+/// Checked first, before anything is read or connected.
 fn keda_client_auth(args: &Args) -> Result<(), AppError> {
     match args.keda_clients() {
         cli::KedaClients::Certified => Ok(()),

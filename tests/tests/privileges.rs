@@ -421,3 +421,37 @@ fn every_rendering_here_validates_for_kubernetes_1_33_and_1_37() {
         panic!("{e}");
     }
 }
+
+/// The adapter refuses an open KEDA listener unless told, and says so
+/// loudly when told (checked before it reads or connects anything).
+#[test]
+fn the_adapter_refuses_an_open_keda_listener_unless_told() {
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
+            .args([
+                "--tls-cert-file=/nonexistent/tls.crt",
+                "--tls-key-file=/nonexistent/tls.key",
+                "--keda-listen=127.0.0.1:1",
+                "--config=/nonexistent/metrics.yaml",
+            ])
+            .args(extra)
+            .output()
+            .expect("run the adapter");
+        assert!(!out.status.success(), "{extra:?}: no config file, no start");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        format!("{}{}", text(&out.stdout), text(&out.stderr))
+    };
+    let refused = run(&[]);
+    assert!(
+        refused.contains("--keda-listen needs --keda-client-ca-file")
+            && !refused.contains("/nonexistent/metrics.yaml"),
+        "refused first: {refused}"
+    );
+    let opened = run(&["--keda-allow-any-client"]);
+    assert!(
+        opened.contains("WARN")
+            && opened.contains("reads every namespace's metrics")
+            && opened.contains("/nonexistent/metrics.yaml"),
+        "warned, then on to the config: {opened}"
+    );
+}
