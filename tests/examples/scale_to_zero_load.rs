@@ -5,12 +5,15 @@
 //! 1. wake latency: WAKES parked targets are woken one after the other; for
 //!    each, the time from the first Prometheus sample above the activation
 //!    threshold (its scrape timestamp) to the scale patch the API accepted;
-//! 2. CPU and RSS: the adapter with `--scale-to-zero` and no policy, then
-//!    with POLICIES (half running with an open idle window, half parked),
-//!    each measured over DURATION seconds at the adapter's default intervals.
+//! 2. CPU, RSS and API requests: the adapter with `--scale-to-zero` and no
+//!    policy, then with POLICIES (half running with an open idle window,
+//!    half parked), then POLICIES busy (every queue depth changing each
+//!    second), each measured over DURATION seconds at the adapter's default
+//!    intervals; the API server counts the requests it receives.
 //!
 //! Environment: WAKES (20), POLICIES (500), DURATION (60, seconds), POLL
-//! (1s) and WAKE_INTERVAL (1s) for the wake phase.
+//! (1s) and WAKE_INTERVAL (1s) for the wake phase, STEADY=0 to measure
+//! only the busy policies.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -42,10 +45,16 @@ fn gvr(g: &str, v: &str, r: &str) -> Gvr {
 /// Queue depth of every server and pending requests at every gateway;
 /// `pending` lists the gateways with one request waiting.
 fn exposition(n: usize, pending: &[usize]) -> String {
+    queues(n, pending, |_| 0)
+}
+
+/// As [`exposition`], with server `i`'s queue depth `depth(i)`.
+fn queues(n: usize, pending: &[usize], depth: impl Fn(usize) -> u64) -> String {
     let mut s = String::from("# TYPE vllm:num_requests_waiting gauge\n");
     for i in 0..n {
         s.push_str(&format!(
-            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"s{i}-0\"}} 0\n"
+            "vllm:num_requests_waiting{{namespace=\"{NS}\",pod=\"s{i}-0\"}} {}\n",
+            depth(i)
         ));
     }
     s.push_str("# TYPE gateway_requests_pending gauge\n");
@@ -200,23 +209,50 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// CPU (% of one core) over `secs`, and the median and max RSS sampled
-/// each second.
-fn measure(pid: u32, secs: u64) -> (f64, f64, f64) {
+/// What a window measured: CPU (% of one core), the median and max RSS
+/// sampled each second (MiB), and the requests per second the API server
+/// received: writes (POST, PUT, PATCH, DELETE) and all.
+struct Window {
+    cpu: f64,
+    rss: f64,
+    rss_max: f64,
+    writes: f64,
+    requests: f64,
+}
+
+/// (writes, all requests) the API server has received.
+fn requests(kube: &KubeFake) -> (u64, u64) {
+    let counts = kube.request_counts();
+    let writes = ["POST", "PUT", "PATCH", "DELETE"]
+        .iter()
+        .map(|m| counts.get(*m).copied().unwrap_or(0))
+        .sum();
+    (writes, counts.values().sum())
+}
+
+/// A window of `secs` seconds; `tick` runs once a second (a load that changes).
+fn measure(pid: u32, kube: &KubeFake, secs: u64, mut tick: impl FnMut(u64)) -> Window {
     let (cpu0, _) = usage(pid);
+    let (w0, r0) = requests(kube);
     let t0 = Instant::now();
     let mut rss = Vec::new();
+    let mut n = 0;
     while t0.elapsed() < Duration::from_secs(secs) {
         std::thread::sleep(Duration::from_secs(1));
+        n += 1;
+        tick(n);
         rss.push(usage(pid).1);
     }
     let (cpu1, _) = usage(pid);
-    let cpu = 100.0 * (cpu1 - cpu0) / t0.elapsed().as_secs_f64();
-    (
-        cpu,
-        median(&mut rss),
-        rss.iter().copied().fold(0.0, f64::max),
-    )
+    let (w1, r1) = requests(kube);
+    let elapsed = t0.elapsed().as_secs_f64();
+    Window {
+        cpu: 100.0 * (cpu1 - cpu0) / elapsed,
+        rss: median(&mut rss),
+        rss_max: rss.iter().copied().fold(0.0, f64::max),
+        writes: (w1 - w0) as f64 / elapsed,
+        requests: (r1 - r0) as f64 / elapsed,
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -231,9 +267,10 @@ fn steady_state(policies: usize, secs: u64, dir: &std::path::Path) {
     let a = adapter(&kube, &prom.url, dir, &[]);
     let pid = a.guard.child.id();
     std::thread::sleep(Duration::from_secs(5));
-    let (cpu0, rss0, _) = measure(pid, secs);
+    let idle = measure(pid, &kube, secs, |_| ());
     println!(
-        "no policy: adapter CPU {cpu0:.2} % of a core, RSS median {rss0:.1} MiB over {secs} s"
+        "no policy: adapter CPU {:.2} % of a core, RSS median {:.1} MiB over {secs} s",
+        idle.cpu, idle.rss
     );
     for i in 0..policies {
         world(&kube, i, i % 2 == 1);
@@ -243,11 +280,41 @@ fn steady_state(policies: usize, secs: u64, dir: &std::path::Path) {
     });
     // One poll of every key and one round of every policy before measuring.
     std::thread::sleep(Duration::from_secs(15));
-    let (cpu, rss, rss_max) = measure(pid, secs);
+    let w = measure(pid, &kube, secs, |_| ());
     println!(
-        "{policies} policies ({} parked): adapter CPU {cpu:.2} % of a core (+{:.2} over no policy), RSS median {rss:.1} MiB, max {rss_max:.1} MiB over {secs} s",
+        "{policies} policies ({} parked): adapter CPU {:.2} % of a core (+{:.2} over no policy), RSS median {:.1} MiB, max {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s",
         policies / 2,
-        cpu - cpu0
+        w.cpu,
+        w.cpu - idle.cpu,
+        w.rss,
+        w.rss_max,
+        w.writes,
+        w.requests
+    );
+}
+
+/// POLICIES running targets whose idle rule reads busy, each server's
+/// queue depth changing every second: what a status with live values would
+/// write every round.
+fn busy(policies: usize, secs: u64, dir: &std::path::Path) {
+    let depth = |t: u64| move |i: usize| 1 + (t + i as u64) % 5;
+    let (series, port) = Series::serve(&queues(policies, &[], depth(0)));
+    let prom = Prometheus::start(port);
+    let kube = fake();
+    let a = adapter(&kube, &prom.url, dir, &[]);
+    for i in 0..policies {
+        world(&kube, i, false);
+    }
+    eventually("every policy decided", || {
+        (decided(&kube) == policies).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(15));
+    let w = measure(a.guard.child.id(), &kube, secs, |t| {
+        series.set(&queues(policies, &[], depth(t)));
+    });
+    println!(
+        "{policies} busy policies (queue depths changing every second): adapter CPU {:.2} % of a core, RSS median {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s",
+        w.cpu, w.rss, w.writes, w.requests
     );
 }
 
@@ -275,6 +342,11 @@ fn main() {
         );
     }
     if policies > 0 {
-        steady_state(policies, secs, &load_dir);
+        if env("STEADY", 1) == 1 {
+            steady_state(policies, secs, &load_dir);
+        }
+        let busy_dir = dir.path().join("busy");
+        std::fs::create_dir_all(&busy_dir).expect("work dir");
+        busy(policies, secs, &busy_dir);
     }
 }

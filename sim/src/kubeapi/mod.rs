@@ -37,8 +37,9 @@
 //! Test hooks write straight into the store (watchers see the change) and
 //! read what clients did: [`KubeFake::put`], [`KubeFake::delete`],
 //! [`KubeFake::get`], [`KubeFake::list`], [`KubeFake::requests`],
-//! [`KubeFake::scale_patches`], [`KubeFake::access_reviews`]; for a
-//! simulated node's pod mapper [`KubeFake::apply_pod`],
+//! [`KubeFake::request_counts`], [`KubeFake::scale_patches`],
+//! [`KubeFake::access_reviews`]; for a simulated node's pod mapper
+//! [`KubeFake::apply_pod`],
 //! [`KubeFake::delete_pod`], [`KubeFake::pod`], [`KubeFake::apply_slice`],
 //! [`KubeFake::delete_slices`], [`KubeFake::set_resource_versions`],
 //! [`KubeFake::set_down`] and [`KubeFake::list_watch_counts`].
@@ -392,6 +393,12 @@ impl KubeFake {
         if down {
             st.watchers.clear();
         }
+    }
+
+    /// Requests received so far by method (`GET`, `PATCH`, …): the writes
+    /// a client makes are the counts of POST, PUT, PATCH and DELETE.
+    pub fn request_counts(&self) -> std::collections::BTreeMap<String, u64> {
+        lock(&self.state).by_method.clone()
     }
 
     /// (list requests, watch requests) served so far.

@@ -67,6 +67,8 @@ pub(crate) struct State {
     pub(crate) down: bool,
     pub(crate) lists: u64,
     pub(crate) watches: u64,
+    /// Requests received, by method (never capped, unlike `requests`).
+    pub(crate) by_method: BTreeMap<String, u64>,
 }
 
 /// Where objects of a collection are kept: DRA objects once, as
@@ -132,10 +134,13 @@ impl State {
             down: false,
             lists: 0,
             watches: 0,
+            by_method: BTreeMap::new(),
         }
     }
 
     pub(crate) fn remember(&mut self, request: String) {
+        let method = request.split(' ').next().unwrap_or("").to_string();
+        *self.by_method.entry(method).or_default() += 1;
         if self.requests.len() == HISTORY_CAP {
             self.requests.pop_front();
         }
