@@ -95,8 +95,8 @@ pub async fn run(args: Args) -> Result<(), AppError> {
         return scale_to_zero::release::command(&kube.client()).await;
     }
     if args.doctor {
-        let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
-        return Ok(doctor::command(&kube.client(), &args.doctor_namespace, args.output).await?);
+        let client = doctor::client(args.kubeconfig.as_deref()).await?;
+        return Ok(doctor::command(&client, &args.doctor_namespace, args.output).await?);
     }
     if !args.dev {
         keda_client_auth(&args)?;

@@ -11,6 +11,8 @@ mod coexistence;
 mod custom_metrics;
 mod dcgm;
 mod deploy;
+mod doc_snippets;
+mod doctor;
 mod exporter;
 mod exporter_limits;
 mod fleet_profile;

@@ -30,24 +30,27 @@ pub struct KubeAuthApi {
     client: kube::Client,
 }
 
+/// The client configuration from `--kubeconfig`, else the usual inference
+/// (in-cluster, $KUBECONFIG).
+pub async fn client_config(kubeconfig: Option<&Path>) -> Result<kube::Config, KubeError> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| KubeError::Config(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| KubeError::Config(e.to_string()))?,
+    })
+}
+
 impl KubeAuthApi {
     /// From `--kubeconfig`, else the usual inference (in-cluster, $KUBECONFIG).
     pub async fn connect(kubeconfig: Option<&Path>) -> Result<Self, KubeError> {
-        let config = match kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?;
-                kube::Config::from_custom_kubeconfig(
-                    kc,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await
-                .map_err(|e| KubeError::Config(e.to_string()))?
-            }
-            None => kube::Config::infer()
-                .await
-                .map_err(|e| KubeError::Config(e.to_string()))?,
-        };
+        let config = client_config(kubeconfig).await?;
         let client = kube::Client::try_from(config).map_err(KubeError::Api)?;
         Ok(Self { client })
     }

@@ -37,6 +37,8 @@ pub enum DoctorError {
         "{conflicts} conflict(s) with a default install and {failed} failed read(s) (see the report)"
     )]
     Found { conflicts: usize, failed: usize },
+    #[error("{0}")]
+    Kube(#[from] crate::auth::kube::KubeError),
     #[error("encoding the report: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -115,6 +117,16 @@ pub fn assess(observed: &Observed, namespace: &str) -> Report {
         values: suggestion.values,
         notes: suggestion.notes,
     }
+}
+
+/// A client for one look: no retries of 429/503 (kube's default retries
+/// for minutes; an API that answers 503 now is reported now), the
+/// kubeconfig's connection otherwise.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, DoctorError> {
+    let mut config = crate::auth::kube::client_config(kubeconfig).await?;
+    config.default_retry = false;
+    config.read_timeout = Some(READ_TIMEOUT);
+    Ok(kube::Client::try_from(config).map_err(crate::auth::kube::KubeError::Api)?)
 }
 
 /// Reads the cluster, prints the report; an error when a conflict was

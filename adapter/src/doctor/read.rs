@@ -109,41 +109,29 @@ fn node(n: &Node) -> NodeInfo {
     }
 }
 
-/// Reads what the doctor judges, each read bounded by `timeout`.
+/// Reads what the doctor judges, at once, each read bounded by `timeout`.
 pub async fn observe(client: &Client, namespace: &str, timeout: Duration) -> Observed {
     let lp = ListParams::default();
-    let api_services = bounded("APIServices", timeout, api_services_api(client).list(&lp))
-        .await
-        .map(|l| l.items.iter().map(api_service).collect());
-    let crds = bounded(
-        "CustomResourceDefinitions",
-        timeout,
-        Api::<CustomResourceDefinition>::all(client.clone()).list(&lp),
-    )
-    .await
-    .map(|l| l.items.iter().map(ResourceExt::name_any).collect());
-    let deployments = bounded(
-        "Deployments",
-        timeout,
-        Api::<Deployment>::all(client.clone()).list(&lp),
-    )
-    .await
-    .map(|l| l.items.iter().map(deployment).collect());
-    let nodes = bounded("Nodes", timeout, Api::<Node>::all(client.clone()).list(&lp))
-        .await
-        .map(|l| l.items.iter().map(node).collect());
-    let ns = bounded(
-        &format!("Namespace {namespace}"),
-        timeout,
-        Api::<Namespace>::all(client.clone()).get_opt(namespace),
-    )
-    .await
-    .map(|n| n.map(|n| n.labels().clone()));
+    let ns_what = format!("Namespace {namespace}");
+    let (services, crds, deployments, nodes, namespaces) = (
+        api_services_api(client),
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        Api::<Deployment>::all(client.clone()),
+        Api::<Node>::all(client.clone()),
+        Api::<Namespace>::all(client.clone()),
+    );
+    let (api_services, crds, deployments, nodes, ns) = tokio::join!(
+        bounded("APIServices", timeout, services.list(&lp)),
+        bounded("CustomResourceDefinitions", timeout, crds.list(&lp)),
+        bounded("Deployments", timeout, deployments.list(&lp)),
+        bounded("Nodes", timeout, nodes.list(&lp)),
+        bounded(&ns_what, timeout, namespaces.get_opt(namespace)),
+    );
     Observed {
-        api_services,
-        crds,
-        deployments,
-        nodes,
-        namespace: ns,
+        api_services: api_services.map(|l| l.items.iter().map(api_service).collect()),
+        crds: crds.map(|l| l.items.iter().map(ResourceExt::name_any).collect()),
+        deployments: deployments.map(|l| l.items.iter().map(deployment).collect()),
+        nodes: nodes.map(|l| l.items.iter().map(node).collect()),
+        namespace: ns.map(|n| n.map(|n| n.labels().clone())),
     }
 }
