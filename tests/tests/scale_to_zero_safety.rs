@@ -96,16 +96,16 @@ fn a_target_keda_scales_is_reported_and_never_parked() {
         "{:?}",
         events(&kube)
     );
-    let ready = status(&kube, "keda")["conditions"].clone();
+    let conditions = status(&kube, "keda")["conditions"].clone();
+    let has =
+        |type_: &str, status: &str| {
+            conditions.as_array().into_iter().flatten().any(|c| {
+                c["type"] == type_ && c["status"] == status && c["reason"] == "OwnerConflict"
+            })
+        };
     assert!(
-        ready
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "Ready"
-                && c["status"] == "False"
-                && c["reason"] == "OwnerConflict"),
-        "{ready}"
+        has("Ready", "False") && has("OwnerConflict", "True"),
+        "{conditions}"
     );
     let metric = r#"gpuscale_scale_to_zero_conflicts{namespace="inference",policy="keda",owner_kind="ScaledObject"} 1"#;
     eventually("the conflicts metric", || {

@@ -221,7 +221,7 @@ fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "description": "A standard condition (metav1.Condition).",
             "required": ["type", "status", "reason", "message", "lastTransitionTime"],
             "properties": {
-                "type": string("Ready, Parked or Conflict."),
+                "type": string("Ready, Parked, Conflict or OwnerConflict."),
                 "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
                 "reason": string("A CamelCase reason."),
                 "message": string("What happened, for people."),

@@ -77,6 +77,16 @@ pub fn owner_kind(e: &ReconcileError) -> Option<&'static str> {
     }
 }
 
+/// The condition that is True while `e` holds: `Conflict` (an older
+/// policy owns the target) or `OwnerConflict` (another autoscaler).
+pub fn conflict_condition(e: &ReconcileError) -> Option<&'static str> {
+    match e {
+        ReconcileError::Conflict { .. } => Some("Conflict"),
+        ReconcileError::Owners(OwnersError::Conflict { .. }) => Some("OwnerConflict"),
+        _ => None,
+    }
+}
+
 /// The HPAs on a target and the autoscaler that would fight a park.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Owners {

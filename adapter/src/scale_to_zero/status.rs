@@ -81,7 +81,8 @@ fn condition(
 
 /// The status after a round that failed: what the last good round said,
 /// with `Ready=False` naming the error (and `Conflict=True` on a policy
-/// another one outranks), the error as reason and message, and the
+/// another one outranks, `OwnerConflict=True` on one another autoscaler
+/// fights), the error as reason and message, and the
 /// current generation.
 pub(super) fn error_status(
     policy: &ScaleToZeroPolicy,
@@ -94,7 +95,7 @@ pub(super) fn error_status(
     let mut conditions: Vec<Condition> = old
         .conditions
         .iter()
-        .filter(|c| c.type_ != "Ready" && c.type_ != "Conflict")
+        .filter(|c| !matches!(c.type_.as_str(), "Ready" | "Conflict" | "OwnerConflict"))
         .cloned()
         .map(|c| Condition {
             observed_generation: generation,
@@ -105,10 +106,8 @@ pub(super) fn error_status(
         0,
         condition("Ready", false, reason, &message, now, generation),
     );
-    if matches!(e, ReconcileError::Conflict { .. }) {
-        conditions.push(condition(
-            "Conflict", true, reason, &message, now, generation,
-        ));
+    if let Some(type_) = super::owners::conflict_condition(e) {
+        conditions.push(condition(type_, true, reason, &message, now, generation));
     }
     ScaleToZeroPolicyStatus {
         reason: Some(reason.into()),
