@@ -299,3 +299,18 @@ pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
         yaml_serde::to_string(&ScaleToZeroPolicy::crd())?
     ))
 }
+
+/// A policy `name` on Deployment `chat`, idle and activation on metrics
+/// `q` and `a`, generation 1 (for tests).
+#[cfg(test)]
+pub(crate) fn example(name: &str) -> ScaleToZeroPolicy {
+    let spec: ScaleToZeroPolicySpec = serde_json::from_value(serde_json::json!({
+        "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"},
+        "idle": {"metric": "q", "for": "15m"},
+        "activation": {"metric": "a"},
+    }))
+    .expect("spec");
+    let mut p = ScaleToZeroPolicy::new(name, spec);
+    p.metadata.generation = Some(1);
+    p
+}

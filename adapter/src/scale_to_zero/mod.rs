@@ -135,23 +135,11 @@ async fn mirror_leadership(leadership: Arc<Leadership>, report: Arc<Report>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crd::{ScaleToZeroPolicySpec, ScaleToZeroPolicyStatus};
-
-    fn policy() -> ScaleToZeroPolicy {
-        let spec: ScaleToZeroPolicySpec = serde_json::from_value(serde_json::json!({
-            "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"},
-            "idle": {"metric": "q", "for": "15m"},
-            "activation": {"metric": "a"},
-        }))
-        .expect("spec");
-        let mut p = ScaleToZeroPolicy::new("chat", spec);
-        p.meta_mut().generation = Some(1);
-        p
-    }
+    use crd::ScaleToZeroPolicyStatus;
 
     #[test]
     fn a_status_write_does_not_reconcile_a_spec_edit_or_a_deletion_does() {
-        let p = policy();
+        let p = crd::example("chat");
         let mut written = p.clone();
         written.status = Some(ScaleToZeroPolicyStatus {
             reason: Some("Parked".into()),

@@ -1,5 +1,4 @@
 use super::*;
-use crate::scale_to_zero::crd::ScaleToZeroPolicySpec;
 
 fn running(reason: &str, at: i64) -> ScaleToZeroPolicyStatus {
     ScaleToZeroPolicyStatus {
@@ -47,13 +46,7 @@ fn a_live_value_is_not_in_the_status() {
 
 #[test]
 fn an_error_keeps_the_conditions_and_moves_the_generation() {
-    let spec: ScaleToZeroPolicySpec = serde_json::from_value(serde_json::json!({
-        "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"},
-        "idle": {"metric": "q", "for": "15m"},
-        "activation": {"metric": "a"},
-    }))
-    .expect("spec");
-    let mut policy = ScaleToZeroPolicy::new("chat", spec);
+    let mut policy = crate::scale_to_zero::crd::example("chat");
     let mut old = running("Parked", 100);
     old.conditions
         .push(condition("Parked", true, "Parked", "parked", 100, Some(1)));
