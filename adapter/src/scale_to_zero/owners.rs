@@ -15,7 +15,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 
-use super::context::ReconcileError;
+use super::context::{ReconcileError, bounded};
 use super::crd::TargetRef;
 
 /// The label KEDA puts on the HPA it creates for a ScaledObject.
@@ -140,16 +140,16 @@ pub async fn read(
     target: &TargetRef,
 ) -> Result<Owners, kube::Error> {
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), namespace);
-    let hpas: Vec<HorizontalPodAutoscaler> = api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|h| {
-            let r = &h.spec.scale_target_ref;
-            same_target(r.api_version.as_deref(), &r.kind, &r.name, target)
-        })
-        .collect();
+    let hpas: Vec<HorizontalPodAutoscaler> =
+        bounded("listing HPAs", api.list(&ListParams::default()))
+            .await?
+            .items
+            .into_iter()
+            .filter(|h| {
+                let r = &h.spec.scale_target_ref;
+                same_target(r.api_version.as_deref(), &r.kind, &r.name, target)
+            })
+            .collect();
     let keda_hpa = hpas.iter().find_map(keda_managed);
     let fight = match keda_hpa {
         Some(owner) => Ok(Some(owner)),
@@ -194,7 +194,7 @@ async fn scaled_objects(
     let gvk = GroupVersionKind::gvk("keda.sh", "v1alpha1", "ScaledObject");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "scaledobjects");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let list = match api.list(&ListParams::default()).await {
+    let list = match bounded("listing ScaledObjects", api.list(&ListParams::default())).await {
         Ok(list) => list,
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Vec::new()),
         Err(e) => return Err(e),
