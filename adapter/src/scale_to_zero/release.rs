@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 
+use super::context::bounded;
 use super::crd::{ScaleToZeroPolicy, TargetRef};
 use super::ownership::{self, FINALIZER, Wake};
 use super::target::{Kinds, PARKED_FROM};
@@ -61,7 +62,9 @@ pub async fn wake_parked(client: &Client) -> Result<Released, kube::Error> {
     let kinds = Kinds::default();
     let mut out = Released::default();
     let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
-    let policies = api.list(&ListParams::default()).await?.items;
+    let policies = bounded("listing policies", api.list(&ListParams::default()))
+        .await?
+        .items;
     for p in &policies {
         let ns = p.namespace().unwrap_or_default();
         let name = format!("{ns}/{}", p.name_any());
@@ -123,10 +126,13 @@ async fn drop_finalizer(client: &Client, p: &ScaleToZeroPolicy) -> Result<bool, 
         Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
     let patch = serde_json::json!({"metadata": {
         "finalizers": rest, "resourceVersion": p.resource_version()}});
-    api.patch(
-        &p.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
+    bounded(
+        "removing the finalizer",
+        api.patch(
+            &p.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        ),
     )
     .await?;
     Ok(true)
@@ -145,7 +151,9 @@ pub async fn wake_orphans(
     let listed;
     let policies = if policies.is_empty() {
         let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
-        listed = api.list(&ListParams::default()).await?.items;
+        listed = bounded("listing policies", api.list(&ListParams::default()))
+            .await?
+            .items;
         &listed
     } else {
         policies
@@ -211,7 +219,9 @@ where
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::all(client.clone());
-    let items = api.list(&ListParams::default()).await?.items;
+    let items = bounded("listing parked workloads", api.list(&ListParams::default()))
+        .await?
+        .items;
     Ok(items
         .into_iter()
         .filter_map(|o| {
