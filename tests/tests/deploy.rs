@@ -98,6 +98,28 @@ fn the_crd_is_kept_on_uninstall_and_parked_workloads_are_woken_first() {
     assert!(!all.values().any(is_hook), "no hook when switched off");
 }
 
+/// A `/scale` kind beyond apps (here an Argo Rollout) is reachable by the
+/// controller and by the uninstall hook that wakes what it parked: a hook
+/// without it would fail with 403 and block `helm uninstall`.
+#[test]
+fn target_rules_reach_the_controller_and_the_uninstall_hook() {
+    let rule = json!({"apiGroups": ["argoproj.io"], "resources": ["rollouts", "rollouts/scale"], "verbs": ["get", "list", "patch"]});
+    let values = json!({"adapter": {"scaleToZero": {"enabled": true, "targetRules": [rule]}}});
+    let all = by_key(objects(
+        &helm_render(&values, "gpuscale", "gpuscale").expect("render"),
+    ));
+    for role in [
+        "ClusterRole//gpuscale-adapter:scale-to-zero",
+        "ClusterRole//gpuscale-adapter-wake-parked",
+    ] {
+        let rules = all
+            .get(role)
+            .and_then(|r| r["rules"].as_array())
+            .unwrap_or_else(|| panic!("no {role} in {:?}", all.keys()));
+        assert!(rules.contains(&rule), "{role}: {rules:?}");
+    }
+}
+
 #[test]
 fn the_activator_is_off_by_default_and_the_chart_matches_its_kustomization() {
     assert!(
