@@ -36,9 +36,18 @@ fn crd_names_printer_columns_and_status_subresource() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
+    // Wide-only columns (priority 1) follow the default ones.
     assert_eq!(
         columns,
-        ["Target", "Phase", "Idle", "Activation", "Reason", "Age"]
+        [
+            "Target",
+            "Phase",
+            "Reason",
+            "Parked-From",
+            "Idle",
+            "Activation",
+            "Age"
+        ]
     );
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
     let required: Vec<&str> = spec["required"]
