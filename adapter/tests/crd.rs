@@ -50,6 +50,17 @@ fn crd_names_printer_columns_and_status_subresource() {
         ]
     );
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    for rule in ["idle", "activation"] {
+        assert_eq!(
+            spec["properties"][rule]["x-kubernetes-validations"][0]["rule"],
+            "has(self.metric) != has(self.query)",
+            "{rule}: one of metric or query"
+        );
+    }
+    assert_eq!(
+        spec["properties"]["wake"]["properties"]["replicas"]["minimum"],
+        1.0
+    );
     let required: Vec<&str> = spec["required"]
         .as_array()
         .expect("required")

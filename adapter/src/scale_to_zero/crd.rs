@@ -68,6 +68,7 @@ pub struct ScaleToZeroPolicySpec {
     pub wake: WakeSpec,
     /// Deprecated: `wake.replicas`, read when that is not set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub wake_replicas: Option<i32>,
     /// After a wake, stay up at least this long (`30m`): models load slowly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +85,7 @@ pub struct WakeSpec {
     /// Replicas to wake to (default: the minReplicas of an HPA on the same
     /// target, else 1): one request should not cold-start many GPU pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub replicas: Option<i32>,
     /// Wake to the count recorded at parking when it is larger than
     /// `replicas`.
@@ -129,6 +131,10 @@ pub struct MetricSource {
 /// Idle: the value is at or below `threshold` for `for` on every read.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.metric) != has(self.query)",
+    "message": "set exactly one of metric or query"
+}]))]
 pub struct IdleRule {
     #[serde(flatten)]
     pub source: MetricSource,
@@ -143,6 +149,10 @@ pub struct IdleRule {
 /// Active: the value is above `threshold`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.metric) != has(self.query)",
+    "message": "set exactly one of metric or query"
+}]))]
 pub struct ActivationRule {
     #[serde(flatten)]
     pub source: MetricSource,
