@@ -14,11 +14,40 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Removes from `cmd` the variables cargo sets for a test process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `OUT_DIR`, …). A build script
+/// that reruns when one of them changes (ring's does) would otherwise be
+/// rerun by a cargo started from a test, and again by the next cargo
+/// started from a shell: ring, rustls and kube built twice per run, and the
+/// binaries rebuilt under the stories that run them.
+pub fn without_test_env(cmd: &mut Command) -> &mut Command {
+    const SET_FOR_TESTS: [&str; 8] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if SET_FOR_TESTS.contains(&name.as_ref())
+            || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+        {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    cmd
+}
+
 /// Runs `cargo build ARGS` in the profile the tests were built in.
 fn cargo_build(args: &[&str]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.arg("build").args(args);
+    without_test_env(&mut cmd).arg("build").args(args);
     if target_dir().ends_with("release") {
         cmd.arg("--release");
     }

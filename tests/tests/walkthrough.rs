@@ -43,7 +43,9 @@ fn local_scale_to_zero_walkthrough_runs_as_written() {
         "set -euxo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n{}",
         blocks.concat()
     );
-    let out = Command::new("timeout")
+    // Its `cargo build` runs as from a shell (see `bins::without_test_env`).
+    let mut cmd = Command::new("timeout");
+    let out = gpuscale_e2e::bins::without_test_env(&mut cmd)
         .args(["600", "bash", "-c", &script])
         .current_dir(&root)
         .env_remove("KUBECONFIG")
