@@ -108,6 +108,10 @@ fn a_custom_kind_with_scale_parks_and_wakes_on_its_pods() {
     eventually("the Model parked", || {
         (model_replicas(&kube) == 0).then_some(())
     });
+    // The status follows the scale.
+    eventually("the policy says Parked", || {
+        (phase(&kube, "llm") == "Parked").then_some(())
+    });
     // Its operator removes the pods of a Model at 0.
     kube.delete(&pods(), NS, "llm-0");
     let table = kubectl(&kube, &dir, &["get", "scaletozeropolicies", "-n", NS]);

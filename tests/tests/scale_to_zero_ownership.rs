@@ -154,7 +154,10 @@ fn one_owner_per_target(kube: &KubeFake) {
     eventually("first parks shared", || {
         (replicas(kube, "shared") == 0).then_some(())
     });
-    assert_eq!(status(kube, "first")["parked"]["replicas"], 2);
+    // The status is written after the scale: its record follows.
+    eventually("first records the park", || {
+        (status(kube, "first")["parked"]["replicas"] == 2).then_some(())
+    });
     assert_eq!(status(kube, "second")["parked"], Value::Null);
     let on_shared = kube
         .scale_patches()
