@@ -189,24 +189,6 @@ impl<P> Context<P> {
     }
 }
 
-/// The longest any Kubernetes call of the controller may take (the Lease
-/// has its own deadlines): a call that hangs fails the round, which is
-/// retried with backoff, instead of freezing the policy's reconcile.
-pub const API_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `call`, failed with a timeout error after [`API_TIMEOUT`].
-pub async fn bounded<T>(
-    what: &str,
-    call: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, kube::Error> {
-    match tokio::time::timeout(API_TIMEOUT, call).await {
-        Ok(r) => r,
-        Err(_) => Err(kube::Error::Service(
-            format!("{what}: no answer from the Kubernetes API within {API_TIMEOUT:?}").into(),
-        )),
-    }
-}
-
 /// A policy's uid: a policy deleted and created again under the same name
 /// starts afresh (namespace/name where a server gives no uid).
 fn identity(policy: &ScaleToZeroPolicy) -> String {
@@ -260,6 +242,28 @@ impl ReconcileError {
             ReconcileError::Conflict { .. } => "Conflict",
             ReconcileError::TargetChanged(_) => "TargetChanged",
             ReconcileError::Owners(e) => e.reason(),
+        }
+    }
+
+    /// The kind of what keeps a policy from acting, for the conflicts
+    /// metric: an older policy on the same target, or another autoscaler.
+    pub fn owner_kind(&self) -> Option<&'static str> {
+        match self {
+            ReconcileError::Conflict { .. } => Some("ScaleToZeroPolicy"),
+            ReconcileError::Owners(e) => e.owner_kind(),
+            _ => None,
+        }
+    }
+
+    /// The condition that is True while this holds: `Conflict` (an older
+    /// policy owns the target) or `OwnerConflict` (another autoscaler).
+    pub fn conflict_condition(&self) -> Option<&'static str> {
+        match self {
+            ReconcileError::Conflict { .. } => Some("Conflict"),
+            ReconcileError::Owners(super::owners::OwnersError::Conflict { .. }) => {
+                Some("OwnerConflict")
+            }
+            _ => None,
         }
     }
 }

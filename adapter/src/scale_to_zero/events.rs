@@ -27,7 +27,7 @@ pub(super) async fn event<P>(
     };
     let reference = policy.object_ref(&());
     let publish = ctx.recorder.publish(&ev, &reference);
-    if let Err(e) = super::context::bounded("publishing an Event", publish).await {
+    if let Err(e) = super::bounded::bounded("publishing an Event", publish).await {
         tracing::warn!(error = %e, policy = %policy.name_any(), "event not recorded");
     }
 }

@@ -12,6 +12,7 @@
 
 mod activation_watch;
 mod apply;
+mod bounded;
 pub mod context;
 pub mod crd;
 pub mod decide;

@@ -15,7 +15,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 
-use super::context::{ReconcileError, bounded};
+use super::bounded::bounded;
 use super::crd::TargetRef;
 
 /// The label KEDA puts on the HPA it creates for a ScaledObject.
@@ -64,26 +64,6 @@ impl OwnersError {
             OwnersError::Conflict { owner, .. } => Some(owner.kind),
             OwnersError::Unknown { .. } => None,
         }
-    }
-}
-
-/// The kind of what keeps a policy from acting, for the conflicts metric:
-/// an older policy on the same target, or another autoscaler.
-pub fn owner_kind(e: &ReconcileError) -> Option<&'static str> {
-    match e {
-        ReconcileError::Conflict { .. } => Some("ScaleToZeroPolicy"),
-        ReconcileError::Owners(e) => e.owner_kind(),
-        _ => None,
-    }
-}
-
-/// The condition that is True while `e` holds: `Conflict` (an older
-/// policy owns the target) or `OwnerConflict` (another autoscaler).
-pub fn conflict_condition(e: &ReconcileError) -> Option<&'static str> {
-    match e {
-        ReconcileError::Conflict { .. } => Some("Conflict"),
-        ReconcileError::Owners(OwnersError::Conflict { .. }) => Some("OwnerConflict"),
-        _ => None,
     }
 }
 

@@ -11,8 +11,9 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::finalizer::{self, Event as Finalize};
 
 use super::apply::apply;
+use super::bounded::bounded;
 pub use super::context::Settings;
-use super::context::{Context, ReconcileError, bounded};
+use super::context::{Context, ReconcileError};
 use super::crd::{Phase, ScaleToZeroPolicy};
 use super::decide::{self, Action, Decision};
 use super::events::event;
@@ -102,7 +103,7 @@ async fn fail<P: Provider>(
     if last_reason(policy) != Some(e.reason()) {
         event(ctx, policy, true, e.reason(), e.to_string()).await;
     }
-    if let Some(kind) = super::owners::owner_kind(e) {
+    if let Some(kind) = e.owner_kind() {
         ctx.report.conflict(&key.0, &key.1, kind);
     }
     ctx.report.policy(PolicyReport {

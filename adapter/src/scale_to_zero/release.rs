@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 
-use super::context::bounded;
+use super::bounded::bounded;
 use super::crd::{ScaleToZeroPolicy, TargetRef};
 use super::ownership::{self, FINALIZER, Wake};
 use super::target::{Kinds, PARKED_FROM};

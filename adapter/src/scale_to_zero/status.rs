@@ -10,7 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 
-use super::context::{Context, ReconcileError, bounded};
+use super::bounded::bounded;
+use super::context::{Context, ReconcileError};
 use super::crd::{
     Condition, MetricSource, Phase, ReadState, RuleStatus, ScaleToZeroPolicy,
     ScaleToZeroPolicyStatus,
@@ -106,7 +107,7 @@ pub(super) fn error_status(
         0,
         condition("Ready", false, reason, &message, now, generation),
     );
-    if let Some(type_) = super::owners::conflict_condition(e) {
+    if let Some(type_) = e.conflict_condition() {
         conditions.push(condition(type_, true, reason, &message, now, generation));
     }
     ScaleToZeroPolicyStatus {

@@ -10,7 +10,7 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, discovery};
 
-use super::context::bounded;
+use super::bounded::bounded;
 use super::crd::TargetRef;
 
 /// The annotation on the target that records the replicas it was parked from.
