@@ -3,6 +3,10 @@
 //! One binary (see `Cargo.toml`); run one story file with
 //! `cargo test -p gpuscale-e2e --test e2e <file>::`.
 
+// The longest story first (libtest starts tests in name order): started
+// last, it ran alone on one core while the other idled.
+#[path = "walkthrough.rs"]
+mod a_walkthrough;
 mod activator;
 mod adapter;
 mod alerts;
@@ -31,4 +35,3 @@ mod scale_to_zero_safety;
 mod scale_to_zero_support;
 mod self_tls;
 mod victoriametrics;
-mod walkthrough;

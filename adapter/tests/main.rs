@@ -1,0 +1,9 @@
+//! The integration tests of this crate, one module per story file, in one
+//! binary: `cargo test -p <crate> --test integration <file>::`.
+
+mod crd;
+mod docs;
+mod limits;
+mod poll_cache;
+mod selector_fuzz;
+mod tls_reload;

@@ -1,0 +1,8 @@
+//! The integration tests of this crate, one module per story file, in one
+//! binary: `cargo test -p <crate> --test integration <file>::`.
+
+mod alerts_and_dashboards;
+mod dockerfile;
+mod generated;
+mod imports;
+mod install_docs;
