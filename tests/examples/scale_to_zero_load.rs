@@ -69,18 +69,21 @@ fn queues(n: usize, pending: &[usize], depth: impl Fn(usize) -> u64) -> String {
 
 /// Target `s{i}` (parked: 0 replicas, recorded 1) and its policy.
 fn world(kube: &KubeFake, i: usize, parked: bool) {
-    let (replicas, annotations) = if parked {
-        (0, json!({"gpuscale.dev/parked-replicas": "1"}))
-    } else {
-        (1, json!({}))
-    };
+    let replicas = i32::from(!parked);
     kube.put(
         &gvr("apps", "v1", "deployments"),
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": format!("s{i}"), "namespace": NS, "annotations": annotations},
+            "metadata": {"name": format!("s{i}"), "namespace": NS},
             "spec": {"replicas": replicas},
             "status": {"replicas": replicas, "readyReplicas": replicas}}),
     );
+    // A parked one as this controller leaves it: the record in its status.
+    let status = if parked {
+        json!({"phase": "Parked", "parked": {"replicas": 1, "at": "2026-12-01T10:00:00Z",
+            "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("s{i}")}}})
+    } else {
+        json!({})
+    };
     kube.put(
         &gvr("gpuscale.dev", "v1alpha1", "scaletozeropolicies"),
         json!({"apiVersion": "gpuscale.dev/v1alpha1", "kind": "ScaleToZeroPolicy",
@@ -89,7 +92,8 @@ fn world(kube: &KubeFake, i: usize, parked: bool) {
             "target": {"apiVersion": "apps/v1", "kind": "Deployment", "name": format!("s{i}")},
             "idle": {"metric": "queue_depth", "labelSelector": format!("pod=s{i}-0"), "for": "1h"},
             "activation": {"metric": "gateway_pending", "labelSelector": format!("service=g{i}")},
-        }}),
+        },
+        "status": status}),
     );
 }
 
@@ -117,11 +121,11 @@ fn adapter(kube: &KubeFake, prom: &str, dir: &std::path::Path, extra: &[String])
     Adapter::start(&args, dir.join("adapter.log"))
 }
 
-/// Policies whose status has a phase.
+/// Policies whose status the controller has written.
 fn decided(kube: &KubeFake) -> usize {
     kube.list(&gvr("gpuscale.dev", "v1alpha1", "scaletozeropolicies"), NS)
         .iter()
-        .filter(|p| p["status"]["phase"].is_string())
+        .filter(|p| p["status"]["observedGeneration"].is_number())
         .count()
 }
 

@@ -103,7 +103,7 @@ fn the_crd_is_kept_on_uninstall_and_parked_workloads_are_woken_first() {
 /// without it would fail with 403 and block `helm uninstall`.
 #[test]
 fn target_rules_reach_the_controller_and_the_uninstall_hook() {
-    let rule = json!({"apiGroups": ["argoproj.io"], "resources": ["rollouts", "rollouts/scale"], "verbs": ["get", "list", "patch"]});
+    let rule = json!({"apiGroups": ["argoproj.io"], "resources": ["rollouts/scale"], "verbs": ["get", "patch"]});
     let values = json!({"adapter": {"scaleToZero": {"enabled": true, "targetRules": [rule]}}});
     let all = by_key(objects(
         &helm_render(&values, "gpuscale", "gpuscale").expect("render"),

@@ -63,10 +63,8 @@ fn put_targets(kube: &KubeFake) {
     ] {
         kube.put(&deployments(), deployment(name, replicas, ready));
     }
-    // Parked earlier (by this controller: the annotation records 1 replica).
-    let mut cold = deployment("cold", 0, 0);
-    cold["metadata"]["annotations"] = json!({"gpuscale.dev/parked-replicas": "1"});
-    kube.put(&deployments(), cold);
+    // Parked earlier by this controller (its policy's status records 1 replica).
+    kube.put(&deployments(), deployment("cold", 0, 0));
     kube.put(
         &gvr("batch", "v1", "jobs"),
         json!({"apiVersion": "batch/v1", "kind": "Job",
@@ -87,6 +85,14 @@ fn restore() -> Value {
     json!({"wake": {"restoreParked": true}})
 }
 
+/// `p` as this controller leaves a policy whose target it parked from 1
+/// replica: the record in its status.
+fn parked_earlier(mut p: Value) -> Value {
+    p["status"] = json!({"phase": "Parked", "parked": {
+        "target": p["spec"]["target"].clone(), "replicas": 1, "at": "2026-12-01T10:00:00Z"}});
+    p
+}
+
 /// One policy per story, each on its own target: two that park, one that wakes, and one per refusal.
 fn put_policies(kube: &KubeFake) {
     let other = |name: &str, target: &str, extra: Value| {
@@ -99,13 +105,13 @@ fn put_policies(kube: &KubeFake) {
             "bursty",
             json!({"idle": {"metric": "queue_depth", "labelSelector": "pod=bursty-0", "for": "6s"}}),
         ),
-        policy(
+        parked_earlier(policy(
             "cold",
             "Deployment",
             "cold",
             "cold-gw",
             json!({"minUpDuration": "1h"}),
-        ),
+        )),
         other("paused", "paused", json!({"paused": true})),
         other("warming", "warming", json!({})),
         other("owned", "owned", json!({})),
@@ -181,14 +187,29 @@ fn busy_read_restarts_the_window(w: &mut World) -> Instant {
 /// recorded, the status and an Event saying why.
 fn parks_after_the_idle_window(w: &World) {
     eventually("chat parked", || (w.replicas("chat") == 0).then_some(()));
-    let chat = w.kube.get(&deployments(), NS, "chat").expect("chat");
-    assert_eq!(
-        chat["metadata"]["annotations"]["gpuscale.dev/parked-replicas"],
-        "2"
-    );
     eventually("chat's status says Parked", || {
         (w.status("chat")["phase"] == "Parked").then_some(())
     });
+    assert_eq!(w.status("chat")["parked"]["replicas"], 2, "the park record");
+    // The record lives in the policy: the target is written only through
+    // its scale subresource, so the controller needs no patch on workloads.
+    let chat = w.kube.get(&deployments(), NS, "chat").expect("chat");
+    assert!(
+        chat["metadata"]["annotations"]
+            .get("gpuscale.dev/parked-replicas")
+            .is_none()
+    );
+    let writes: Vec<String> = w
+        .kube
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("GET ") && r.contains("/deployments/"))
+        .filter(|r| !r.split('?').next().unwrap_or("").ends_with("/scale"))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "writes to a Deployment beside its scale: {writes:?}"
+    );
     assert!(
         events(&w.kube)
             .iter()

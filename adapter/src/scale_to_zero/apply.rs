@@ -35,13 +35,13 @@ pub(super) async fn apply<P: Provider>(
             }
         }
         Action::Park { from } => {
-            target::scale(&target_api(policy, ctx).await?, target, 0, Some(from)).await?;
+            target::scale(&target_api(policy, ctx).await?, target, 0).await?;
             ctx.report.parked(&ns, &target.name);
             event(ctx, policy, false, "Parked", d.message.clone()).await;
             tracing::info!(namespace = %ns, target = %target.name, from, "parked");
         }
         Action::Wake { to } => {
-            target::scale(&target_api(policy, ctx).await?, target, to, None).await?;
+            target::scale(&target_api(policy, ctx).await?, target, to).await?;
             let latency = (Timestamp::now().as_millisecond() as f64 / 1000.0) - r.seen.now as f64;
             ctx.report.woken(&ns, &target.name, latency.max(0.0));
             event(ctx, policy, false, "Woken", d.message.clone()).await;

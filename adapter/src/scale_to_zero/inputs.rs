@@ -31,19 +31,15 @@ pub(super) struct Round {
 /// This leader's last memory of `policy`, else its status's. The count
 /// recorded at parking is restored only when the policy asks
 /// (`wake.restoreParked`).
-fn recall<P>(
-    ctx: &Context<P>,
-    policy: &ScaleToZeroPolicy,
-    annotation: Option<i32>,
-    replicas: i32,
-) -> Memory {
-    let parked_from = ownership::recorded_replicas(policy, annotation)
-        .filter(|_| policy.spec.wake.restore_parked);
+fn recall<P>(ctx: &Context<P>, policy: &ScaleToZeroPolicy, annotation: Option<i32>) -> Memory {
+    let legacy = ownership::legacy_parked(policy.status.as_ref(), annotation);
+    let parked_from =
+        ownership::recorded_replicas(policy, legacy).filter(|_| policy.spec.wake.restore_parked);
     match ctx.remembered(policy) {
         Some(m) => Memory { parked_from, ..m },
         None => {
             let status = policy.status.as_ref();
-            let parked = ownership::parked_by_us(status, annotation, replicas);
+            let parked = ownership::parked_by_us(status, legacy);
             Memory {
                 parked_from,
                 parked,
@@ -251,7 +247,7 @@ pub(super) fn round_of<P>(
                 .find(|(_, min)| *min == 0)
                 .map(|(n, _)| n.clone()),
         },
-        memory: recall(ctx, policy, s.read.parked_from, s.read.replicas),
+        memory: recall(ctx, policy, s.read.legacy_parked_from),
         idle_read,
         unknown: unknown::rule_of(&policy.spec.activation)?,
     })

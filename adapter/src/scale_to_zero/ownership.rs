@@ -86,25 +86,31 @@ pub fn next_record(
     }
 }
 
-/// Whether this controller parked the target: a record in the status, or
-/// (written by earlier versions, read once as a migration) the target's
-/// parked-replicas annotation while it is at 0 or the status says Parked.
-pub fn parked_by_us(
+/// The parked-replicas annotation of earlier versions, honoured only as
+/// they wrote it: on a policy whose status says Parked and holds no record.
+/// (This version never writes it, so it cannot remove it either: a stale
+/// one on a woken target must not make a later manual zero look parked.)
+pub fn legacy_parked(
     status: Option<&ScaleToZeroPolicyStatus>,
     annotation: Option<i32>,
-    replicas: i32,
-) -> bool {
+) -> Option<i32> {
     let says_parked = status.and_then(|s| s.phase) == Some(super::crd::Phase::Parked);
-    record(status).is_some() || (annotation.is_some() && (replicas == 0 || says_parked))
+    annotation.filter(|_| says_parked && record(status).is_none())
+}
+
+/// Whether this controller parked the target: a record in the status, or
+/// the [`legacy_parked`] annotation.
+pub fn parked_by_us(status: Option<&ScaleToZeroPolicyStatus>, legacy: Option<i32>) -> bool {
+    record(status).is_some() || legacy.is_some()
 }
 
 /// The replicas recorded at parking: the status's record, else the
-/// annotation of earlier versions.
-pub fn recorded_replicas(policy: &ScaleToZeroPolicy, annotation: Option<i32>) -> Option<i32> {
+/// [`legacy_parked`] annotation.
+pub fn recorded_replicas(policy: &ScaleToZeroPolicy, legacy: Option<i32>) -> Option<i32> {
     record(policy.status.as_ref())
         .filter(|r| r.target == policy.spec.target)
         .map(|r| r.replicas)
-        .or(annotation)
+        .or(legacy)
 }
 
 /// A wake of a target at 0 that this controller did not park, refused
@@ -155,7 +161,7 @@ pub async fn wake(
         Err(e) => return Err(e),
     }
     let to = replicas.max(1);
-    target::scale(&api, target, to, None).await?;
+    target::scale(&api, target, to).await?;
     Ok(Wake::Woken(to))
 }
 
@@ -209,7 +215,7 @@ async fn parked_target<P>(
     let ar = ctx.kinds.resolve(&ctx.client, target).await?;
     let api = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
     match target::read(&api, target, 0).await {
-        Ok(read) => Ok(read.parked_from.map(|n| (target.clone(), n))),
+        Ok(read) => Ok(read.legacy_parked_from.map(|n| (target.clone(), n))),
         Err(TargetError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }

@@ -1,7 +1,9 @@
 //! Giving targets back in bulk: `--wake-parked` (run before an uninstall)
 //! wakes every target any policy parked and removes gpuscale's finalizers;
 //! orphan repair (at the controller's start, and in `--wake-parked`) wakes
-//! targets carrying the parked annotation whose policy is gone.
+//! targets carrying the parked annotation of earlier versions whose policy
+//! is gone. (This version records a park only in the policy's status, kept
+//! by its finalizer until the target is woken.)
 
 use std::fmt::Write as _;
 
@@ -172,7 +174,13 @@ pub async fn wake_orphans(
         let name = format!("{ns}/{} {}", target.kind, target.name);
         match ownership::wake(client, kinds, &ns, &target, n).await {
             Ok(w) => {
-                let note = format!("no policy targets it: {}", says(&target, &w));
+                let note = format!(
+                    "no policy targets it: {}; the annotation of an earlier gpuscale stays \
+                     (remove it: kubectl annotate -n {ns} {} {} {PARKED_FROM}-)",
+                    says(&target, &w),
+                    target.kind.to_lowercase(),
+                    target.name
+                );
                 if let (Some(r), Wake::Woken(_)) = (recorder, &w) {
                     orphan_event(r, &ns, &target, &note).await;
                 }

@@ -13,7 +13,10 @@ use kube::{Client, discovery};
 use super::bounded::bounded;
 use super::crd::TargetRef;
 
-/// The annotation on the target that records the replicas it was parked from.
+/// The annotation on the target in which earlier versions recorded the
+/// replicas it was parked from. Read only: the record is now the policy's
+/// `status.parked`, so the controller needs the `scale` subresource of its
+/// targets and no `patch` on them.
 pub const PARKED_FROM: &str = "gpuscale.dev/parked-replicas";
 
 /// Why a target cannot be read or scaled.
@@ -59,8 +62,8 @@ pub struct TargetRead {
     pub replicas: i32,
     /// Ready pods, by the kind's rule ([`read`]).
     pub ready: i32,
-    /// The replica count recorded at parking.
-    pub parked_from: Option<i32>,
+    /// The [`PARKED_FROM`] annotation of earlier versions.
+    pub legacy_parked_from: Option<i32>,
 }
 
 /// Kinds resolved through discovery, kept: kinds do not change under a
@@ -198,7 +201,7 @@ async fn ready_pods(
     Ok(i32::try_from(ready).unwrap_or(i32::MAX))
 }
 
-/// Readiness and the parked-from annotation of the target, with `replicas`
+/// Readiness and the legacy parked-from annotation of the target, with `replicas`
 /// as read from its scale subresource. Readiness is per kind: `apps/v1`
 /// Deployments, StatefulSets and ReplicaSets say it in
 /// `status.readyReplicas`; any other kind with `/scale` (KServe,
@@ -219,7 +222,7 @@ pub async fn read(
     } else {
         ready_pods(api, target, &object).await?
     };
-    let parked_from = object
+    let legacy_parked_from = object
         .metadata
         .annotations
         .as_ref()
@@ -228,33 +231,21 @@ pub async fn read(
     Ok(TargetRead {
         replicas,
         ready,
-        parked_from,
+        legacy_parked_from,
     })
 }
 
-/// Sets replicas through the scale subresource; when parking, records the
-/// replicas it had in an annotation first (so a wake restores them even if
-/// the policy's status is lost).
+/// Sets replicas through the scale subresource, the only write to a
+/// target (what it was parked from is recorded in the policy's status).
 pub async fn scale(
     api: &Api<DynamicObject>,
     target: &TargetRef,
     replicas: i32,
-    parked_from: Option<i32>,
 ) -> Result<(), TargetError> {
-    let params = PatchParams::default();
-    let note = serde_json::json!({
-        "metadata": {"annotations": {PARKED_FROM: parked_from.map(|n| n.to_string())}}
-    });
-    bounded(
-        "annotating the target",
-        api.patch(&target.name, &params, &Patch::Merge(&note)),
-    )
-    .await
-    .map_err(|e| not_found(e, target))?;
     let body = serde_json::json!({"spec": {"replicas": replicas}});
     bounded(
         "scaling the target",
-        api.patch_scale(&target.name, &params, &Patch::Merge(&body)),
+        api.patch_scale(&target.name, &PatchParams::default(), &Patch::Merge(&body)),
     )
     .await
     .map_err(|e| not_found(e, target))?;

@@ -102,21 +102,22 @@ fn park_records_follow_the_target() {
 }
 
 #[test]
-fn parked_by_us_is_the_record_or_the_old_annotation() {
+fn parked_by_us_is_the_record_or_the_old_annotation_while_parked() {
     let mut status = ScaleToZeroPolicyStatus::default();
-    assert!(!parked_by_us(Some(&status), None, 0), "manual zero");
-    assert!(parked_by_us(None, Some(2), 0), "annotation at 0");
-    assert!(
-        !parked_by_us(None, Some(2), 2),
-        "annotation, up, status not Parked"
+    assert!(!parked_by_us(Some(&status), None), "manual zero");
+    let stale = legacy_parked(None, Some(2));
+    assert_eq!(stale, None, "annotation, no status: a stale one, not ours");
+    assert_eq!(
+        legacy_parked(Some(&status), Some(2)),
+        None,
+        "annotation, status not Parked (woken since)"
     );
     status.phase = Some(Phase::Parked);
+    let legacy = legacy_parked(Some(&status), Some(2));
+    assert_eq!(legacy, Some(2), "parked by an earlier version");
+    assert!(parked_by_us(Some(&status), legacy));
     assert!(
-        parked_by_us(Some(&status), Some(2), 2),
-        "woken by someone else"
-    );
-    assert!(
-        !parked_by_us(Some(&status), None, 0),
+        !parked_by_us(Some(&status), None),
         "Parked, nothing recorded"
     );
     status.parked = Some(ParkRecord {
@@ -124,7 +125,12 @@ fn parked_by_us_is_the_record_or_the_old_annotation() {
         replicas: 2,
         at: "2026-12-01T00:00:00Z".into(),
     });
-    assert!(parked_by_us(Some(&status), None, 0));
+    assert!(parked_by_us(Some(&status), None));
+    assert_eq!(
+        legacy_parked(Some(&status), Some(5)),
+        None,
+        "the record wins over an annotation"
+    );
 }
 
 #[test]
