@@ -178,6 +178,12 @@ fn poll(kube: &KubeFake, ports: [u16; 2]) -> Seen {
     seen
 }
 
+/// The Secret the chart renders (labels aside): no data.
+fn blank_secret() -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": SECRET, "namespace": NS}})
+}
+
 #[test]
 fn replicas_share_one_secret_and_rotate_without_a_moment_of_distrust() {
     let pki = Pki::new("gpuscale-self-tls-");
@@ -186,14 +192,16 @@ fn replicas_share_one_secret_and_rotate_without_a_moment_of_distrust() {
     let theirs = apiservice(THEIRS, "monitoring", "prometheus-adapter", Some("dGhlaXJz"));
     kube.put(&apiservices(), theirs);
     kube.put(&apiservices(), apiservice(UNNAMED, NS, SERVICE, None));
-    // Both at once: one creates the Secret, the other reads the winner's.
+    // The Secret as the chart creates it: blank, for the adapter to fill.
+    kube.put(&core("secrets"), blank_secret());
+    // Both at once: one fills the Secret, the other reads the winner's.
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(|| replica(&pki, &kube, "a"));
         let b = s.spawn(|| replica(&pki, &kube, "b"));
         (a.join().expect("replica a"), b.join().expect("replica b"))
     });
     let secret = kube.get(&core("secrets"), NS, SECRET).expect("the Secret");
-    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(secret["type"], "Opaque", "the chart's Secret, filled");
     let keys: BTreeSet<&str> = secret["data"]
         .as_object()
         .expect("data")
@@ -352,6 +360,13 @@ fn the_chart_without_cert_manager_lets_the_adapter_manage_its_certificate() {
     }
     assert!(!args.contains("--tls-cert-file"), "{args}");
     assert!(!pod["volumes"].to_string().contains("gpuscale-adapter-tls"));
+    // The chart makes the Secret, blank, so that an uninstall deletes it.
+    let mut secret = find("Secret", SECRET).clone();
+    assert!(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm");
+    secret["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("labels"));
+    assert_eq!(secret, blank_secret());
     let registered: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "APIService").collect();
     assert_eq!(registered.len(), 3);
     for a in registered {

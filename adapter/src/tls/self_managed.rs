@@ -158,15 +158,29 @@ pub async fn start(
 }
 
 impl Keeper {
-    /// The Secret's material, created when the API says there is none; a
-    /// replica that loses the creation reads the winner's.
+    /// The Secret's material, made when the API says there is none or the
+    /// Secret is blank (the chart creates it with no data, so that
+    /// `helm uninstall` deletes it); a replica that loses the write reads
+    /// the winner's.
     async fn obtain(&self) -> Result<Material, String> {
-        if let Some(secret) = self.calls.read_secret().await.map_err(|e| e.to_string())? {
-            return parse(&secret);
+        let read = self.calls.read_secret().await.map_err(|e| e.to_string())?;
+        if let Some(secret) = read.as_ref().filter(|s| !blank(s)) {
+            return parse(secret);
         }
         let t = self.timing;
         let m = Material::generate(&self.names, unix_now(), t.validity, t.ca_validity())
             .map_err(|e| e.to_string())?;
+        if let Some(blank) = read {
+            let written = self.calls.replace_secret(&blank, m.to_data()).await;
+            if written.map_err(|e| e.to_string())?.is_some() {
+                tracing::info!(names = ?self.names, not_after = m.serving.not_after, "self-managed certificate written into the blank Secret");
+                return Ok(m);
+            }
+            return match self.calls.read_secret().await.map_err(|e| e.to_string())? {
+                Some(secret) => parse(&secret),
+                None => Err("written by another replica and deleted again".into()),
+            };
+        }
         if self
             .calls
             .create_secret(m.to_data())
@@ -252,14 +266,11 @@ impl SelfManaged {
         for name in &self.keeper.apiservices {
             before.push((name.clone(), self.keeper.calls.read_bundle(name).await));
         }
-        let Some(secret) = self
-            .keeper
-            .calls
-            .read_secret()
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            tracing::warn!("the self-managed certificate's Secret is gone; creating a new one");
+        let read = self.keeper.calls.read_secret().await;
+        let Some(secret) = read.map_err(|e| e.to_string())?.filter(|s| !blank(s)) else {
+            tracing::warn!(
+                "the self-managed certificate's Secret is gone or blank; making a new one"
+            );
             let m = self.keeper.obtain().await?;
             return self.serve(resolver, m);
         };
@@ -306,10 +317,15 @@ impl SelfManaged {
     }
 }
 
+/// A Secret with no data: made by the chart for the adapter to fill.
+fn blank(secret: &k8s_openapi::api::core::v1::Secret) -> bool {
+    secret.data.as_ref().is_none_or(|d| d.is_empty())
+}
+
 fn parse(secret: &k8s_openapi::api::core::v1::Secret) -> Result<Material, String> {
     Material::parse(&kube::decode(secret)).map_err(|e| {
         let name = secret.metadata.name.as_deref().unwrap_or_default();
-        format!("Secret {name}: {e} (delete it to have a new one made)")
+        format!("Secret {name}: {e} (remove its data, or delete it, to have a new one made)")
     })
 }
 
