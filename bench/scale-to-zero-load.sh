@@ -13,6 +13,7 @@
 #   POLL=2s WAKE_INTERVAL=2s bench/scale-to-zero-load.sh   # the wake phase's intervals
 #   PROFILE=debug WAKES=5 POLICIES=50 DURATION=10 bench/scale-to-zero-load.sh   # smoke run
 #   WAKES=0 STEADY=0 bench/scale-to-zero-load.sh   # only the busy policies
+#   ADAPTER_ARGS="--scale-to-zero-concurrency=64" bench/scale-to-zero-load.sh   # flags for the adapter
 #
 # BUILD=0 runs the example already built instead of running cargo first
 # (the example still makes sure the adapter binary of its profile is current).

@@ -173,6 +173,9 @@ pub struct Args {
     /// Let ScaleToZeroPolicies give a PromQL `query` instead of a configured metric (it can read any namespace).
     #[arg(long)]
     pub scale_to_zero_allow_queries: bool,
+    /// Most policies reconciled at once (each round's API calls hold one connection).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub scale_to_zero_concurrency: u16,
     /// Kubeconfig for the Kubernetes API (default: in-cluster config or $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

@@ -395,6 +395,7 @@ fn start_scale_to_zero(
         resync_interval: args.scale_to_zero_resync_interval,
         max_backoff: std::time::Duration::from_secs(300),
         allow_queries: args.scale_to_zero_allow_queries,
+        concurrency: args.scale_to_zero_concurrency,
     };
     tracing::info!(lease = %lease.name, identity = %lease.identity, "scale-to-zero controller starting");
     tokio::spawn(scale_to_zero::run(

@@ -1,6 +1,11 @@
 use clap::Parser as _;
 
+/// When start-up is over: the caches filled, the controller's first list
+/// of policies and its first rounds done.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn main() -> std::process::ExitCode {
+    gpuscale_util::memory::limit_malloc_arenas();
     let args = gpuscale_adapter::cli::Args::parse();
     gpuscale_adapter::logging::init(args.log_format);
     // One worker by default: the work is small and I/O-bound, one thread
@@ -17,6 +22,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    gpuscale_util::memory::release_after_startup(STARTUP);
     match rt.block_on(gpuscale_adapter::run(args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

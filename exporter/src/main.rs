@@ -14,9 +14,13 @@ use gpuscale_exporter::server::Server;
 use gpuscale_exporter::server::webconfig::WebConfig;
 use gpuscale_exporter::simulate::{self, Simulated};
 use gpuscale_exporter::snapshot::Store;
+use gpuscale_util::memory;
 use tracing::{error, info, warn};
 
-mod memory;
+/// When start-up is over: NVML is initialised, the inventory read, the pod
+/// mapper's first kubelet refresh and pod list done and several
+/// collections made, at any collection interval up to 10 s.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Exit code for bad flags or configuration, as clap uses.
 const USAGE: u8 = 2;
@@ -59,7 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    memory::release_after_startup();
+    memory::release_after_startup(STARTUP);
     let code = runtime.block_on(run(cli, lib, web, simulated));
     // A collection stuck in the driver must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

@@ -13,7 +13,8 @@
 //!
 //! Environment: WAKES (20), POLICIES (500), DURATION (60, seconds), POLL
 //! (1s) and WAKE_INTERVAL (1s) for the wake phase, STEADY=0 to measure
-//! only the busy policies.
+//! only the busy policies, ADAPTER_ARGS (flags added to the adapter's in
+//! every phase, split on spaces).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -118,14 +119,20 @@ fn adapter(kube: &KubeFake, prom: &str, dir: &std::path::Path, extra: &[String])
         "--scale-to-zero-lease-namespace=gpuscale".into(),
     ];
     args.extend_from_slice(extra);
+    let more = std::env::var("ADAPTER_ARGS").unwrap_or_default();
+    args.extend(more.split_whitespace().map(String::from));
     Adapter::start(&args, dir.join("adapter.log"))
 }
 
-/// Policies whose status the controller has written.
-fn decided(kube: &KubeFake) -> usize {
+/// Policies whose status the controller has written with every rule read
+/// (a first round can run before the poll cache has the rule's series:
+/// `ReadUnknown`, rewritten once it has), and, given `reason`, says it.
+fn decided(kube: &KubeFake, reason: Option<&str>) -> usize {
     kube.list(&gvr("gpuscale.dev", "v1alpha1", "scaletozeropolicies"), NS)
         .iter()
         .filter(|p| p["status"]["observedGeneration"].is_number())
+        .filter(|p| p["status"]["reason"] != "ReadUnknown")
+        .filter(|p| reason.is_none_or(|r| p["status"]["reason"] == r))
         .count()
 }
 
@@ -160,7 +167,7 @@ fn wake_latency(wakes: usize, dir: &std::path::Path) -> Vec<f64> {
     ];
     let _adapter = adapter(&kube, &prom.url, dir, &extra);
     eventually("every policy decided", || {
-        (decided(&kube) == wakes).then_some(())
+        (decided(&kube, None) == wakes).then_some(())
     });
     let mut latencies = Vec::new();
     let mut pending = Vec::new();
@@ -203,6 +210,25 @@ fn usage(pid: u32) -> (f64, f64) {
     (ticks / clock_ticks(), rss_kib / 1024.0)
 }
 
+/// RSS split as the kernel counts it now: anonymous (heap, stacks) and
+/// file-backed (the binary's code and data pages), MiB.
+fn split(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    format!(
+        "anonymous {:.1} MiB, file-backed {:.1} MiB",
+        kib("RssAnon:") / 1024.0,
+        kib("RssFile:") / 1024.0
+    )
+}
+
 fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -222,6 +248,29 @@ struct Window {
     rss_max: f64,
     writes: f64,
     requests: f64,
+}
+
+/// The writes among `requests` (as the API server logs them) counted by
+/// method and resource: `PATCH scaletozeropolicies/status: 3, PUT leases: 30`.
+fn writes_by_resource(requests: &[String]) -> String {
+    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+    for r in requests.iter().filter(|r| !r.starts_with("GET ")) {
+        let (method, rest) = r.split_once(' ').unwrap_or((r, ""));
+        let path = rest.split('?').next().unwrap_or("");
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let at = parts
+            .iter()
+            .position(|p| *p == "namespaces")
+            .map_or(0, |i| i + 2);
+        let resource = match parts.get(at..).unwrap_or_default() {
+            [res, _name, sub, ..] => format!("{res}/{sub}"),
+            [res, ..] => (*res).to_string(),
+            [] => path.to_string(),
+        };
+        *by.entry(format!("{method} {resource}")).or_default() += 1;
+    }
+    let all: Vec<String> = by.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    all.join(", ")
 }
 
 /// (writes, all requests) the API server has received.
@@ -273,27 +322,30 @@ fn steady_state(policies: usize, secs: u64, dir: &std::path::Path) {
     std::thread::sleep(Duration::from_secs(5));
     let idle = measure(pid, &kube, secs, |_| ());
     println!(
-        "no policy: adapter CPU {:.2} % of a core, RSS median {:.1} MiB over {secs} s",
-        idle.cpu, idle.rss
+        "no policy: adapter CPU {:.2} % of a core, RSS median {:.1} MiB over {secs} s (at its end {})",
+        idle.cpu,
+        idle.rss,
+        split(pid)
     );
     for i in 0..policies {
         world(&kube, i, i % 2 == 1);
     }
     eventually("every policy decided", || {
-        (decided(&kube) == policies).then_some(())
+        (decided(&kube, None) == policies).then_some(())
     });
     // One poll of every key and one round of every policy before measuring.
     std::thread::sleep(Duration::from_secs(15));
     let w = measure(pid, &kube, secs, |_| ());
     println!(
-        "{policies} policies ({} parked): adapter CPU {:.2} % of a core (+{:.2} over no policy), RSS median {:.1} MiB, max {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s",
+        "{policies} policies ({} parked): adapter CPU {:.2} % of a core (+{:.2} over no policy), RSS median {:.1} MiB, max {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s (at its end {})",
         policies / 2,
         w.cpu,
         w.cpu - idle.cpu,
         w.rss,
         w.rss_max,
         w.writes,
-        w.requests
+        w.requests,
+        split(pid)
     );
 }
 
@@ -309,16 +361,27 @@ fn busy(policies: usize, secs: u64, dir: &std::path::Path) {
     for i in 0..policies {
         world(&kube, i, false);
     }
-    eventually("every policy decided", || {
-        (decided(&kube) == policies).then_some(())
+    eventually("every policy read busy", || {
+        (decided(&kube, Some("Busy")) == policies).then_some(())
     });
     std::thread::sleep(Duration::from_secs(15));
-    let w = measure(a.guard.child.id(), &kube, secs, |t| {
+    let pid = a.guard.child.id();
+    let before = kube.requests().len();
+    let w = measure(pid, &kube, secs, |t| {
         series.set(&queues(policies, &[], depth(t)));
     });
     println!(
-        "{policies} busy policies (queue depths changing every second): adapter CPU {:.2} % of a core, RSS median {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s",
-        w.cpu, w.rss, w.writes, w.requests
+        "{policies} busy policies (queue depths changing every second): adapter CPU {:.2} % of a core, RSS median {:.1} MiB, API writes {:.2}/s, requests {:.2}/s over {secs} s (at its end {})",
+        w.cpu,
+        w.rss,
+        w.writes,
+        w.requests,
+        split(pid)
+    );
+    let log = kube.requests();
+    println!(
+        "  its writes: {}",
+        writes_by_resource(log.get(before..).unwrap_or_default())
     );
 }
 

@@ -33,6 +33,10 @@ pub struct Settings {
     /// Whether policies may give a PromQL `query` (it cannot be confined to
     /// the policy's namespace, so a cluster admin opts in).
     pub allow_queries: bool,
+    /// Most rounds at once: a bound on the controller's API connections
+    /// and memory after a resync of every policy, and on its burst of
+    /// calls to the API server.
+    pub concurrency: u16,
 }
 
 /// What every reconcile shares.

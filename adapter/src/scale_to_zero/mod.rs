@@ -33,8 +33,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::provider::Provider;
 use context::{Context, Settings};
@@ -72,10 +72,13 @@ pub async fn run<P: Provider>(
     // and the activation watch do the rest.
     let edits = watcher(policies, watcher::Config::default())
         .default_backoff()
+        .modify(forget_bookkeeping)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(spec_or_lifecycle, Default::default());
-    let controller = Controller::for_stream(edits, store).reconcile_on(woken);
+    let controller = Controller::for_stream(edits, store)
+        .with_config(controller::Config::default().concurrency(settings.concurrency))
+        .reconcile_on(woken);
     let ctx = Arc::new(Context::new(
         client,
         provider,
@@ -92,6 +95,16 @@ pub async fn run<P: Provider>(
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
         .await;
+}
+
+/// Drops what other clients keep on a policy for themselves before it is
+/// stored: `managedFields` (a few KB per policy on a real API server) and
+/// kubectl's copy of the last applied manifest. The controller reads
+/// neither, and the store holds every policy for the process's life.
+fn forget_bookkeeping(p: &mut ScaleToZeroPolicy) {
+    p.managed_fields_mut().clear();
+    p.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
 /// What reconciles a policy when it changes: its generation, its

@@ -1,23 +1,19 @@
-//! The exporter's resident memory (docs/performance.md, "Resident memory"):
+//! A daemon's resident memory (docs/performance.md, "Resident memory"):
 //! glibc's allocator is set up before any thread starts, and once start-up
-//! is over the memory only start-up touched is given back.
+//! is over the memory only start-up touched is given back. The exporter
+//! and the adapter both call it first thing in `main`.
 
 use std::time::Duration;
 
 use tracing::{debug, info};
 
-/// When start-up is over: NVML is initialised, the inventory read, the pod
-/// mapper's first kubelet refresh and pod list done and several
-/// collections made, at any collection interval up to 10 s.
-pub const STARTUP: Duration = Duration::from_secs(30);
-
 /// glibc gives each thread that allocates its own arena, and after a large
-/// block is freed it raises its mmap threshold so later snapshots (100–250
-/// KB each, several alive while slow scrapes finish) come from the heap and
-/// stay resident. One arena (the exporter allocates from a collection
-/// thread and one or two workers, never contended for long) and a fixed
-/// threshold keep the resident set small; a few mmap calls per collection
-/// cost nothing measurable.
+/// block is freed it raises its mmap threshold so later large buffers (the
+/// exporter's 100–250 KB snapshots, the adapter's Prometheus answers and
+/// Kubernetes lists) come from the heap and stay resident. One arena (each
+/// daemon allocates from one or two workers and a few helper threads,
+/// never contended for long) and a fixed threshold keep the resident set
+/// small; a few more mmap calls cost nothing measurable.
 pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: called first in main, before any other thread exists.
@@ -27,15 +23,16 @@ pub fn limit_malloc_arenas() {
     }
 }
 
-/// Runs [`release_startup_memory`] once start-up is over, on a thread of
-/// its own that then ends (a worker would stall scrapes while the kernel
-/// reclaims; a pooled blocking thread would stay resident for a while).
-pub fn release_after_startup() {
+/// Runs [`release_startup_memory`] once start-up is over (`startup` after
+/// now), on a thread of its own that then ends (a worker would stall
+/// requests while the kernel reclaims; a pooled blocking thread would stay
+/// resident for a while).
+pub fn release_after_startup(startup: Duration) {
     let started = std::thread::Builder::new()
         .name("release".into())
         .stack_size(64 * 1024)
-        .spawn(|| {
-            std::thread::sleep(STARTUP);
+        .spawn(move || {
+            std::thread::sleep(startup);
             release_startup_memory();
         });
     if let Err(e) = started {
@@ -44,8 +41,8 @@ pub fn release_after_startup() {
 }
 
 /// Gives back what start-up alone used: free heap pages (`malloc_trim`),
-/// and the read-only file pages (code and constants of the exporter and
-/// its libraries, NVML's included) that this process alone maps, which the
+/// and the read-only file pages (code and constants of the binary and its
+/// libraries, NVML's in the exporter) that this process alone maps, which the
 /// kernel reclaims (`MADV_PAGEOUT`); those a collection or a scrape still
 /// runs are read back on their next use. Pages shared with other processes
 /// are left alone by the kernel. Logs the resident set before and after.
@@ -134,9 +131,9 @@ mod tests {
     #[test]
     fn only_read_only_file_mappings_are_paged_out() {
         let maps = "\
-55d0a0000000-55d0a0100000 r--p 00000000 fd:01 123 /usr/bin/gpuscale-exporter
-55d0a0100000-55d0a0800000 r-xp 00100000 fd:01 123 /usr/bin/gpuscale-exporter
-55d0a0900000-55d0a0910000 rw-p 00900000 fd:01 123 /usr/bin/gpuscale-exporter
+55d0a0000000-55d0a0100000 r--p 00000000 fd:01 123 /usr/local/bin/gpuscale-exporter
+55d0a0100000-55d0a0800000 r-xp 00100000 fd:01 123 /usr/local/bin/gpuscale-exporter
+55d0a0900000-55d0a0910000 rw-p 00900000 fd:01 123 /usr/local/bin/gpuscale-exporter
 55d0a1000000-55d0a1200000 rw-p 00000000 00:00 0 [heap]
 7f0000000000-7f0000021000 rw-p 00000000 00:00 0
 7f0000100000-7f0000200000 r-xp 00000000 fd:01 456 /usr/lib/libnvidia-ml.so.1 (deleted)
