@@ -3,8 +3,6 @@
 //! scenario (day/night load, 5-minute samples), Prometheus serves it, and
 //! the advisor's findings are checked workload by workload.
 
-mod synth;
-
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -116,10 +114,10 @@ fn kinds(a: &Assessment) -> Vec<&str> {
 fn a_week_of_history_gets_the_right_advice() {
     let dir = tempfile::tempdir().expect("test set-up");
     let end = end_now();
-    let scenario = synth::scenario();
+    let scenario = crate::synth::scenario();
     let prom = prometheus_with(
         dir.path(),
-        &synth::openmetrics(&scenario, end, RANGE_S, STEP_S),
+        &crate::synth::openmetrics(&scenario, end, RANGE_S, STEP_S),
     );
     let tables = Tables::load(None, None).expect("test set-up");
     let o = Options {
@@ -230,9 +228,13 @@ fn twenty_minutes_get_no_advice(r: &Report) {
     assert!(a.notes.iter().any(|n| n.contains("no recommendation")));
 }
 
-fn cost_per_million_tokens_matches_the_counters(r: &Report, s: &[synth::Workload], end: i64) {
+fn cost_per_million_tokens_matches_the_counters(
+    r: &Report,
+    s: &[crate::synth::Workload],
+    end: i64,
+) {
     let w = s.iter().find(|w| w.name == "chat").expect("test set-up");
-    let (tokens, cost) = synth::tokens_and_cost(w, end, RANGE_S, STEP_S);
+    let (tokens, cost) = crate::synth::tokens_and_cost(w, end, RANGE_S, STEP_S);
     let want = cost / tokens * 1e6;
     let got = find(r, "chat")
         .cost_usd_per_million_tokens

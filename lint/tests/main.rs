@@ -6,3 +6,4 @@ mod dockerfile;
 mod generated;
 mod imports;
 mod install_docs;
+mod test_targets;

@@ -1,15 +1,13 @@
 //! The built-in default scenario through the real nvml-wrapper.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
 
 #[test]
 fn default_scenario_basics() {
-    let s = common::Session::new(None, None);
+    let s = crate::common::Session::new(None, None);
     let nvml = s.nvml();
     assert_eq!(nvml.sys_driver_version().unwrap(), "570.172.08");
     assert_eq!(nvml.sys_cuda_driver_version().unwrap(), 12080);
@@ -49,7 +47,7 @@ fn default_scenario_basics() {
 
 #[test]
 fn default_scenario_stories() {
-    let s = common::Session::new(None, None);
+    let s = crate::common::Session::new(None, None);
     let nvml = s.nvml();
     // GPU 2: allocated but idle
     let d2 = nvml.device_by_index(2).unwrap();

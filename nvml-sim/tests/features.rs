@@ -2,8 +2,6 @@
 //! Tests share one loaded library (global state): each holds `common::Session`.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -102,8 +100,8 @@ gpus:
 const T: f64 = 1000.0;
 const MIB: u64 = 1024 * 1024;
 
-fn session() -> common::Session {
-    common::Session::new(Some(SCENARIO), Some(T))
+fn session() -> crate::common::Session {
+    crate::common::Session::new(Some(SCENARIO), Some(T))
 }
 
 fn near(v: f64, want: f64, tol: f64) -> bool {
@@ -621,7 +619,7 @@ fn nvlink_state_and_errors(d: &Device, volta: &Device) {
 #[test]
 fn init_shutdown_reference_counting() {
     let s = session();
-    let path = common::lib_path();
+    let path = crate::common::lib_path();
     let a = s.nvml();
     let b = Nvml::builder()
         .lib_path(&OsString::from(&path))
@@ -659,8 +657,8 @@ fn init_shutdown_reference_counting() {
 
 #[test]
 fn invalid_scenario_fails_init() {
-    let s = common::Session::new(Some("gpus: [ { model: x } ]\n"), None);
-    let path = common::lib_path();
+    let s = crate::common::Session::new(Some("gpus: [ { model: x } ]\n"), None);
+    let path = crate::common::lib_path();
     // SAFETY: dlopen/dlsym of the simulator library with NUL-terminated
     // names; the symbol is `gpuscale_sim_last_error`, whose C signature the
     // transmute states; the buffer is 1024 bytes as passed, and NUL-terminated
