@@ -173,4 +173,21 @@ mod tests {
             ));
         assert_ne!(spec_or_lifecycle(&p), spec_or_lifecycle(&deleted));
     }
+
+    #[test]
+    fn the_store_keeps_no_bookkeeping_of_other_clients() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut p = crd::example("chat");
+        p.meta_mut().managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        let last = "kubectl.kubernetes.io/last-applied-configuration";
+        p.annotations_mut().insert(last.into(), "{}".into());
+        p.annotations_mut().insert("team".into(), "ml".into());
+        forget_bookkeeping(&mut p);
+        assert!(p.managed_fields().is_empty());
+        assert_eq!(p.annotations().keys().collect::<Vec<_>>(), ["team"]);
+        assert_eq!(p.spec, crd::example("chat").spec, "the spec is kept");
+    }
 }
