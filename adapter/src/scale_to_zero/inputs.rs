@@ -190,7 +190,8 @@ pub(super) async fn sight<P>(
     let ns = policy.namespace().unwrap_or_default();
     let spec = &policy.spec;
     let api = target_api(policy, ctx).await?;
-    let replicas = target::replicas(&api, &spec.target).await?;
+    let scale = target::scale_of(&api, &spec.target).await?;
+    let replicas = scale.replicas;
     // A parked target that activation does not wake needs no HPAs or other
     // owners: they matter only to a park or a wake (another autoscaler on
     // the target is an error: the policy acts on nothing). Its parked-from annotation is still
@@ -199,19 +200,13 @@ pub(super) async fn sight<P>(
     let wakes =
         decide::activation_state(activation, spec.activation.threshold) == ReadState::Active;
     let (read, hpas) = if replicas == 0 && !wakes {
-        (
-            target::read(&api, &spec.target, replicas).await?,
-            Vec::new(),
-        )
+        (target::read(&api, &spec.target, &scale).await?, Vec::new())
     } else {
         let owners = owners::read(&ctx.client, &ns, &spec.target)
             .await
             .map_err(TargetError::Api)?;
         owners.check(&spec.target, replicas)?;
-        (
-            target::read(&api, &spec.target, replicas).await?,
-            owners.hpas,
-        )
+        (target::read(&api, &spec.target, &scale).await?, owners.hpas)
     };
     Ok(Sighting {
         target: spec.target.clone(),

@@ -154,7 +154,7 @@ pub async fn wake(
 ) -> Result<Wake, TargetError> {
     let ar = kinds.resolve(client, target).await?;
     let api = Api::namespaced_with(client.clone(), namespace, &ar);
-    match target::replicas(&api, target).await {
+    match target::scale_of(&api, target).await.map(|s| s.replicas) {
         Ok(0) => {}
         Ok(n) => return Ok(Wake::AlreadyUp(n)),
         Err(TargetError::NotFound { .. }) => return Ok(Wake::Gone),
@@ -214,7 +214,8 @@ async fn parked_target<P>(
     let target = &policy.spec.target;
     let ar = ctx.kinds.resolve(&ctx.client, target).await?;
     let api = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-    match target::read(&api, target, 0).await {
+    // At 0 (as read with the record): no pods to count.
+    match target::read(&api, target, &target::Scale::default()).await {
         Ok(read) => Ok(read.legacy_parked_from.map(|n| (target.clone(), n))),
         Err(TargetError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),

@@ -133,12 +133,29 @@ fn not_found(e: kube::Error, target: &TargetRef) -> TargetError {
     }
 }
 
-/// `spec.replicas` of the target's scale subresource.
-pub async fn replicas(api: &Api<DynamicObject>, target: &TargetRef) -> Result<i32, TargetError> {
+/// The target's scale subresource as read once in a round: what it asks
+/// for, and the pod selector the HPA uses (for kinds that do not count
+/// their Ready pods themselves).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scale {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `status.selector`, when the kind's scale gives one.
+    pub selector: Option<String>,
+}
+
+/// The target's scale subresource.
+pub async fn scale_of(api: &Api<DynamicObject>, target: &TargetRef) -> Result<Scale, TargetError> {
     let scale = bounded("reading the target's scale", api.get_scale(&target.name))
         .await
         .map_err(|e| not_found(e, target))?;
-    Ok(scale.spec.and_then(|s| s.replicas).unwrap_or(0))
+    Ok(Scale {
+        replicas: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+        selector: scale
+            .status
+            .and_then(|s| s.selector)
+            .filter(|s| !s.is_empty()),
+    })
 }
 
 /// Kinds whose own controller counts their Ready pods in
@@ -166,16 +183,10 @@ fn ready_replicas(object: &DynamicObject) -> Option<i32> {
 async fn ready_pods(
     api: &Api<DynamicObject>,
     target: &TargetRef,
+    scale: &Scale,
     object: &DynamicObject,
 ) -> Result<i32, TargetError> {
-    let scale = bounded("reading the target's scale", api.get_scale(&target.name))
-        .await
-        .map_err(|e| not_found(e, target))?;
-    let selector = scale
-        .status
-        .and_then(|s| s.selector)
-        .filter(|s| !s.is_empty());
-    let Some(selector) = selector else {
+    let Some(selector) = &scale.selector else {
         return ready_replicas(object)
             .ok_or_else(|| TargetError::NoReadiness(format!("{} {}", target.kind, target.name)));
     };
@@ -183,7 +194,7 @@ async fn ready_pods(
     let pods: Api<Pod> = Api::namespaced(api.clone().into_client(), &ns);
     let list = bounded(
         "listing the target's pods",
-        pods.list(&ListParams::default().labels(&selector)),
+        pods.list(&ListParams::default().labels(selector)),
     )
     .await?;
     let ready = list
@@ -201,8 +212,8 @@ async fn ready_pods(
     Ok(i32::try_from(ready).unwrap_or(i32::MAX))
 }
 
-/// Readiness and the legacy parked-from annotation of the target, with `replicas`
-/// as read from its scale subresource. Readiness is per kind: `apps/v1`
+/// Readiness and the legacy parked-from annotation of the target, with its
+/// `scale` as read this round. Readiness is per kind: `apps/v1`
 /// Deployments, StatefulSets and ReplicaSets say it in
 /// `status.readyReplicas`; any other kind with `/scale` (KServe,
 /// LeaderWorkerSet, Argo Rollouts, a CRD of one's own) is counted from its
@@ -210,8 +221,9 @@ async fn ready_pods(
 pub async fn read(
     api: &Api<DynamicObject>,
     target: &TargetRef,
-    replicas: i32,
+    scale: &Scale,
 ) -> Result<TargetRead, TargetError> {
+    let replicas = scale.replicas;
     let object = bounded("reading the target", api.get(&target.name))
         .await
         .map_err(|e| not_found(e, target))?;
@@ -220,7 +232,7 @@ pub async fn read(
     } else if replicas == 0 {
         0
     } else {
-        ready_pods(api, target, &object).await?
+        ready_pods(api, target, scale, &object).await?
     };
     let legacy_parked_from = object
         .metadata
