@@ -3,6 +3,14 @@
 //! writers send: a fraction of a second (cut to the second, as
 //! `metav1.Time` keeps it), a numeric offset, a lowercase `t`/`z`.
 
+/// Seconds since the Unix epoch now (0 for a clock set before it), the
+/// time every writer here formats.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Seconds since the Unix epoch, written `2026-11-30T22:40:00Z`. A time
 /// outside the years 0000–9999, which RFC 3339 cannot write (the clock
 /// never gives one), gets its year in full (`10000-…`, `-0001-…`) rather

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OnceCell, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -352,7 +352,7 @@ impl PollCache {
     /// Store a read's outcome in the key's state.
     fn settle(&self, e: &Entry, res: Result<Vec<Series>, QueryError>, took: Duration) {
         let name = &e.def.name;
-        let now = unix_now();
+        let now = gpuscale_util::rfc3339::unix_now();
         let mut st = lock(&e.state);
         let outcome = match res {
             Ok(series) if series.is_empty() => match e.def.empty {
@@ -616,13 +616,6 @@ fn answer(e: &Entry) -> Result<Vec<MetricValue>, ProviderError> {
             e.def.name
         ))),
     }
-}
-
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ pub mod rotation;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use gpuscale_util::rfc3339::unix_now;
 
 use gpuscale_util::backoff::Backoff;
 use rustls::sign::CertifiedKey;
@@ -65,10 +67,6 @@ pub struct Flags {
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, secs)
 }
 
 /// The rotation times; `reload`: how often replicas re-read the Secret.
@@ -170,29 +168,25 @@ impl Keeper {
         let t = self.timing;
         let m = Material::generate(&self.names, unix_now(), t.validity, t.ca_validity())
             .map_err(|e| e.to_string())?;
-        if let Some(blank) = read {
-            let written = self.calls.replace_secret(&blank, m.to_data()).await;
-            if written.map_err(|e| e.to_string())?.is_some() {
-                tracing::info!(names = ?self.names, not_after = m.serving.not_after, "self-managed certificate written into the blank Secret");
-                return Ok(m);
+        let data = m.to_data();
+        let won = match read {
+            Some(blank) => {
+                let written = self.calls.replace_secret(&blank, data).await;
+                written.map_err(|e| e.to_string())?.is_some()
             }
-            return match self.calls.read_secret().await.map_err(|e| e.to_string())? {
-                Some(secret) => parse(&secret),
-                None => Err("written by another replica and deleted again".into()),
-            };
-        }
-        if self
-            .calls
-            .create_secret(m.to_data())
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            tracing::info!(names = ?self.names, not_after = m.serving.not_after, "self-managed certificate created");
+            None => self
+                .calls
+                .create_secret(data)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        if won {
+            tracing::info!(names = ?self.names, not_after = m.serving.not_after, "self-managed certificate written");
             return Ok(m);
         }
         match self.calls.read_secret().await.map_err(|e| e.to_string())? {
             Some(secret) => parse(&secret),
-            None => Err("created by another replica and deleted again".into()),
+            None => Err("written by another replica and deleted again".into()),
         }
     }
 
