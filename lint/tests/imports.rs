@@ -135,7 +135,8 @@ fn sources(src: &Path) -> BTreeMap<Module, String> {
     out
 }
 
-fn rs_files(dir: &Path) -> Vec<PathBuf> {
+/// Every `.rs` file below `dir`.
+pub(crate) fn rs_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).expect("read dir") {
         let path = entry.expect("dir entry").path();

@@ -6,12 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
+use gpuscale_lint::repo_root;
+
+use crate::imports::rs_files;
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -19,7 +16,7 @@ fn read(path: &Path) -> String {
 
 /// The workspace's member directories, from the root manifest.
 fn members() -> Vec<PathBuf> {
-    let manifest = read(&repo().join("Cargo.toml"));
+    let manifest = read(&repo_root().join("Cargo.toml"));
     let line = manifest
         .lines()
         .find(|l| l.starts_with("members"))
@@ -27,7 +24,7 @@ fn members() -> Vec<PathBuf> {
     line.split('"')
         .skip(1)
         .step_by(2)
-        .map(|m| repo().join(m))
+        .map(|m| repo_root().join(m))
         .collect()
 }
 
@@ -53,20 +50,6 @@ fn value<'a>(body: &'a [String], key: &str) -> Option<&'a str> {
 
 fn has_tests(source: &str) -> bool {
     source.contains("#[test]") || source.contains("#[cfg(test)]")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 #[test]
@@ -123,8 +106,7 @@ fn targets_cargo_test_skips_have_no_tests() {
                 );
             }
             if header == "[lib]" {
-                let mut files = Vec::new();
-                rust_files(&crate_dir.join("src"), &mut files);
+                let files = rs_files(&crate_dir.join("src"));
                 for f in files.iter().filter(|f| !bins.contains(f)) {
                     assert!(
                         !has_tests(&read(f)),

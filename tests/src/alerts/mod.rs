@@ -12,12 +12,4 @@ pub mod promql;
 pub mod rules;
 pub mod stack;
 
-use std::path::PathBuf;
-
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_path_buf()
-}
+pub use crate::bins::repo_root;
