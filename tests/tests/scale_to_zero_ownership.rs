@@ -159,12 +159,8 @@ fn one_owner_per_target(kube: &KubeFake) {
         (status(kube, "first")["parked"]["replicas"] == 2).then_some(())
     });
     assert_eq!(status(kube, "second")["parked"], Value::Null);
-    let on_shared = kube
-        .scale_patches()
-        .iter()
-        .filter(|p| p.name == "shared")
-        .count();
-    assert_eq!(on_shared, 1, "{:?}", kube.scale_patches());
+    let on_shared = kube.scale_patches_of("shared");
+    assert_eq!(on_shared.len(), 1, "{on_shared:?}");
 }
 
 /// `manual` sits at 0 with its activation active, but nobody recorded a

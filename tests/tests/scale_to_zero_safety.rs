@@ -82,11 +82,7 @@ fn a_target_keda_scales_is_reported_and_never_parked() {
         let reported = reason(&kube, "keda") == "OwnerConflict";
         (reported && started.elapsed() > 5 * WINDOW).then_some(())
     });
-    let on_keda: Vec<_> = kube
-        .scale_patches()
-        .into_iter()
-        .filter(|p| p.name == "keda")
-        .collect();
+    let on_keda = kube.scale_patches_of("keda");
     assert!(on_keda.is_empty(), "keda scaled: {on_keda:?}");
     assert_eq!(replicas(&kube, "keda"), 2);
     assert_eq!(status(&kube, "keda")["parked"], Value::Null);
@@ -170,11 +166,7 @@ fn activation_unknown_past_unknown_after_wakes_unless_told_to_stay() {
         (says && s["activationUnknownSince"].is_string()).then_some(())
     });
     assert_eq!(replicas(&kube, "closed"), 0);
-    let patched: Vec<_> = kube
-        .scale_patches()
-        .into_iter()
-        .filter(|p| p.name == "closed")
-        .collect();
+    let patched = kube.scale_patches_of("closed");
     assert!(patched.is_empty(), "{patched:?}");
     eventually("the unknown-since metric", || {
         sample(

@@ -38,6 +38,7 @@
 //! read what clients did: [`KubeFake::put`], [`KubeFake::delete`],
 //! [`KubeFake::get`], [`KubeFake::list`], [`KubeFake::requests`],
 //! [`KubeFake::request_counts`], [`KubeFake::scale_patches`],
+//! [`KubeFake::scale_patches_of`],
 //! [`KubeFake::access_reviews`]; for a simulated node's pod mapper
 //! [`KubeFake::apply_pod`],
 //! [`KubeFake::delete_pod`], [`KubeFake::pod`], [`KubeFake::apply_slice`],
@@ -307,6 +308,12 @@ impl KubeFake {
     /// Accepted `scale` writes so far (the latest 50,000).
     pub fn scale_patches(&self) -> Vec<ScalePatch> {
         lock(&self.state).scale_patches.clone()
+    }
+
+    /// Accepted `scale` writes to objects named `name`.
+    pub fn scale_patches_of(&self, name: &str) -> Vec<ScalePatch> {
+        let all = self.scale_patches();
+        all.into_iter().filter(|p| p.name == name).collect()
     }
 
     /// SubjectAccessReview specs received so far.
