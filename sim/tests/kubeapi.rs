@@ -20,13 +20,24 @@ fn pod(name: &str, app: &str, node: &str) -> Value {
 
 /// One request on its own connection: (status, JSON body).
 fn call(f: &KubeFake, method: &str, path: &str, body: Option<(&str, &Value)>) -> (u16, Value) {
+    send(f, method, path, "", body)
+}
+
+/// [`call`] with more header lines (each ending in `\r\n`).
+fn send(
+    f: &KubeFake,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: Option<(&str, &Value)>,
+) -> (u16, Value) {
     let mut conn = TcpStream::connect(("127.0.0.1", f.port)).expect("connect");
     let (ct, text) = body.map_or((String::new(), String::new()), |(ct, b)| {
         (format!("Content-Type: {ct}\r\n"), b.to_string())
     });
     write!(
         conn,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{ct}Content-Length: {}\r\n\r\n{text}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}{ct}Content-Length: {}\r\n\r\n{text}",
         text.len()
     )
     .expect("send");
@@ -359,4 +370,22 @@ fn a_streaming_list_ends_its_initial_events_with_a_bookmark() {
         obj["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
+}
+
+/// A metadata-only list (`as=PartialObjectMetadataList`, what client-go's
+/// metadata client and kube's `list_metadata` ask for) carries each item's
+/// metadata and nothing else.
+#[test]
+fn a_metadata_list_carries_only_metadata() {
+    let f = fake();
+    f.put(&core("pods"), pod("p1", "web", "n1"));
+    let accept = "Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1\r\n";
+    let (code, list) = send(&f, "GET", "/api/v1/namespaces/a/pods", accept, None);
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    let item = &list["items"][0];
+    assert_eq!(item["kind"], "PartialObjectMetadata");
+    assert_eq!(item["metadata"]["labels"]["app"], "web");
+    assert!(item.get("spec").is_none(), "{item}");
 }

@@ -213,6 +213,9 @@ async fn orphan_event(recorder: &Recorder, ns: &str, t: &TargetRef, note: &str) 
     }
 }
 
+/// Objects per page of orphan repair's list.
+const LIST_PAGE: u32 = 500;
+
 /// Objects of one kind with the parked annotation: (namespace, target, count).
 async fn annotated<K>(
     client: &Client,
@@ -226,13 +229,14 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
+    // Metadata only, a page at a time, keeping the annotated: a cluster's
+    // Deployments in full would be the controller's largest read by far.
     let api: Api<K> = Api::all(client.clone());
-    let items = bounded("listing parked workloads", api.list(&ListParams::default()))
-        .await?
-        .items;
-    Ok(items
-        .into_iter()
-        .filter_map(|o| {
+    let mut parked = Vec::new();
+    let mut lp = ListParams::default().limit(LIST_PAGE);
+    loop {
+        let page = bounded("listing parked workloads", api.list_metadata(&lp)).await?;
+        parked.extend(page.items.iter().filter_map(|o| {
             let v = o.annotations().get(PARKED_FROM)?;
             let Ok(n) = v.parse() else {
                 tracing::warn!(namespace = ?o.namespace(), name = %o.name_any(), value = %v,
@@ -245,6 +249,10 @@ where
                 name: o.name_any(),
             };
             Some((o.namespace().unwrap_or_default(), target, n))
-        })
-        .collect())
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(parked),
+        }
+    }
 }

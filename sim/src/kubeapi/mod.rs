@@ -8,7 +8,7 @@
 //! [`KubeFake::write_kubeconfig`]).
 //!
 //! Served: discovery (`/api`, `/apis`, each group/version), `/version`, an
-//! OpenAPI v3 index, `Table`s for `kubectl get`; the built-in kinds (namespaces, nodes, pods, services,
+//! OpenAPI v3 index, `Table`s for `kubectl get`, metadata-only lists (`as=PartialObjectMetadataList`); the built-in kinds (namespaces, nodes, pods, services,
 //! configmaps, secrets, events, serviceaccounts, deployments, statefulsets,
 //! replicasets, jobs, HPAs `autoscaling/v2`, leases, `events.k8s.io`
 //! events, endpointslices, CRDs, APIServices, `resource.k8s.io` DRA kinds, TokenReview,

@@ -120,6 +120,9 @@ fn list(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u
     if super::table::wanted(&req.accept) {
         return (200, super::table::of(st, &t.gvr, &items));
     }
+    if req.accept.contains("as=PartialObjectMetadataList") {
+        return (200, metadata_list(items, st.revision));
+    }
     let (kind, api_version) = res.map_or(("List".to_string(), "v1".to_string()), |r| {
         (format!("{}List", r.kind), r.api_version())
     });
@@ -128,6 +131,20 @@ fn list(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u
         json!({"kind": kind, "apiVersion": api_version,
             "metadata": {"resourceVersion": st.revision.to_string()}, "items": items}),
     )
+}
+
+/// What a client asking for `as=PartialObjectMetadataList` gets (the
+/// kube-apiserver's metadata-only list): each item's metadata alone.
+fn metadata_list(items: Vec<Value>, revision: u64) -> Value {
+    let items: Vec<Value> = items
+        .into_iter()
+        .map(|o| {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": o["metadata"].clone()})
+        })
+        .collect();
+    json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": revision.to_string()}, "items": items})
 }
 
 fn replace(
