@@ -16,9 +16,7 @@ use super::target::{self, Kinds, TargetError};
 pub const FINALIZER: &str = "gpuscale.dev/scale-to-zero";
 
 /// Adds the finalizer to a live policy that lacks it; true when added (the
-/// watch then brings the policy back). A merge patch with the
-/// resourceVersion rather than `kube::runtime::finalizer`'s JSON patch,
-/// whose `test` of an absent list some API servers refuse.
+/// watch then brings the policy back).
 pub async fn add_finalizer(
     api: &Api<ScaleToZeroPolicy>,
     policy: &ScaleToZeroPolicy,
@@ -29,6 +27,19 @@ pub async fn add_finalizer(
     }
     let mut all = policy.finalizers().to_vec();
     all.push(FINALIZER.into());
+    set_finalizers(api, policy, &all).await?;
+    Ok(true)
+}
+
+/// Sets a policy's finalizers to `all` by a merge patch carrying the
+/// resourceVersion, so a concurrent change is refused, not overwritten
+/// (rather than `kube::runtime::finalizer`'s JSON patch, whose `test` of
+/// an absent list some API servers refuse).
+pub async fn set_finalizers(
+    api: &Api<ScaleToZeroPolicy>,
+    policy: &ScaleToZeroPolicy,
+    all: &[String],
+) -> Result<(), kube::Error> {
     let patch = serde_json::json!({"metadata": {
         "finalizers": all, "resourceVersion": policy.resource_version()}});
     api.patch(
@@ -37,7 +48,7 @@ pub async fn add_finalizer(
         &kube::api::Patch::Merge(&patch),
     )
     .await?;
-    Ok(true)
+    Ok(())
 }
 
 /// The policy that owns `policy`'s target when it is another one: of the

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 
@@ -116,25 +116,23 @@ fn says(t: &TargetRef, w: &Wake) -> String {
     }
 }
 
-/// Removes gpuscale's finalizer (a merge patch carrying the
-/// resourceVersion, so a concurrent change is refused, not overwritten);
-/// false when it had none.
+/// Removes gpuscale's finalizer ([`ownership::set_finalizers`]); false
+/// when it had none.
 async fn drop_finalizer(client: &Client, p: &ScaleToZeroPolicy) -> Result<bool, kube::Error> {
     if !p.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(false);
     }
-    let rest: Vec<&String> = p.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let rest: Vec<String> = p
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
     let api: Api<ScaleToZeroPolicy> =
         Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
-    let patch = serde_json::json!({"metadata": {
-        "finalizers": rest, "resourceVersion": p.resource_version()}});
     bounded(
         "removing the finalizer",
-        api.patch(
-            &p.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        ),
+        ownership::set_finalizers(&api, p, &rest),
     )
     .await?;
     Ok(true)
