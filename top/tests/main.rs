@@ -1,0 +1,6 @@
+//! The integration tests of this crate, one module per story file, in one
+//! binary: `cargo test -p <crate> --test integration <file>::`.
+
+mod docs;
+mod once;
+mod watch;
