@@ -67,6 +67,11 @@ fn util_modules_import_one_way() {
 }
 
 #[test]
+fn top_modules_import_one_way() {
+    assert_no_cycles("top");
+}
+
+#[test]
 fn a_two_way_import_is_found() {
     let files = BTreeMap::from([
         (vec!["a".into()], "use crate::b::Thing;\n".to_string()),
