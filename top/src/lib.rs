@@ -6,3 +6,4 @@ pub mod expo;
 pub mod model;
 pub mod render;
 pub mod source;
+pub mod tui;

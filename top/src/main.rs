@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         .init();
     match source(&cli) {
         Ok(src) if cli.once => once(&cli, &src),
+        Ok(src) if std::io::stdout().is_terminal() => interactive(&cli, src),
         Ok(src) => watch(&cli, &src),
         Err(e) => {
             eprintln!("gpuscale-top: {e}");
@@ -73,10 +74,19 @@ fn once(cli: &Cli, src: &Source) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Redraws the snapshot every interval; a failed read is shown with the
+fn interactive(cli: &Cli, src: Source) -> ExitCode {
+    match gpuscale_top::tui::run(src, filter(cli), cli.interval) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpuscale-top: terminal: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Without a terminal (piped, logged): redraws the snapshot every interval; a failed read is shown with the
 /// last good snapshot and retried on the next tick.
 fn watch(cli: &Cli, src: &Source) -> ExitCode {
-    let tty = std::io::stdout().is_terminal();
     let mut last: Option<String> = None;
     loop {
         let screen = match src.fetch() {
@@ -92,8 +102,7 @@ fn watch(cli: &Cli, src: &Source) -> ExitCode {
             ),
         };
         let mut out = std::io::stdout().lock();
-        let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
-        if write!(out, "{clear}{screen}")
+        if writeln!(out, "{screen}")
             .and_then(|()| out.flush())
             .is_err()
         {

@@ -3,4 +3,5 @@
 
 mod docs;
 mod once;
+mod screen;
 mod watch;
