@@ -549,3 +549,60 @@ fn token_and_access_reviews_are_answered() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("SubjectAccessReview");
     assert_eq!(v["status"]["allowed"], true);
 }
+
+/// A policy with the CRD applied, in namespace `inference`.
+fn with_policy() -> Kubectl {
+    let k = with_example();
+    k.ok(&[
+        "apply",
+        "-f",
+        &path("deploy/adapter/scaletozeropolicy-crd.yaml"),
+    ]);
+    k.ok_in(&["apply", "-f", "-"], Some(POLICY));
+    k
+}
+
+#[test]
+fn printer_columns_above_priority_zero_show_only_with_wide() {
+    let k = with_policy();
+    let plain = k.ok(&["get", "stz", "-n", "inference"]);
+    let wide = k.ok(&["get", "stz", "-n", "inference", "-o", "wide"]);
+    let header = |t: &str| t.lines().next().unwrap_or("").split_whitespace().count();
+    assert!(
+        header(&plain) < header(&wide),
+        "priority-1 columns are only in -o wide:\n{plain}\n{wide}"
+    );
+    assert_eq!(header(&plain), 5, "{plain}");
+}
+
+#[test]
+fn describe_shows_the_events_written_through_events_k8s_io() {
+    let k = with_policy();
+    let uid = json(&k, &["get", "stz", "chat", "-n", "inference"])["metadata"]["uid"].clone();
+    let event = format!(
+        "apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {{name: chat.parked, namespace: inference}}
+eventTime: 2026-12-02T10:00:00.000000Z
+reportingController: gpuscale.dev/scale-to-zero
+reportingInstance: gpuscale-adapter-0
+action: Park
+reason: Parked
+type: Normal
+note: idle for 15m, scaled to 0
+regarding: {{apiVersion: gpuscale.dev/v1alpha1, kind: ScaleToZeroPolicy, name: chat, namespace: inference, uid: {uid}}}
+"
+    );
+    k.ok_in(&["create", "-f", "-"], Some(&event));
+    let core = k.ok(&["get", "events", "-n", "inference"]);
+    assert!(core.contains("Parked"), "the core view lists it: {core}");
+    let described = k.ok(&["describe", "stz", "chat", "-n", "inference"]);
+    let events = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("an Events section: {described}"));
+    assert!(
+        events.contains("Parked") && events.contains("idle for 15m, scaled to 0"),
+        "{described}"
+    );
+}

@@ -47,6 +47,7 @@
 
 mod apply;
 mod discovery;
+mod events;
 mod failures;
 mod fields;
 mod http;

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
+use super::events;
 use super::fields::Fields;
 use super::labels::Selector;
 use super::{Cluster, Gvr, ScalePatch};
@@ -37,7 +38,7 @@ impl Watcher {
                 .as_deref()
                 .is_none_or(|n| obj["metadata"]["namespace"].as_str().unwrap_or("") == n)
             && self.labels.matches(&obj["metadata"]["labels"])
-            && self.fields.matches(obj)
+            && self.fields.matches(&present(&self.asked, obj))
     }
 }
 
@@ -74,7 +75,9 @@ pub(crate) struct State {
 /// Where objects of a collection are kept: DRA objects once, as
 /// `resource.k8s.io/v1`, whichever version they come in by.
 pub(crate) fn storage(gvr: &Gvr) -> Gvr {
-    if gvr.0 == "resource.k8s.io" {
+    if events::is_core(gvr) {
+        events::storage()
+    } else if gvr.0 == "resource.k8s.io" {
         (gvr.0.clone(), "v1".into(), gvr.2.clone())
     } else {
         gvr.clone()
@@ -84,6 +87,9 @@ pub(crate) fn storage(gvr: &Gvr) -> Gvr {
 /// A stored object as the version `asked` presents it: `v1beta1`
 /// ResourceSlices nest a device's attributes and capacity under `basic`.
 pub(crate) fn present(asked: &Gvr, obj: &Value) -> Value {
+    if events::is_core(asked) {
+        return events::to_core(obj);
+    }
     if asked.0 != "resource.k8s.io" || asked.1 == "v1" {
         return obj.clone();
     }
@@ -169,6 +175,9 @@ impl State {
     /// Create or replace as given, with a new resourceVersion; a uid and
     /// creationTimestamp are given at creation and kept by every update.
     pub(crate) fn store(&mut self, gvr: &Gvr, mut obj: Value) -> Value {
+        if events::is_core(gvr) && obj["apiVersion"] == "v1" {
+            obj = events::from_core(&obj);
+        }
         self.revision += 1;
         let key = key(gvr, &obj);
         let old = self.objects.get(&key);
@@ -297,9 +306,9 @@ impl State {
                 *g == storage
                     && namespace.is_none_or(|n| n == ns)
                     && labels.matches(&o["metadata"]["labels"])
-                    && fields.matches(o)
             })
             .map(|(_, o)| present(gvr, o))
+            .filter(|o| fields.matches(o))
             .collect()
     }
 

@@ -1,7 +1,8 @@
 //! Server-side printing: a `meta.k8s.io/v1` `Table` for clients that ask for
 //! one (`kubectl get`): a CRD's `additionalPrinterColumns` (simple
-//! `.a.b` paths), a few columns for the common built-in kinds, and Name
-//! and Age for the rest.
+//! `.a.b` paths, with their `priority`: kubectl shows priority 0 and adds
+//! the rest with `-o wide`), the columns kube-apiserver prints for the
+//! common built-in kinds, and Name and Age for the rest.
 
 use std::time::SystemTime;
 
@@ -11,47 +12,85 @@ use super::Gvr;
 use super::discovery::crds;
 use super::store::State;
 
-/// (name, type, JSONPath) of one column.
-type Column = (String, String, String);
+/// One column: name, type, JSONPath (or a computed cell's name) and
+/// priority (0: always shown; above: `-o wide` only).
+#[derive(Debug, Clone)]
+struct Column {
+    name: String,
+    kind: String,
+    path: String,
+    priority: u64,
+}
+
+impl Column {
+    fn of(&(name, kind, path, priority): &(&str, &str, &str, u64)) -> Self {
+        Self {
+            name: name.into(),
+            kind: kind.into(),
+            path: path.into(),
+            priority,
+        }
+    }
+}
+
+/// A cell kube-apiserver computes rather than reads at one path.
+const READY: &str = "ready";
+const RESTARTS: &str = "restarts";
 
 /// Whether the client asked for a Table (`Accept: …;as=Table;…`).
 pub(crate) fn wanted(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
-fn builtin(plural: &str) -> &'static [(&'static str, &'static str, &'static str)] {
+type Builtin = (&'static str, &'static str, &'static str, u64);
+
+/// The built-in kinds' columns before Age, as kube-apiserver's printers
+/// (pkg/printers/internalversion) define them, in part.
+fn builtin(plural: &str) -> &'static [Builtin] {
     match plural {
         "pods" => &[
-            ("Status", "string", ".status.phase"),
-            ("Node", "string", ".spec.nodeName"),
+            ("Ready", "string", READY, 0),
+            ("Status", "string", ".status.phase", 0),
+            ("Restarts", "string", RESTARTS, 0),
         ],
         "deployments" | "statefulsets" | "replicasets" => &[
-            ("Replicas", "integer", ".spec.replicas"),
-            ("Ready", "integer", ".status.readyReplicas"),
+            ("Replicas", "integer", ".spec.replicas", 0),
+            ("Ready", "integer", ".status.readyReplicas", 0),
         ],
-        "namespaces" => &[("Status", "string", ".status.phase")],
+        "namespaces" => &[("Status", "string", ".status.phase", 0)],
         "horizontalpodautoscalers" => &[
-            ("Min", "integer", ".spec.minReplicas"),
-            ("Max", "integer", ".spec.maxReplicas"),
-            ("Replicas", "integer", ".status.currentReplicas"),
+            ("Min", "integer", ".spec.minReplicas", 0),
+            ("Max", "integer", ".spec.maxReplicas", 0),
+            ("Replicas", "integer", ".status.currentReplicas", 0),
         ],
         "events" => &[
-            ("Reason", "string", ".reason"),
-            ("Message", "string", ".message"),
+            ("Reason", "string", ".reason", 0),
+            ("Message", "string", ".message", 0),
+        ],
+        _ => &[],
+    }
+}
+
+/// The built-in kinds' columns after Age (`-o wide`).
+fn builtin_wide(plural: &str) -> &'static [Builtin] {
+    match plural {
+        "pods" => &[
+            ("IP", "string", ".status.podIP", 1),
+            ("Node", "string", ".spec.nodeName", 1),
         ],
         _ => &[],
     }
 }
 
 fn columns(st: &State, gvr: &Gvr) -> Vec<Column> {
-    let own =
-        |(n, t, p): &(&str, &str, &str)| ((*n).to_string(), (*t).to_string(), (*p).to_string());
+    let age = Column::of(&("Age", "date", ".metadata.creationTimestamp", 0));
     let crd = st.objects.iter().find(|((g, _, _), o)| {
         *g == crds() && o["spec"]["group"] == gvr.0 && o["spec"]["names"]["plural"] == gvr.2
     });
     let Some((_, crd)) = crd else {
-        let mut cols: Vec<Column> = builtin(&gvr.2).iter().map(own).collect();
-        cols.push(own(&("Age", "date", ".metadata.creationTimestamp")));
+        let mut cols: Vec<Column> = builtin(&gvr.2).iter().map(Column::of).collect();
+        cols.push(age);
+        cols.extend(builtin_wide(&gvr.2).iter().map(Column::of));
         return cols;
     };
     let version = crd["spec"]["versions"]
@@ -64,10 +103,15 @@ fn columns(st: &State, gvr: &Gvr) -> Vec<Column> {
             .iter()
             .map(|c| {
                 let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
-                (s("name"), s("type"), s("jsonPath"))
+                Column {
+                    name: s("name"),
+                    kind: s("type"),
+                    path: s("jsonPath"),
+                    priority: c["priority"].as_u64().unwrap_or(0),
+                }
             })
             .collect(),
-        None => vec![own(&("Age", "date", ".metadata.creationTimestamp"))],
+        None => vec![age],
     }
 }
 
@@ -88,12 +132,35 @@ fn age(stamp: &str) -> String {
     }
 }
 
-fn cell(obj: &Value, (_, kind, path): &Column) -> Value {
+/// A pod's containers: (ready, all) and restarts, as `kubectl get pods`.
+fn containers(obj: &Value) -> (usize, usize, u64) {
+    let all = obj["spec"]["containers"].as_array().map_or(0, Vec::len);
+    let statuses = obj["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ready = statuses.iter().filter(|c| c["ready"] == true).count();
+    let restarts = statuses
+        .iter()
+        .filter_map(|c| c["restartCount"].as_u64())
+        .sum();
+    (ready, all, restarts)
+}
+
+fn cell(obj: &Value, col: &Column) -> Value {
+    match col.path.as_str() {
+        READY => {
+            let (ready, all, _) = containers(obj);
+            return json!(format!("{ready}/{all}"));
+        }
+        RESTARTS => return json!(containers(obj).2.to_string()),
+        _ => {}
+    }
     let v = obj
-        .pointer(&path.replace('.', "/"))
+        .pointer(&col.path.replace('.', "/"))
         .cloned()
         .unwrap_or(Value::Null);
-    match (kind.as_str(), &v) {
+    match (col.kind.as_str(), &v) {
         ("date", Value::String(s)) => json!(age(s)),
         (_, Value::Null) => json!("<none>"),
         (_, Value::String(_) | Value::Number(_) | Value::Bool(_)) => v,
@@ -107,8 +174,9 @@ pub(crate) fn of(st: &State, gvr: &Gvr, items: &[Value]) -> Value {
     let mut defs = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}),
     ];
-    defs.extend(cols.iter().map(|(n, t, _)| {
-        json!({"name": n, "type": if t == "date" { "string" } else { t.as_str() }, "format": "", "description": "", "priority": 0})
+    defs.extend(cols.iter().map(|c| {
+        let kind = if c.kind == "date" { "string" } else { c.kind.as_str() };
+        json!({"name": c.name, "type": kind, "format": "", "description": "", "priority": c.priority})
     }));
     let rows: Vec<Value> = items
         .iter()

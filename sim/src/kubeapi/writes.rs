@@ -112,12 +112,12 @@ fn accept_crd(crd: &mut Value) {
     });
 }
 
-/// Store unless `dryRun` is set.
+/// Store unless `dryRun` is set; the answer in the version written.
 pub(crate) fn write(req: &Request, st: &mut State, gvr: &Gvr, obj: Value) -> Value {
     if req.param("dryRun").is_some() {
         obj
     } else {
-        st.commit(gvr, obj)
+        super::store::present(gvr, &st.commit(gvr, obj))
     }
 }
 

@@ -124,6 +124,9 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
         }),
         status: Some(PodStatus {
             phase: Some(phase.into()),
+            // One address per pod slot on the node's pod CIDR, while Running.
+            pod_ip: (pod.phase == PodPhase::Running)
+                .then(|| format!("10.244.{}.{}", index / 250, index % 250 + 2)),
             conditions: Some(conditions(pod.phase)),
             container_statuses: Some(
                 pod.containers
