@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The built-in node, once every holder (DRA ones come with the first
 /// ResourceSlice list) and the GPM families (two samples) are served.
-fn node() -> Exporter {
+pub(crate) fn node() -> Exporter {
     let e = Exporter::spawn(&["--simulate", "--collect-interval", "1s"]);
     e.wait_ready();
     e.scrape_until("every holder and GPM activity", |m| {

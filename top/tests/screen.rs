@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use gpuscale_e2e::exporter::Exporter;
+use crate::once::node;
 
 /// A tmux server of this test's own, killed on drop.
 struct Tmux {
@@ -73,12 +73,6 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
     }
-}
-
-fn node() -> Exporter {
-    let e = Exporter::spawn(&["--simulate"]);
-    e.wait_ready();
-    e
 }
 
 #[test]
