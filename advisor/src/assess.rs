@@ -107,9 +107,13 @@ pub fn gpu_share(h: &History, id: &DeviceId) -> Option<f64> {
     }
 }
 
-/// A device's price per GPU-hour: the exporter's, else the table's.
+/// A device's price per GPU-hour: the exporter's, else the table's; none
+/// when the exporter's was refused (a broken price is not a list price).
 fn price(h: &History, tables: &Tables, id: &DeviceId) -> Option<f64> {
     let d = h.devices.get(id)?;
+    if d.price_refused {
+        return None;
+    }
     d.price_usd_per_hour.or_else(|| {
         tables
             .gpu(d.model.as_deref()?)
@@ -165,6 +169,37 @@ fn unit_costs(cost_range: Option<f64>, f: &Facts) -> (Option<f64>, Option<f64>) 
     (per(tokens, 1e6), per(f.requests, 1e3))
 }
 
+/// Unit costs, none when a counter of it was refused.
+fn work_costs(
+    cost_range: Option<f64>,
+    f: &Facts,
+    notes: &mut Vec<String>,
+) -> (Option<f64>, Option<f64>) {
+    if f.work_refused {
+        notes
+            .push("a token or request counter was refused (see excluded): no cost per unit".into());
+        return (None, None);
+    }
+    unit_costs(cost_range, f)
+}
+
+/// Says where its price came from when it is not the exporter's.
+fn price_notes(h: &History, f: &Facts, cost_now: Option<f64>, notes: &mut Vec<String>) {
+    let devices = || f.devices_now.iter().filter_map(|(id, _)| h.devices.get(id));
+    if devices().any(|d| d.price_refused) {
+        notes.push(
+            "its GPU's gpu_price_usd_per_hour was refused (see excluded): cost unknown, no saving"
+                .into(),
+        );
+    } else if cost_now.is_none() {
+        notes.push("no price for its GPU (no gpu_price_usd_per_hour, model not in the table): cost unknown".into());
+    } else if devices().any(|d| d.price_usd_per_hour.is_none()) {
+        notes.push(
+            "no gpu_price_usd_per_hour for its GPU: the GPU table's list price is used".into(),
+        );
+    }
+}
+
 /// The facts of one workload, judged.
 pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment {
     let mut notes = Vec::new();
@@ -185,10 +220,8 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
         .filter_map(|d| d.memory_bytes)
         .reduce(f64::min);
     let (cost_now, cost_range) = cost(h, tables, f);
-    if cost_now.is_none() {
-        notes.push("no price for its GPU (no gpu_price_usd_per_hour, model not in the table): cost unknown".into());
-    }
-    let (per_mtok, per_1k) = unit_costs(cost_range, f);
+    price_notes(h, f, cost_now, &mut notes);
+    let (per_mtok, per_1k) = work_costs(cost_range, f, &mut notes);
     let (bottleneck, bottleneck_reason) = bottleneck::classify(&Activity {
         utilization: f.utilization_p95,
         sm: f.sm_active_p95,

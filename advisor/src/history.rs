@@ -79,6 +79,9 @@ pub struct Device {
     pub gpu_memory_bytes: Option<f64>,
     /// `gpu_price_usd_per_hour` of its GPU.
     pub price_usd_per_hour: Option<f64>,
+    /// Its price series was refused (NaN, not above 0, over the bound):
+    /// no cost, and no fallback to the table's list price either.
+    pub price_refused: bool,
 }
 
 /// The facts of one workload over the range.
@@ -104,6 +107,8 @@ pub struct Facts {
     pub requests: Option<f64>,
     /// The request counter its serving framework exports, if any.
     pub request_series: Option<&'static str>,
+    /// A token or request counter of it was refused: no cost per unit.
+    pub work_refused: bool,
 }
 
 /// Everything the advisor read.
@@ -114,6 +119,46 @@ pub struct History {
     /// Range and step, seconds.
     pub range_s: f64,
     pub step_s: f64,
+    /// Series refused on arrival: their labels and why (never advice).
+    pub excluded: Vec<String>,
+}
+
+/// What a value must be to be used (docs/right-sizing.md, "Checks").
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    /// Finite, above 0, at most [`MAX_PRICE`].
+    Price,
+    /// Finite, in [0, 1 + [`RATIO_TOLERANCE`]].
+    Ratio,
+    /// Finite and above 0 (memory totals).
+    Positive,
+    /// Finite and at least 0 (peaks, counts, counter increases, hours).
+    NonNegative,
+}
+
+/// Rounding a ratio may carry over 1 (sums of per-SM counters).
+pub const RATIO_TOLERANCE: f64 = 1e-3;
+/// USD per GPU-hour over which a price is refused: ten times the dearest
+/// on-demand list price of any GPU.
+pub const MAX_PRICE: f64 = 1000.0;
+
+impl Bound {
+    /// Why `v` is refused, if it is.
+    pub fn refuse(self, v: f64) -> Option<&'static str> {
+        if !v.is_finite() {
+            return Some("not a finite number");
+        }
+        match self {
+            Self::Price if v <= 0.0 => Some("a price must be above 0"),
+            Self::Price if v > MAX_PRICE => Some("a price over 1000 USD per GPU-hour"),
+            Self::Ratio if !(0.0..=1.0 + RATIO_TOLERANCE).contains(&v) => {
+                Some("a ratio outside [0, 1]")
+            }
+            Self::Positive if v <= 0.0 => Some("must be above 0"),
+            Self::NonNegative if v < 0.0 => Some("negative"),
+            _ => None,
+        }
+    }
 }
 
 /// The range and step as PromQL durations, and in seconds.
@@ -167,7 +212,41 @@ fn by_key(samples: Vec<Sample>) -> BTreeMap<Key, f64> {
         .collect()
 }
 
+/// Splits an answer into the samples within `bound` and the refused ones,
+/// each refusal a note naming the series and the reason.
+pub fn check(
+    excluded: &mut Vec<String>,
+    what: &str,
+    bound: Bound,
+    samples: Vec<Sample>,
+) -> (Vec<Sample>, Vec<Sample>) {
+    let (bad, good): (Vec<Sample>, Vec<Sample>) = samples
+        .into_iter()
+        .partition(|s| bound.refuse(s.value).is_some());
+    for s in &bad {
+        let why = bound.refuse(s.value).unwrap_or_default();
+        tracing::warn!(series = %s.name(), value = s.value, what, why, "refused");
+        excluded.push(format!(
+            "{what} {}: {} is {why}: excluded",
+            s.name(),
+            s.value
+        ));
+    }
+    (good, bad)
+}
+
 impl History {
+    /// A query's samples within `bound`; the others become notes.
+    fn get(
+        &mut self,
+        p: &Prometheus,
+        what: &str,
+        bound: Bound,
+        q: &str,
+    ) -> Result<Vec<Sample>, Error> {
+        Ok(check(&mut self.excluded, what, bound, p.query(q)?).0)
+    }
+
     /// Reads every fact from Prometheus.
     pub fn read(p: &Prometheus, w: &Window) -> Result<Self, Error> {
         let mut h = Self {
@@ -184,10 +263,18 @@ impl History {
     }
 
     fn read_allocations(&mut self, p: &Prometheus) -> Result<(), Error> {
-        let now = p.query(&format!(
-            "count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"
-        ))?;
-        let sharing = p.query("count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation)")?;
+        let now = self.get(
+            p,
+            "allocations",
+            Bound::Positive,
+            &format!("count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"),
+        )?;
+        let sharing = self.get(
+            p,
+            "allocations per device",
+            Bound::Positive,
+            "count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation)",
+        )?;
         let sharing: BTreeMap<DeviceId, f64> =
             sharing.iter().map(|s| (DeviceId::of(s), s.value)).collect();
         for s in &now {
@@ -208,21 +295,37 @@ impl History {
             self.devices.entry(DeviceId::of(&s)).or_default().model =
                 Some(s.label("model").to_string());
         }
-        for s in p.query(&format!(
-            "max by (cluster, node, uuid) (last_over_time(gpu_memory_total_bytes[{r}]))"
-        ))? {
+        for s in self.get(
+            p,
+            "gpu_memory_total_bytes",
+            Bound::Positive,
+            &format!("max by (cluster, node, uuid) (last_over_time(gpu_memory_total_bytes[{r}]))"),
+        )? {
             self.devices
                 .entry(DeviceId::of(&s))
                 .or_default()
                 .memory_bytes = Some(s.value);
         }
-        for s in p.query(&format!(
+        let prices = p.query(&format!(
             "max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour[{r}]))"
-        ))? {
+        ))?;
+        let (good, bad) = check(
+            &mut self.excluded,
+            "gpu_price_usd_per_hour",
+            Bound::Price,
+            prices,
+        );
+        for s in good {
             self.devices
                 .entry(DeviceId::of(&s))
                 .or_default()
                 .price_usd_per_hour = Some(s.value);
+        }
+        for s in bad {
+            self.devices
+                .entry(DeviceId::of(&s))
+                .or_default()
+                .price_refused = true;
         }
         for s in p.query(&format!(
             "max by (cluster, node, uuid, mig_uuid, profile) (last_over_time(gpu_mig_info[{r}]))"
@@ -230,7 +333,7 @@ impl History {
             self.devices.entry(DeviceId::of(&s)).or_default().profile =
                 Some(s.label("profile").to_string());
         }
-        for s in p.query(&format!(
+        for s in self.get(p, "gpu_mig_memory_total_bytes", Bound::Positive, &format!(
             "max by (cluster, node, uuid, mig_uuid) (last_over_time(gpu_mig_memory_total_bytes[{r}]))"
         ))? {
             self.devices.entry(DeviceId::of(&s)).or_default().memory_bytes = Some(s.value);
@@ -250,6 +353,7 @@ impl History {
             if let Some(g) = gpus.get(&id.gpu()) {
                 d.model = d.model.take().or_else(|| g.model.clone());
                 d.price_usd_per_hour = d.price_usd_per_hour.or(g.price_usd_per_hour);
+                d.price_refused |= g.price_refused;
                 d.gpu_memory_bytes = g.memory_bytes;
             }
         }
@@ -258,41 +362,105 @@ impl History {
 
     fn read_usage(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let (r, st) = (&w.range, &w.step);
-        let seen = by_key(p.query(&format!(
-            "count_over_time((max by ({KEY}) (gpu_pod_allocation))[{r}:{st}])"
-        ))?);
+        let nn = Bound::NonNegative;
+        let seen = self.get(
+            p,
+            "samples seen",
+            nn,
+            &format!("count_over_time((max by ({KEY}) (gpu_pod_allocation))[{r}:{st}])"),
+        )?;
         let vram =
             "max by (cluster, namespace, workload_kind, workload) (gpu_pod_memory_used_bytes)";
-        let peak = by_key(p.query(&format!("max_over_time(({vram})[{r}:{st}])"))?);
-        let p99 = by_key(p.query(&format!("quantile_over_time(0.99, ({vram})[{r}:{st}])"))?);
-        let p95 = |dev: &str, mig: &str| -> Result<BTreeMap<Key, f64>, Error> {
-            Ok(by_key(p.query(&format!(
-                "quantile_over_time(0.95, ({})[{r}:{st}])",
-                per_workload(dev, mig)
-            ))?))
-        };
-        let sm = p95("gpu_sm_active_ratio", "gpu_mig_sm_active_ratio")?;
-        let tensor = p95("gpu_tensor_active_ratio", "gpu_mig_tensor_active_ratio")?;
-        let dram = p95("gpu_dram_active_ratio", "gpu_mig_dram_active_ratio")?;
+        let peak = self.get(
+            p,
+            "peak VRAM",
+            nn,
+            &format!("max_over_time(({vram})[{r}:{st}])"),
+        )?;
+        let p99 = self.get(
+            p,
+            "p99 VRAM",
+            nn,
+            &format!("quantile_over_time(0.99, ({vram})[{r}:{st}])"),
+        )?;
+        self.read_activity(p, w)?;
         // NVML has no utilization per MIG instance: its SM activity stands in.
         let util_expr = per_workload("gpu_utilization_ratio", "gpu_mig_sm_active_ratio");
-        let util = p95("gpu_utilization_ratio", "gpu_mig_sm_active_ratio")?;
-        let samples = by_key(p.query(&format!("count_over_time(({util_expr})[{r}:{st}])"))?);
-        let idle = by_key(p.query(&format!(
-            "count_over_time(({util_expr} < {IDLE_UTILIZATION})[{r}:{st}])"
-        ))?);
+        let util = by_key(self.get(
+            p,
+            "utilization p95",
+            Bound::Ratio,
+            &format!("quantile_over_time(0.95, ({util_expr})[{r}:{st}])"),
+        )?);
+        let samples = self.get(
+            p,
+            "utilization samples",
+            nn,
+            &format!("count_over_time(({util_expr})[{r}:{st}])"),
+        )?;
+        let idle = self.get(
+            p,
+            "idle samples",
+            nn,
+            &format!("count_over_time(({util_expr} < {IDLE_UTILIZATION})[{r}:{st}])"),
+        )?;
+        let (seen, peak, p99, samples, idle) = (
+            by_key(seen),
+            by_key(peak),
+            by_key(p99),
+            by_key(samples),
+            by_key(idle),
+        );
         for (k, f) in &mut self.workloads {
             f.seen_seconds = seen.get(k).copied().unwrap_or(0.0) * w.step_s;
             f.vram_peak_bytes = peak.get(k).copied();
             f.vram_p99_bytes = p99.get(k).copied();
-            f.sm_active_p95 = sm.get(k).copied();
-            f.tensor_active_p95 = tensor.get(k).copied();
-            f.dram_active_p95 = dram.get(k).copied();
             f.utilization_p95 = util.get(k).copied();
             f.idle_fraction = samples
                 .get(k)
                 .filter(|n| **n > 0.0)
-                .map(|n| idle.get(k).copied().unwrap_or(0.0) / n);
+                .map(|n| (idle.get(k).copied().unwrap_or(0.0) / n).min(1.0));
+        }
+        Ok(())
+    }
+
+    /// SM, tensor and DRAM activity p95 per workload (ratios).
+    fn read_activity(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let (r, st) = (&w.range, &w.step);
+        let p95 = |h: &mut Self, what: &str, dev: &str, mig: &str| {
+            h.get(
+                p,
+                what,
+                Bound::Ratio,
+                &format!(
+                    "quantile_over_time(0.95, ({})[{r}:{st}])",
+                    per_workload(dev, mig)
+                ),
+            )
+            .map(by_key)
+        };
+        let sm = p95(
+            self,
+            "SM active p95",
+            "gpu_sm_active_ratio",
+            "gpu_mig_sm_active_ratio",
+        )?;
+        let tensor = p95(
+            self,
+            "tensor active p95",
+            "gpu_tensor_active_ratio",
+            "gpu_mig_tensor_active_ratio",
+        )?;
+        let dram = p95(
+            self,
+            "DRAM active p95",
+            "gpu_dram_active_ratio",
+            "gpu_mig_dram_active_ratio",
+        )?;
+        for (k, f) in &mut self.workloads {
+            f.sm_active_p95 = sm.get(k).copied();
+            f.tensor_active_p95 = tensor.get(k).copied();
+            f.dram_active_p95 = dram.get(k).copied();
         }
         Ok(())
     }
@@ -304,7 +472,7 @@ impl History {
              count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation))[{}:{}])",
             w.range, w.step
         );
-        for s in p.query(&q)? {
+        for s in self.get(p, "device-hours", Bound::NonNegative, &q)? {
             if let Some(f) = self.workloads.get_mut(&Key::of(&s)) {
                 f.device_hours
                     .push((DeviceId::of(&s), s.value * w.step_s / 3600.0));
@@ -313,17 +481,33 @@ impl History {
         Ok(())
     }
 
+    /// One counter's increase per workload; refused series mark theirs.
+    fn counter(
+        &mut self,
+        p: &Prometheus,
+        r: &str,
+        series: &str,
+    ) -> Result<BTreeMap<Key, f64>, Error> {
+        let all = p.query(&format!(
+            "sum by ({KEY}) (increase({series}[{r}]) \
+             * on (cluster, namespace, pod) group_left (workload_kind, workload) \
+             max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))"
+        ))?;
+        let (good, bad) = check(&mut self.excluded, series, Bound::NonNegative, all);
+        for s in bad {
+            if let Some(f) = self.workloads.get_mut(&Key::of(&s)) {
+                f.work_refused = true;
+            }
+        }
+        Ok(by_key(good))
+    }
+
     fn read_tokens(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let r = &w.range;
-        let per = |series: &str| -> Result<BTreeMap<Key, f64>, Error> {
-            Ok(by_key(p.query(&format!(
-                "sum by ({KEY}) (increase({series}[{r}]) \
-                 * on (cluster, namespace, pod) group_left (workload_kind, workload) \
-                 max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))"
-            ))?))
-        };
         for (_, prompt, generated, requests) in SERVING_COUNTERS {
-            let (pt, gt, rq) = (per(prompt)?, per(generated)?, per(requests)?);
+            let pt = self.counter(p, r, prompt)?;
+            let gt = self.counter(p, r, generated)?;
+            let rq = self.counter(p, r, requests)?;
             for (k, f) in &mut self.workloads {
                 add(&mut f.prompt_tokens, pt.get(k));
                 add(&mut f.generated_tokens, gt.get(k));

@@ -35,6 +35,22 @@ pub enum Error {
     },
     #[error("{0}")]
     Usage(String),
+    /// Nothing held a GPU in the range: not an error of Prometheus, but
+    /// no advice either (its own exit code).
+    #[error("no workloads found in [{start}, {end}] (no gpu_pod_allocation series)")]
+    NoWorkloads { start: f64, end: f64 },
+}
+
+impl Error {
+    /// The exit code (docs/right-sizing.md): 2 a usage error (bad flag or
+    /// table, as clap), 3 no workloads, 1 anything else (Prometheus).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) | Self::Table(_) => 2,
+            Self::NoWorkloads { .. } => 3,
+            Self::Prometheus { .. } => 1,
+        }
+    }
 }
 
 /// A PromQL duration (`30s`, `5m`, `1h`, `7d`, `1w`) above zero, in
@@ -79,6 +95,10 @@ pub struct Report {
     /// Scale-to-zero savings (they overlap with placement savings).
     pub scale_to_zero_saving_usd_per_month: f64,
     pub queries: u32,
+    /// Series refused on arrival: labels and reason; never advice.
+    pub excluded: Vec<String>,
+    /// Prometheus' own `warnings`, with the query that drew them.
+    pub warnings: Vec<String>,
 }
 
 /// Reads the range and judges every workload.
@@ -97,6 +117,12 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
     }
     let p = Prometheus::new(&o.prometheus, o.end, o.timeout);
     let h = History::read(&p, &w)?;
+    if h.workloads.is_empty() {
+        return Err(Error::NoWorkloads {
+            start: o.end - w.range_s,
+            end: o.end,
+        });
+    }
     tracing::info!(
         workloads = h.workloads.len(),
         queries = p.queries.get(),
@@ -139,6 +165,8 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         placement_saving_usd_per_month: placement,
         scale_to_zero_saving_usd_per_month: stz,
         queries: p.queries.get(),
+        excluded: h.excluded,
+        warnings: p.warnings.take(),
     })
 }
 

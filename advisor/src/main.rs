@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         Ok(t) => t,
         Err(e) => {
             eprintln!("gpuscale-advisor: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(e.exit_code());
         }
     };
     let end = cli.end.unwrap_or_else(|| {
@@ -38,6 +38,12 @@ fn main() -> ExitCode {
     };
     match run(&o, &tables) {
         Ok(r) => {
+            for w in &r.warnings {
+                eprintln!("gpuscale-advisor: Prometheus warning: {w}");
+            }
+            for x in &r.excluded {
+                eprintln!("gpuscale-advisor: {x}");
+            }
             match cli.output {
                 Format::Table => print!("{}", report::table(&r)),
                 Format::Json => match serde_json::to_string_pretty(&r) {
@@ -52,7 +58,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("gpuscale-advisor: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -1,11 +1,25 @@
 //! The one door to Prometheus: instant queries over its HTTP API.
+//!
+//! Answers are deserialised from the response stream straight into typed
+//! series (no JSON tree, no copy of the body), so memory holds what is
+//! kept, not the answer's text. A label set twice in one answer is an
+//! error (`duplicate series`): summing or "last wins" would be advice from
+//! a broken Prometheus. The answer's `warnings` are kept for the report.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+
+use serde::Deserialize;
 
 use crate::Error;
 
-/// One series of an instant vector.
+/// Largest answer read (bytes): a bound on what a broken or hostile
+/// Prometheus can make the advisor read.
+pub const ANSWER_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// One series of an instant vector; its value may be NaN or infinite
+/// (the facts' checks refuse those by name).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub labels: BTreeMap<String, String>,
@@ -17,6 +31,43 @@ impl Sample {
     pub fn label(&self, k: &str) -> &str {
         self.labels.get(k).map_or("", String::as_str)
     }
+
+    /// The labels as `{a="x", b="y"}`, to name the series in a note.
+    pub fn name(&self) -> String {
+        let l: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        format!("{{{}}}", l.join(", "))
+    }
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    #[serde(default)]
+    result: Vec<Series>,
+}
+
+#[derive(Deserialize)]
+struct Series {
+    metric: BTreeMap<String, String>,
+    value: (serde_json::Number, String),
 }
 
 /// A Prometheus (or Thanos, Mimir: anything serving `/api/v1/query`).
@@ -27,6 +78,8 @@ pub struct Prometheus {
     pub time: f64,
     /// How many queries ran.
     pub queries: std::cell::Cell<u32>,
+    /// Prometheus' own warnings, with the query that drew them.
+    pub warnings: RefCell<Vec<String>>,
 }
 
 impl Prometheus {
@@ -41,11 +94,11 @@ impl Prometheus {
             agent,
             time,
             queries: std::cell::Cell::new(0),
+            warnings: RefCell::new(Vec::new()),
         }
     }
 
-    /// An instant query at `self.time`; NaN and infinite values are left
-    /// out (logged), never turned into numbers.
+    /// An instant query at `self.time`.
     pub fn query(&self, promql: &str) -> Result<Vec<Sample>, Error> {
         self.queries.set(self.queries.get() + 1);
         let err = |problem: String| Error::Prometheus {
@@ -60,52 +113,63 @@ impl Prometheus {
             .send_form([("query", promql), ("time", &format!("{:.3}", self.time))])
             .map_err(|e| err(e.to_string()))?;
         let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(512 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| err(format!("reading the answer: {e}")))?;
+        let reader = resp.body_mut().with_config().limit(ANSWER_LIMIT).reader();
+        let (samples, warnings) = decode_from(std::io::BufReader::new(reader))
+            .map_err(|p| err(format!("HTTP {status}: {p}")))?;
         tracing::debug!(query = promql, status, elapsed = ?started.elapsed(), "query");
-        decode(&body).map_err(|p| err(format!("HTTP {status}: {p}")))
+        for w in warnings {
+            tracing::warn!(query = promql, warning = %w, "Prometheus warning");
+            self.warnings
+                .borrow_mut()
+                .push(format!("{w} (query: {promql})"));
+        }
+        Ok(samples)
     }
 }
 
-/// The samples of a `/api/v1/query` answer that must be a vector.
-pub fn decode(body: &str) -> Result<Vec<Sample>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("answer is not JSON: {e}"))?;
-    if v["status"] != "success" {
-        return Err(format!("{} {}", v["errorType"], v["error"]));
-    }
-    if v["data"]["resultType"] != "vector" {
+/// The samples of a `/api/v1/query` answer that must be a vector, and the
+/// answer's warnings.
+pub fn decode(body: &str) -> Result<(Vec<Sample>, Vec<String>), String> {
+    decode_from(body.as_bytes())
+}
+
+/// [`decode`] from a reader, without holding the text.
+pub fn decode_from(r: impl std::io::Read) -> Result<(Vec<Sample>, Vec<String>), String> {
+    let a: Answer = serde_json::from_reader(r).map_err(|e| format!("answer is not JSON: {e}"))?;
+    if a.status != "success" {
         return Err(format!(
-            "result type {} is not a vector",
-            v["data"]["resultType"]
+            "{} {}",
+            a.error_type.unwrap_or_default(),
+            a.error.unwrap_or_default()
         ));
     }
-    let result = v["data"]["result"]
-        .as_array()
-        .ok_or("answer has no data.result")?;
-    let mut out = Vec::with_capacity(result.len());
-    for s in result {
-        let labels: BTreeMap<String, String> = s["metric"]
-            .as_object()
-            .ok_or("a series without `metric`")?
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-            .collect();
-        let text = s["value"][1].as_str().ok_or("a series without a value")?;
+    let data = a.data.ok_or("answer has no data")?;
+    if data.result_type != "vector" {
+        return Err(format!(
+            "result type {:?} is not a vector",
+            data.result_type
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(data.result.len());
+    for s in data.result {
+        let text = &s.value.1;
         let value: f64 = text
             .parse()
             .map_err(|_| format!("value {text:?} is not a number"))?;
-        if value.is_finite() {
-            out.push(Sample { labels, value });
-        } else {
-            tracing::debug!(?labels, value = text, "non-finite value left out");
+        let sample = Sample {
+            labels: s.metric,
+            value,
+        };
+        if !seen.insert(sample.labels.clone()) {
+            return Err(format!(
+                "duplicate series: {} twice in one answer",
+                sample.name()
+            ));
         }
+        out.push(sample);
     }
-    Ok(out)
+    Ok((out, a.warnings))
 }
 
 #[cfg(test)]
@@ -113,14 +177,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn decodes_vectors_and_drops_nan() {
-        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+    fn decodes_vectors_keeps_nan_for_the_checks() {
+        let body = r#"{"status":"success","warnings":["w1"],"data":{"resultType":"vector","result":[
             {"metric":{"namespace":"a"},"value":[1,"0.5"]},
-            {"metric":{"namespace":"b"},"value":[1,"NaN"]}]}}"#;
-        let s = decode(body).unwrap();
-        assert_eq!(s.len(), 1);
+            {"metric":{"namespace":"b"},"value":[1.5,"NaN"]}]}}"#;
+        let (s, w) = decode(body).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(w, ["w1"]);
         assert_eq!(s[0].label("namespace"), "a");
         assert_eq!(s[0].label("absent"), "");
+        assert!(s[1].value.is_nan());
         assert!(
             decode(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#)
                 .unwrap_err()
@@ -129,6 +195,18 @@ mod tests {
         assert!(decode("<html>").is_err());
         assert!(
             decode(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn a_label_set_twice_is_an_error() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"namespace":"a"},"value":[1,"1"]},
+            {"metric":{"namespace":"a"},"value":[1,"1"]}]}}"#;
+        let e = decode(body).unwrap_err();
+        assert!(
+            e.contains("duplicate series") && e.contains("namespace=\"a\""),
+            "{e}"
         );
     }
 }

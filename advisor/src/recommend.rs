@@ -52,9 +52,14 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             per_replica(n)
         ),
         why: format!(
-            "peak VRAM {vram:.1} GiB x {} fits its {:.2} GiB; SM p95 {:.0} % is {:.0} % of {} slice(s)",
+            "peak VRAM {vram:.1} GiB x {} fits its {:.2} GiB; {} {:.0} % is {:.0} % of {} slice(s)",
             t::MEMORY_HEADROOM,
             p.memory_gib,
+            if a.sm_active_p95.is_some() {
+                "SM active p95"
+            } else {
+                "utilization p95 (no SM activity series)"
+            },
             compute_p95(a).unwrap_or(0.0) * 100.0,
             compute_p95(a).unwrap_or(0.0) * 7.0 / f64::from(p.compute_slices) * 100.0,
             p.compute_slices

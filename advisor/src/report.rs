@@ -78,6 +78,12 @@ pub fn table(r: &Report) -> String {
             g.saving_usd_per_month
         );
     }
+    for w in &r.warnings {
+        let _ = writeln!(s, "\nPrometheus warning: {w}");
+    }
+    for x in &r.excluded {
+        let _ = writeln!(s, "\nexcluded: {x}");
+    }
     let _ = writeln!(
         s,
         "\nsaving per month: placement ${:.0} (MIG, GPU type, co-location), scale to zero ${:.0} (overlaps placement); {} queries",
