@@ -15,11 +15,16 @@ struct Tmux {
 
 impl Tmux {
     fn start(name: &str, cols: u16, rows: u16, url: &str) -> Self {
+        Self::start_env(name, cols, rows, url, "")
+    }
+
+    /// As [`Tmux::start`], with `env` (`NAME=value …`) set for the view.
+    fn start_env(name: &str, cols: u16, rows: u16, url: &str, env: &str) -> Self {
         let me = Self {
             socket: format!("gpuscale-top-{}-{name}", std::process::id()),
         };
         let top = format!(
-            "{} --exporter {url} --interval 500ms",
+            "env {env} {} --exporter {url} --interval 500ms",
             env!("CARGO_BIN_EXE_gpuscale-top")
         );
         let (x, y) = (cols.to_string(), rows.to_string());
@@ -33,6 +38,12 @@ impl Tmux {
             .args(args)
             .output()
             .expect("tmux (apt-get install tmux)")
+    }
+
+    /// The screen with its colours and attributes as escape codes.
+    fn screen_styled(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-e", "-p", "-t", "top"]).stdout)
+            .into()
     }
 
     fn screen(&self) -> String {
@@ -132,4 +143,20 @@ fn at_200x50_the_wide_columns_are_shown_and_a_stopped_exporter_is_said() {
     let s = t.wait_for("SOURCE DOWN");
     assert!(s.contains("llama-train-0"), "the last snapshot stays:\n{s}");
     assert!(t.running());
+}
+
+#[test]
+fn holders_are_coloured_unless_no_color_is_set() {
+    let e = node();
+    let coloured = Tmux::start("colour", 80, 24, &e.url(""));
+    coloured.wait_for("llama-train-0");
+    let s = coloured.screen_styled();
+    assert!(s.contains("\x1b[38;5;6m"), "holders in cyan:\n{s:?}");
+    let plain = Tmux::start_env("plain", 80, 24, &e.url(""), "NO_COLOR=1");
+    plain.wait_for("llama-train-0");
+    let s = plain.screen_styled();
+    assert!(
+        !s.contains('\x1b'),
+        "NO_COLOR: no colours or attributes:\n{s:?}"
+    );
 }
