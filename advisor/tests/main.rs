@@ -2,5 +2,6 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod docs;
+mod hostile;
 mod synth;
 mod week;
