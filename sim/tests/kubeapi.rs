@@ -389,3 +389,62 @@ fn a_metadata_list_carries_only_metadata() {
     assert_eq!(item["metadata"]["labels"]["app"], "web");
     assert!(item.get("spec").is_none(), "{item}");
 }
+
+#[test]
+fn a_list_is_paged_by_limit_and_continue_and_an_old_token_expires() {
+    let f = fake();
+    for i in 0..7 {
+        f.put(
+            &core("configmaps"),
+            json!({"metadata": {"name": format!("c{i}"), "namespace": "a"}}),
+        );
+    }
+    let mut names = Vec::new();
+    let mut path = "/api/v1/namespaces/a/configmaps?limit=3".to_string();
+    let mut pages = 0;
+    let first_token = loop {
+        let (code, page) = get(&f, &path);
+        assert_eq!(code, 200, "{page}");
+        pages += 1;
+        let items = page["items"].as_array().expect("items");
+        assert!(items.len() <= 3, "{page}");
+        names.extend(items.iter().map(|o| o["metadata"]["name"].clone()));
+        match page["metadata"]["continue"].as_str() {
+            Some(token) => {
+                let left = page["metadata"]["remainingItemCount"].as_u64();
+                assert_eq!(left, Some(7 - names.len() as u64), "{page}");
+                path = format!("/api/v1/namespaces/a/configmaps?limit=3&continue={token}");
+                if pages == 1 {
+                    continue;
+                }
+                break path.clone();
+            }
+            None => unreachable!("two pages of three and more to come"),
+        }
+    };
+    let (_, last) = get(&f, &first_token);
+    names.extend(
+        last["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|o| o["metadata"]["name"].clone()),
+    );
+    assert!(last["metadata"]["continue"].is_null(), "{last}");
+    assert_eq!(
+        names,
+        (0..7).map(|i| json!(format!("c{i}"))).collect::<Vec<_>>()
+    );
+    for i in 0..8200 {
+        f.put(
+            &core("configmaps"),
+            json!({"metadata": {"name": format!("d{i}"), "namespace": "b"}}),
+        );
+    }
+    let (code, gone) = get(&f, &first_token);
+    assert_eq!(
+        (code, gone["reason"].as_str()),
+        (410, Some("Expired")),
+        "{gone}"
+    );
+}

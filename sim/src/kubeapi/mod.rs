@@ -15,7 +15,7 @@
 //! SubjectAccessReview) and the custom resources of every CRD stored, from
 //! the moment it is created, with the `status` and `scale` subresources it
 //! declares. Verbs: get, list and watch (label and field selectors,
-//! resourceVersion, bookmarks, 410 Gone past the change log), create,
+//! resourceVersion, bookmarks, 410 Gone past the change log), paged lists, create,
 //! replace (409 on a stale resourceVersion), patch (merge, strategic merge
 //! for built-in kinds, JSON patch, server-side apply as "last applier
 //! wins"), delete (finalizers and `deletionTimestamp`; dependents by
@@ -53,6 +53,7 @@ mod fields;
 mod http;
 mod labels;
 mod openapi;
+mod paging;
 mod patch;
 mod protobuf;
 mod request;

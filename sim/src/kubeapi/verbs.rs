@@ -8,6 +8,7 @@ use super::discovery::Resource;
 use super::failures::{bad_request, conflict, no_resource, not_found};
 use super::fields::Fields;
 use super::labels::Selector;
+use super::paging;
 use super::request::Request;
 use super::store::State;
 use super::target::{Target, target};
@@ -109,7 +110,7 @@ fn selectors(req: &Request, plural: &str) -> Result<(Selector, Fields), (u16, Va
     Ok((labels, fields))
 }
 
-/// `limit` and `continue` are accepted and ignored: one page holds all.
+/// A list, paged by `limit` and `continue` (`paging`).
 fn list(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u16, Value) {
     let (labels, fields) = match selectors(req, &t.gvr.2) {
         Ok(s) => s,
@@ -117,20 +118,26 @@ fn list(req: &Request, t: &Target, res: Option<&Resource>, st: &mut State) -> (u
     };
     st.lists += 1;
     let items = st.list(&t.gvr, t.namespace.as_deref(), &labels, &fields);
-    if super::table::wanted(&req.accept) {
-        return (200, super::table::of(st, &t.gvr, &items));
-    }
-    if req.accept.contains("as=PartialObjectMetadataList") {
-        return (200, metadata_list(items, st.revision));
-    }
-    let (kind, api_version) = res.map_or(("List".to_string(), "v1".to_string()), |r| {
-        (format!("{}List", r.kind), r.api_version())
-    });
-    (
-        200,
+    let page = match paging::page(req, items, st.revision, st.oldest_resumable()) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let mut out = if super::table::wanted(&req.accept) {
+        super::table::of(st, &t.gvr, &page.items)
+    } else if req.accept.contains("as=PartialObjectMetadataList") {
+        metadata_list(page.items, st.revision)
+    } else {
+        let (kind, api_version) = res.map_or(("List".to_string(), "v1".to_string()), |r| {
+            (format!("{}List", r.kind), r.api_version())
+        });
         json!({"kind": kind, "apiVersion": api_version,
-            "metadata": {"resourceVersion": st.revision.to_string()}, "items": items}),
-    )
+            "metadata": {"resourceVersion": st.revision.to_string()}, "items": page.items})
+    };
+    if let Some(next) = page.next {
+        out["metadata"]["continue"] = json!(next);
+        out["metadata"]["remainingItemCount"] = json!(page.remaining);
+    }
+    (200, out)
 }
 
 /// What a client asking for `as=PartialObjectMetadataList` gets (the
