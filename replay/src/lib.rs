@@ -11,4 +11,5 @@ pub mod policy;
 pub mod report;
 pub mod signal;
 pub mod sim;
+pub mod sweep;
 pub mod trace;

@@ -1,16 +1,19 @@
 //! `gpuscale-replay`: how many GPU-hours each scaling policy uses on a
 //! trace, and at what SLO cost.
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use gpuscale_replay::compare::{Knobs, compare};
 use gpuscale_replay::idle::IdleSignal;
 use gpuscale_replay::model::Service;
+use gpuscale_replay::sweep::Sweep;
 use gpuscale_replay::trace::{self, Arrival, RangeQuery};
 use gpuscale_replay::{derive, frontier, limits, report};
+use gpuscale_util::duration;
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -26,117 +29,136 @@ enum Cmd {
     /// Write the sparse long-tail trace derived from CSV traces.
     Derive {
         /// Fraction of requests kept (every round(1/keep)-th row).
-        #[arg(long, default_value_t = 0.01)]
+        #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
         keep: f64,
         /// Time stretch factor (24 turns an hour into a day).
-        #[arg(long, default_value_t = 24.0)]
+        #[arg(long, value_name = "FACTOR", default_value_t = 24.0)]
         stretch: f64,
-        #[arg(long, short)]
+        /// Where to write the derived CSV trace.
+        #[arg(long, short, value_name = "FILE")]
         output: PathBuf,
+        /// The CSV traces to derive from.
+        #[arg(value_name = "TRACE")]
         inputs: Vec<PathBuf>,
     },
 }
 
 #[derive(Args)]
+#[command(group(ArgGroup::new("input").required(true).args(["trace", "prometheus"])))]
 struct Run {
-    /// A CSV trace: TIMESTAMP,ContextTokens,GeneratedTokens.
-    #[arg(
-        long,
-        conflicts_with = "prometheus",
-        required_unless_present = "prometheus"
-    )]
+    /// A CSV trace: TIMESTAMP,ContextTokens,GeneratedTokens (or --prometheus).
+    #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
     trace: Option<PathBuf>,
-    /// Prometheus base URL; with --query, --start, --end.
-    #[arg(long, requires_all = ["query", "start", "end"])]
+    /// Prometheus base URL to read the trace from (or --trace); with
+    /// --query, --start, --end.
+    #[arg(long, value_name = "URL", requires_all = ["query", "start", "end"])]
     prometheus: Option<String>,
     /// PromQL giving requests per second, one series.
-    #[arg(long)]
+    #[arg(long, value_name = "PROMQL")]
     query: Option<String>,
-    /// Range start and end, Unix seconds.
-    #[arg(long)]
+    /// Range start, Unix seconds.
+    #[arg(long, value_name = "UNIX_SECONDS")]
     start: Option<f64>,
-    #[arg(long)]
+    /// Range end, Unix seconds.
+    #[arg(long, value_name = "UNIX_SECONDS")]
     end: Option<f64>,
-    #[arg(long, default_value_t = 60.0)]
+    /// Range query step, a duration (e.g. 60s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = fractional)]
     step: f64,
-    /// Seconds the range query may take, connecting included.
-    #[arg(long, default_value_t = 60.0)]
+    /// How long the range query may take, connecting included: a duration.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = fractional)]
     prometheus_timeout: f64,
-    /// Tokens per request for a Prometheus trace.
-    #[arg(long, default_value_t = 1000)]
+    /// Prompt tokens per request of a Prometheus trace.
+    #[arg(long, value_name = "TOKENS", default_value_t = 1000)]
     input_tokens: u32,
-    #[arg(long, default_value_t = 200)]
+    /// Generated tokens per request of a Prometheus trace.
+    #[arg(long, value_name = "TOKENS", default_value_t = 200)]
     output_tokens: u32,
     #[command(flatten)]
     svc: SvcArgs,
     #[command(flatten)]
     knobs: KnobArgs,
-    /// Write the picture here.
-    #[arg(long)]
+    /// Write the per-policy picture (requests, replicas, SLO) here.
+    #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
-    /// Vary one knob: idle-for=60,300 | cooldown=… | activation=…
-    #[arg(long)]
-    sweep: Option<String>,
-    /// KEDA cooldowns (seconds, comma-separated) to find dominating gpuscale
-    /// settings for: the Pareto frontier.
-    #[arg(long, value_delimiter = ',', value_parser = seconds)]
+    /// Vary one knob: idle-for=1m,5m | cooldown=1m,5m | activation=0,1
+    /// (durations for the first two, requests for activation).
+    #[arg(long, value_name = "NAME=V1,V2,…", value_parser = Sweep::parse)]
+    sweep: Option<Sweep>,
+    /// KEDA cooldowns (durations, comma-separated, e.g. 1m,5m) to find
+    /// dominating gpuscale settings for: the Pareto frontier.
+    #[arg(long, value_name = "DURATIONS", value_delimiter = ',', value_parser = seconds)]
     frontier: Vec<u64>,
     /// Write the frontier's picture here; needs --frontier.
-    #[arg(long, requires = "frontier")]
+    #[arg(long, value_name = "FILE", requires = "frontier")]
     frontier_svg: Option<PathBuf>,
 }
 
 #[derive(Args)]
 struct SvcArgs {
-    #[arg(long, default_value_t = Service::default().prefill_tps)]
+    /// Prompt tokens per second a request is prefilled at.
+    #[arg(long, value_name = "TOKENS_PER_S", default_value_t = Service::default().prefill_tps)]
     prefill_tps: f64,
-    #[arg(long, default_value_t = Service::default().decode_tps)]
+    /// Tokens per second one running sequence decodes at, batch full.
+    #[arg(long, value_name = "TOKENS_PER_S", default_value_t = Service::default().decode_tps)]
     decode_tps: f64,
-    #[arg(long, default_value_t = Service::default().max_seqs)]
+    /// Sequences a replica runs at once; more wait in its queue.
+    #[arg(long, value_name = "SEQUENCES", default_value_t = Service::default().max_seqs)]
     max_seqs: u32,
-    #[arg(long, default_value_t = Service::default().cold_start)]
-    cold_start: u32,
-    #[arg(long, default_value_t = Service::default().gpus_per_replica,
+    /// Replica created to Ready (pull, model load): a duration.
+    #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = seconds)]
+    cold_start: u64,
+    /// GPUs each replica holds.
+    #[arg(long, value_name = "GPUS", default_value_t = Service::default().gpus_per_replica,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     gpus_per_replica: u32,
-    #[arg(long, default_value_t = Service::default().price_per_gpu_hour)]
+    /// Price of one GPU-hour (any currency).
+    #[arg(long, value_name = "PER_GPU_HOUR", default_value_t = Service::default().price_per_gpu_hour)]
     price: f64,
-    #[arg(long, default_value_t = Service::default().ttft_slo)]
+    /// Time-to-first-token SLO on each minute's p95: a duration, at most 1h.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = fractional)]
     ttft_slo: f64,
-    /// Seconds a client waits for its first token before it gives up.
-    #[arg(long, default_value_t = Service::default().client_deadline)]
+    /// How long a client waits for its first token before it gives up: a
+    /// duration, at most 1h.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = fractional)]
     client_deadline: f64,
 }
 
 #[derive(Args)]
 struct KnobArgs {
     /// HPA target in-flight requests per replica (default 0.75 × max-seqs).
-    #[arg(long)]
+    #[arg(long, value_name = "REQUESTS")]
     hpa_target: Option<f64>,
-    #[arg(long, default_value_t = 64,
+    /// HPA maxReplicas.
+    #[arg(long, value_name = "REPLICAS", default_value_t = 64,
           value_parser = clap::value_parser!(i32).range(1..=i64::from(limits::MAX_REPLICAS)))]
     max_replicas: i32,
-    #[arg(long, default_value_t = 0.0)]
+    /// Wake when in-flight requests are above this (KEDA activationThreshold).
+    #[arg(long, value_name = "REQUESTS", default_value_t = 0.0)]
     activation: f64,
-    #[arg(long, default_value_t = 300, value_parser = seconds)]
+    /// KEDA cooldownPeriod: a duration.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = seconds)]
     cooldown: u64,
-    #[arg(long, default_value_t = 300, value_parser = seconds)]
+    /// gpuscale idleFor: a duration.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = seconds)]
     idle_for: u64,
-    #[arg(long, default_value_t = 0, value_parser = seconds)]
+    /// gpuscale minUpDuration: a duration.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = seconds)]
     min_up: u64,
     /// What gpuscale idles on: rate, in-flight or activator.
-    #[arg(long, default_value = "rate", value_parser = IdleSignal::parse)]
+    #[arg(long, value_name = "SIGNAL", default_value = "rate", value_parser = IdleSignal::parse)]
     idle_signal: IdleSignal,
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    /// gpuscale controller's resync: a duration, at least 1s.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = interval)]
     sync: u64,
-    /// Prometheus scrape interval, seconds.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    /// Prometheus scrape interval: a duration, at least 1s.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = interval)]
     scrape_interval: u64,
-    /// The adapter's poll of Prometheus, seconds.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    /// The adapter's poll of Prometheus: a duration, at least 1s.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = interval)]
     adapter_poll: u64,
-    /// KEDA pollingInterval, seconds.
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=limits::MAX_SECONDS))]
+    /// KEDA pollingInterval: a duration, at least 1s.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = interval)]
     keda_polling: u64,
 }
 
@@ -154,31 +176,44 @@ enum Error {
     },
     #[error(transparent)]
     Prometheus(trace::TraceError),
-    #[error(
-        "--sweep {0:?}: expected NAME=V1,V2,… with NAME idle-for, cooldown or activation and values from 0 to 31622400"
-    )]
-    Sweep(String),
     #[error("invalid value: {0}")]
     Invalid(String),
 }
 
-/// A whole number of seconds, at most [`limits::MAX_SECONDS`].
+const MAX_DURATION: Duration = Duration::from_secs(limits::MAX_SECONDS);
+
+/// A duration of whole seconds, from 0s to 366 days.
 fn seconds(s: &str) -> Result<u64, String> {
-    let v: u64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number of seconds"))?;
-    if v > limits::MAX_SECONDS {
-        return Err(format!(
-            "{v} is more than {} (366 days)",
-            limits::MAX_SECONDS
-        ));
+    whole(s, Duration::ZERO)
+}
+
+/// A duration of whole seconds, from 1s to 366 days.
+fn interval(s: &str) -> Result<u64, String> {
+    whole(s, Duration::from_secs(1))
+}
+
+fn whole(s: &str, min: Duration) -> Result<u64, String> {
+    let d = duration::parse_within(s, min, MAX_DURATION).map_err(|e| e.to_string())?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{s:?} is not a whole number of seconds"));
     }
-    Ok(v)
+    Ok(d.as_secs())
+}
+
+/// A duration in seconds, fractions kept (ranges are checked with the rest
+/// of the input).
+fn fractional(s: &str) -> Result<f64, String> {
+    duration::parse_within(s, Duration::ZERO, MAX_DURATION)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
+    // Colours only on a terminal, and never with NO_COLOR set.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
@@ -257,7 +292,7 @@ fn service(a: &SvcArgs) -> Result<Service, Error> {
         prefill_tps: a.prefill_tps,
         decode_tps: a.decode_tps,
         max_seqs: a.max_seqs,
-        cold_start: a.cold_start,
+        cold_start: u32::try_from(a.cold_start).unwrap_or(u32::MAX),
         gpus_per_replica: a.gpus_per_replica,
         price_per_gpu_hour: a.price,
         ttft_slo: a.ttft_slo,
@@ -331,8 +366,8 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
             source,
         })?;
     }
-    if let Some(spec) = &run.sweep {
-        sweep(&svc, &arrivals, k, spec, outcomes[0].gpu_hours)?;
+    if let Some(sweep) = &run.sweep {
+        print!("\n{}", sweep.run(&svc, &arrivals, k, outcomes[0].gpu_hours));
     }
     if !run.frontier.is_empty() {
         let f = frontier::frontier(&svc, &arrivals, &k, &run.frontier, &frontier::grid());
@@ -342,54 +377,6 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
                 path: path.clone(),
                 source,
             })?;
-        }
-    }
-    Ok(())
-}
-
-/// The saving/SLO curve over one knob, against static at peak.
-fn sweep(
-    svc: &Service,
-    arrivals: &[Arrival],
-    k: Knobs,
-    spec: &str,
-    peak: f64,
-) -> Result<(), Error> {
-    let bad = || Error::Sweep(spec.to_string());
-    let (name, values) = spec.split_once('=').ok_or_else(bad)?;
-    println!("\nsweep {name}: saving vs static at peak ({peak:.2} GPU-h)");
-    println!(
-        "{:>10} {:<37} {:>9} {:>8} {:>8} {:>7}",
-        name, "policy", "GPU-h", "saving", "SLO-min", "cold"
-    );
-    for v in values.split(',') {
-        let x: f64 = v.trim().parse().map_err(|_| bad())?;
-        if !x.is_finite() || x < 0.0 || x > limits::MAX_SECONDS as f64 {
-            return Err(bad());
-        }
-        let mut k = k;
-        match name {
-            "idle-for" => k.idle_for = x as u64,
-            "cooldown" => k.cooldown = x as u64,
-            "activation" => k.activation = x,
-            _ => return Err(bad()),
-        }
-        let mut runs = vec![gpuscale_replay::sim::replay(svc, arrivals, &mut k.keda())];
-        for activator in [false, true] {
-            if let Some(mut g) = k.gpuscale(activator) {
-                runs.push(gpuscale_replay::sim::replay(svc, arrivals, &mut g));
-            }
-        }
-        for o in runs {
-            println!(
-                "{:>10} {:<37} {:>9.2} {:>7.1}% {:>8} {:>7}",
-                v.trim(),
-                o.policy,
-                o.gpu_hours,
-                100.0 * (1.0 - o.gpu_hours / peak),
-                o.slo_violation_minutes,
-                o.cold_waiters
-            );
         }
     }
     Ok(())

@@ -4,16 +4,27 @@ use std::fmt::Write as _;
 
 use crate::sim::{Minute, Outcome};
 
+/// The policy column's width: the longest name (an "+ activator" row
+/// included), so every row's columns start at the same offsets.
+pub fn policy_width<'a>(outcomes: impl Iterator<Item = &'a Outcome>) -> usize {
+    outcomes
+        .map(|o| o.policy.chars().count())
+        .chain(["policy".len()])
+        .max()
+        .unwrap_or(0)
+}
+
 /// One row per policy.
 pub fn table(outcomes: &[Outcome]) -> String {
+    let w = policy_width(outcomes.iter());
     let mut s = format!(
-        "{:<34} {:>9} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}\n",
+        "{:<w$} {:>9} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}\n",
         "policy", "GPU-h", "cost", "SLO-min", "TTFT p50", "TTFT p95", "cold", "events", "unserved"
     );
     for o in outcomes {
         let _ = writeln!(
             s,
-            "{:<34} {:>9.2} {:>9.2} {:>8} {:>8.2}s {:>8.2}s {:>7} {:>7} {:>9}",
+            "{:<w$} {:>9.2} {:>9.2} {:>8} {:>8.2}s {:>8.2}s {:>7} {:>7} {:>9}",
             o.policy,
             o.gpu_hours,
             o.cost,

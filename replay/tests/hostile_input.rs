@@ -81,13 +81,15 @@ fn bad_flags_are_errors() {
     fails_with(&with(&["--hpa-target", "0"]), "--hpa-target");
     fails_with(&with(&["--cooldown", "99999999999999999"]), "--cooldown");
     fails_with(&with(&["--gpus-per-replica", "0"]), "--gpus-per-replica");
-    fails_with(&with(&["--ttft-slo", "1e300"]), "--ttft-slo");
-    fails_with(&with(&["--client-deadline", "0"]), "--client-deadline");
+    fails_with(&with(&["--ttft-slo", "2h"]), "--ttft-slo");
+    fails_with(&with(&["--client-deadline", "0s"]), "--client-deadline");
     fails_with(&with(&["--client-deadline", "NaN"]), "--client-deadline");
-    fails_with(&with(&["--scrape-interval", "0"]), "--scrape-interval");
-    fails_with(&with(&["--adapter-poll", "0"]), "--adapter-poll");
-    fails_with(&with(&["--keda-polling", "0"]), "--keda-polling");
-    fails_with(&with(&["--frontier", "60,x"]), "--frontier");
+    fails_with(&with(&["--scrape-interval", "0s"]), "--scrape-interval");
+    fails_with(&with(&["--adapter-poll", "0s"]), "--adapter-poll");
+    fails_with(&with(&["--keda-polling", "0s"]), "--keda-polling");
+    fails_with(&with(&["--frontier", "60s,x"]), "--frontier");
+    fails_with(&with(&["--cooldown", "300"]), "has no unit");
+    fails_with(&with(&["--ttft-slo", "2"]), "has no unit");
     fails_with(&with(&["--idle-signal", "qps"]), "--idle-signal");
     fails_with(&with(&["--frontier-svg", "f.svg"]), "--frontier");
     let prom = ["--prometheus", "http://127.0.0.1:9", "--query", "q"];
@@ -101,15 +103,15 @@ fn bad_flags_are_errors() {
         args.extend(range.iter().map(String::as_str));
         replay(&args)
     };
-    fails_with(&range("0", "600", "0"), "--step 0");
-    fails_with(&range("0", "946080000", "60"), "limit of 366 days");
-    fails_with(&range("-5", "600", "60"), "--start");
-    fails_with(&range("0", "86400", "1"), "raise --step");
+    fails_with(&range("0", "600", "0s"), "--step 0");
+    fails_with(&range("0", "946080000", "60s"), "limit of 366 days");
+    fails_with(&range("-5", "600", "60s"), "--start");
+    fails_with(&range("0", "86400", "1s"), "raise --step");
 }
 
 /// Serves one canned `query_range` answer per connection; `None` accepts
 /// and never answers.
-fn fake_prometheus(body: Option<String>) -> String {
+pub(crate) fn fake_prometheus(body: Option<String>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     std::thread::spawn(move || {
@@ -133,7 +135,7 @@ fn fake_prometheus(body: Option<String>) -> String {
     url
 }
 
-fn matrix(values: &str) -> String {
+pub(crate) fn matrix(values: &str) -> String {
     format!(
         r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{}},"values":[{values}]}}]}}}}"#
     )
@@ -150,7 +152,7 @@ fn range_query(url: &str, extra: &[&str]) -> Output {
         "--end",
         "1120",
         "--step",
-        "60",
+        "60s",
     ];
     args.extend_from_slice(extra);
     replay(&args)
@@ -173,7 +175,7 @@ fn bad_prometheus_answers_are_errors() {
 fn a_prometheus_that_never_answers_times_out() {
     let silent = fake_prometheus(None);
     let began = Instant::now();
-    let out = range_query(&silent, &["--prometheus-timeout", "1"]);
+    let out = range_query(&silent, &["--prometheus-timeout", "1s"]);
     fails_with(&out, "--prometheus-timeout");
     assert!(
         began.elapsed() < Duration::from_secs(10),

@@ -83,7 +83,7 @@ fn range_query_equals_csv() {
         "--end",
         &e,
         "--step",
-        "1",
+        "1s",
     ]);
     let via_csv = run(&["--trace", path.to_str().expect("utf-8 path")]);
     assert_eq!(via_prom, via_csv);

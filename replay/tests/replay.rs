@@ -139,7 +139,7 @@ fn every_flag_is_documented() {
             .expect("run --help");
         let help = String::from_utf8_lossy(&out.stdout);
         for flag in help.split_whitespace().filter(|w| w.starts_with("--")) {
-            let flag = flag.trim_end_matches([',', '.']);
+            let flag = flag.trim_end_matches([',', '.', ')', ';', ':']);
             if flag != "--help" {
                 assert!(
                     doc.contains(&format!("`{flag}")),

@@ -1,0 +1,162 @@
+//! What a user sees of `gpuscale-replay run`: every flag described with its
+//! unit, tables whose columns line up, input checked whole before any
+//! output, and plain text when piped.
+
+use std::process::{Command, Output};
+
+const LONGTAIL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/longtail.csv");
+
+fn replay(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuscale-replay"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run gpuscale-replay")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_flag_has_a_description() {
+    for sub in ["run", "derive"] {
+        let help = text(&replay(&[sub, "--help"], &[]).stdout);
+        let options = help.split("Options:").nth(1).expect("an Options section");
+        for line in options.lines().filter(|l| l.trim_start().starts_with('-')) {
+            // "  --flag <VALUE>   Description": a description after the gap.
+            let described = line.trim().split("  ").filter(|p| !p.is_empty()).count() >= 2;
+            assert!(described, "{sub}: no description: {line}");
+        }
+    }
+    let help = text(&replay(&["run", "--help"], &[]).stdout);
+    for flag in [
+        "--step",
+        "--cooldown",
+        "--idle-for",
+        "--cold-start",
+        "--ttft-slo",
+    ] {
+        let line = help.lines().find(|l| l.contains(flag)).expect(flag);
+        assert!(line.contains("<DURATION>"), "{line}");
+    }
+    assert!(help.contains("--prefill-tps <TOKENS_PER_S>"), "{help}");
+}
+
+#[test]
+fn durations_take_a_unit() {
+    let out = replay(&["run", "--trace", LONGTAIL, "--idle-for", "300"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("\"300\" has no unit; write e.g. 300s"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn no_input_names_both_inputs() {
+    let out = replay(&["run"], &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--trace") && err.contains("--prometheus"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_sweep_fails_before_any_replay() {
+    for (spec, needle) in [
+        ("idle_for=60s", "unknown knob \"idle_for\""),
+        ("idle-for=1m,60", "\"60\" has no unit"),
+        ("activation=x", "activation \"x\""),
+    ] {
+        let out = replay(&["run", "--trace", LONGTAIL, "--sweep", spec], &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        assert!(err.contains(needle), "{spec}: {err}");
+        assert!(out.stdout.is_empty(), "{spec}: {}", text(&out.stdout));
+    }
+}
+
+/// The byte offsets at which each word of `row` ends.
+fn ends(row: &str) -> Vec<usize> {
+    let b = row.as_bytes();
+    (0..b.len())
+        .filter(|&i| b[i] != b' ' && (i + 1 == b.len() || b[i + 1] == b' '))
+        .map(|i| i + 1)
+        .collect()
+}
+
+/// The last `numbers` columns of every row (right-aligned) end where a
+/// header's word ends, "+ activator" rows included, and every row is as
+/// long as the header.
+fn aligned(table: &[&str], numbers: usize) {
+    let header = ends(table[0]);
+    for row in &table[1..] {
+        let e = ends(row);
+        assert_eq!(
+            row.len(),
+            table[0].len(),
+            "misaligned:\n{}\n{row}",
+            table[0]
+        );
+        for end in &e[e.len() - numbers..] {
+            assert!(header.contains(end), "misaligned:\n{}\n{row}", table[0]);
+        }
+    }
+}
+
+#[test]
+fn table_columns_line_up() {
+    let out = replay(
+        &["run", "--trace", LONGTAIL, "--sweep", "idle-for=1m,5m"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let results: Vec<&str> = lines.iter().take(7).copied().collect();
+    assert!(results[6].contains("+ activator"), "{stdout}");
+    aligned(&results, 8);
+    let sweep_at = lines
+        .iter()
+        .position(|l| l.starts_with("sweep idle-for"))
+        .expect("the sweep");
+    let sweep: Vec<&str> = lines[sweep_at + 1..].iter().take(7).copied().collect();
+    assert!(sweep.iter().any(|l| l.contains("+ activator")), "{stdout}");
+    aligned(&sweep, 4);
+    for row in &sweep[1..] {
+        assert!(ends(sweep[0]).contains(&ends(row)[0]), "{row}");
+    }
+}
+
+#[test]
+fn piped_warnings_are_plain_text() {
+    // A range query with a missing step logs a warning.
+    let url = crate::hostile_input::fake_prometheus(Some(crate::hostile_input::matrix(
+        r#"[1000,"1"],[1120,"1"]"#,
+    )));
+    let args = [
+        "run",
+        "--prometheus",
+        &url,
+        "--query",
+        "q",
+        "--start",
+        "1000",
+        "--end",
+        "1120",
+        "--step",
+        "60s",
+    ];
+    for env in [&[][..], &[("NO_COLOR", "1")][..]] {
+        let out = replay(&args, env);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("steps without samples"), "{err}");
+        assert!(!err.contains('\u{1b}'), "ANSI codes in: {err:?}");
+    }
+}
