@@ -33,9 +33,10 @@ pub enum Compat {
     about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods"
 )]
 pub struct Cli {
-    /// Address to serve /metrics on.
-    #[arg(long, env = "GPUSCALE_LISTEN", default_value = "0.0.0.0:9400")]
-    pub listen: SocketAddr,
+    /// Address to serve /metrics on [default: 0.0.0.0:9400; with
+    /// --simulate 127.0.0.1:9400, a local try stays on loopback].
+    #[arg(long, env = "GPUSCALE_LISTEN")]
+    pub listen: Option<SocketAddr>,
 
     /// Time between collections (100ms to 1h), e.g. 5s, 500ms, 1m.
     #[arg(long, env = "GPUSCALE_COLLECT_INTERVAL", default_value = "5s", value_parser = parse_interval,
@@ -202,6 +203,19 @@ impl Cli {
 /// `--collect-interval` and the connection timeouts: 100ms to 1h.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s, Duration::from_millis(100), Duration::from_secs(3600))
+}
+
+impl Cli {
+    /// `--listen`, or the default: every interface on a node (the
+    /// DaemonSet), loopback for a simulated node.
+    pub fn listen_addr(&self) -> SocketAddr {
+        let ip = if self.simulate.is_some() {
+            std::net::Ipv4Addr::LOCALHOST
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED
+        };
+        self.listen.unwrap_or(SocketAddr::from((ip, 9400)))
+    }
 }
 
 #[cfg(test)]

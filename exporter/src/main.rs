@@ -122,10 +122,11 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulat
     // Caught from here on, so a signal while the simulated node starts
     // still removes its directory.
     let mut signals = Box::pin(wait_for_signal());
-    let listener = match listen(cli.listen) {
+    let addr = cli.listen_addr();
+    let listener = match listen(addr) {
         Ok(l) => l,
         Err(e) => {
-            error!(address = %cli.listen, error = %e, "cannot listen");
+            error!(address = %addr, error = %e, "cannot listen");
             return ExitCode::FAILURE;
         }
     };

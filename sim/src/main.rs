@@ -40,7 +40,11 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Colours only on a terminal, and never with NO_COLOR set.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -112,7 +116,7 @@ fn instructions(cli: &Cli, scenario: &Scenario, node: &SimNode) -> String {
     format!(
         "gpuscale-sim: node {node_name} is up; Ctrl-C stops it.\n\
          \n  kubectl --kubeconfig {kc} get nodes,pods -A\n\
-         \n  {env}gpuscale-exporter --nvml-lib {lib} --node-name {node_name} \\\n    \
+         \n  {env}gpuscale-exporter --listen 127.0.0.1:9400 --nvml-lib {lib} --node-name {node_name} \\\n    \
          --pod-resources-socket {sock} --proc-root {proc} --kubeconfig {kc}\n",
         node_name = scenario.node,
         kc = kubeconfig.display(),
