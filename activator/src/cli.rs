@@ -81,6 +81,9 @@ pub struct Args {
     /// Most bytes of a JSON body read to find its `model` field (routes with `model` only); a larger body gets 413.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_MODEL_PEEK_LIMIT", default_value = "1Mi", value_parser = bytes)]
     pub model_peek_limit: usize,
+    /// Longest a `model` route may take to receive the body it reads to find the `model`; past it, 408.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_BODY_READ_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub body_read_timeout: Duration,
     /// Seconds sent in Retry-After with a 503.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_RETRY_AFTER", default_value = "10")]
     pub retry_after: u32,

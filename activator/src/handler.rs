@@ -33,6 +33,7 @@ pub struct Bounds {
     pub max_wait: Duration,
     pub max_held_body: usize,
     pub model_peek_limit: usize,
+    pub body_read_timeout: Duration,
     pub retry_after: u32,
 }
 
@@ -197,7 +198,21 @@ async fn select(
     }
     let limit = app.bounds.model_peek_limit;
     let (parts, body) = req.into_parts();
-    let bytes: Bytes = match Limited::new(body, limit).collect().await {
+    let peeking = Open::begin(app.metrics.peeks.clone());
+    let read = tokio::time::timeout(
+        app.bounds.body_read_timeout,
+        Limited::new(body, limit).collect(),
+    )
+    .await;
+    drop(peeking);
+    let Ok(read) = read else {
+        let msg = format!(
+            "the body did not arrive within {:?}, the most waited to find its \"model\"",
+            app.bounds.body_read_timeout
+        );
+        return Err(miss("body_timeout", StatusCode::REQUEST_TIMEOUT, msg));
+    };
+    let bytes: Bytes = match read {
         Ok(c) => c.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
             let msg =

@@ -81,13 +81,19 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "gpuscale_activator_unrouted_total",
         "counter",
         "reason",
-        "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large).",
+        "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large, body_timeout: the body did not arrive within --body-read-timeout, answered 408).",
     ),
     (
         "gpuscale_activator_in_flight_requests",
         "gauge",
         "namespace, route",
         "Requests open through the activator now: held, or forwarded and not yet answered in full.",
+    ),
+    (
+        "gpuscale_activator_model_peeks_in_progress",
+        "gauge",
+        "",
+        "Bodies being read now to find their model (at most --body-read-timeout each).",
     ),
 ];
 
@@ -105,6 +111,7 @@ pub struct Metrics {
     pub upstream_errors: IntCounterVec,
     pub unrouted: IntCounterVec,
     pub in_flight: IntGaugeVec,
+    pub peeks: prometheus::IntGauge,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -155,6 +162,12 @@ impl Metrics {
             upstream_errors: counter(&r, 9)?,
             unrouted: counter(&r, 10)?,
             in_flight: gauge(&r, 11)?,
+            peeks: {
+                let (o, _) = opts(12);
+                let g = prometheus::IntGauge::with_opts(o)?;
+                r.register(Box::new(g.clone()))?;
+                g
+            },
             registry: r,
         })
     }

@@ -20,7 +20,7 @@ use crate::proxy;
 /// Serves the proxy until the task is dropped.
 pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let builder = Arc::new(conn::builder(false));
+    let builder = Arc::new(proxy_builder());
     while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
@@ -41,6 +41,23 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
             drop(slot);
         });
     }
+}
+
+/// Most bytes an HTTP/2 client may send on one stream, and on one
+/// connection, before the activator reads them: a held body is not read,
+/// so this is what a held HTTP/2 request can cost (docs/security.md).
+pub const H2_STREAM_WINDOW: u32 = 64 << 10;
+pub const H2_CONN_WINDOW: u32 = 256 << 10;
+
+/// The shared builder, plus: a client that half-closes after its request
+/// is still answered; small HTTP/2 windows, so held bodies stay unread.
+fn proxy_builder() -> hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor> {
+    let mut b = conn::builder(false);
+    b.http1().half_close(true);
+    b.http2()
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONN_WINDOW);
+    b
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` over plain HTTP/1.1.
