@@ -3,3 +3,4 @@
 
 mod docs;
 mod h2c;
+mod peek;

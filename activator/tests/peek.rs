@@ -1,0 +1,88 @@
+//! A client that sends the head of a request to a `model` route and then
+//! only `{"model":` is answered 408 once `--body-read-timeout` passes,
+//! counted, and no longer shown as a peek in progress.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
+use gpuscale_activator::handler::{App, Bounds};
+use gpuscale_activator::metrics::Metrics;
+use gpuscale_activator::proxy::Upstream;
+use gpuscale_activator::route::Route;
+use gpuscale_activator::router::Router;
+use gpuscale_activator::{conn, server};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+fn spec() -> RouteSpec {
+    RouteSpec {
+        name: "chat".into(),
+        host: None,
+        path_prefix: "/".into(),
+        model: Some("m".into()),
+        service: ServiceRef {
+            namespace: "inference".into(),
+            name: "chat".into(),
+            port: Port::Number(8000),
+        },
+        target: TargetRef {
+            kind: Kind::Deployment,
+            name: "chat".into(),
+        },
+        wake_replicas: 1,
+        upstream_protocol: Protocol::Http1,
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_model_body_is_answered_408_within_the_deadline() {
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = Route::new(spec(), metrics.clone());
+    let deadline = Duration::from_secs(1);
+    let app = Arc::new(App {
+        router: Router::new(vec![route]),
+        upstream: Upstream::new(Duration::from_secs(5)),
+        metrics: metrics.clone(),
+        bounds: Bounds {
+            queue_length: 10,
+            max_wait: Duration::from_secs(60),
+            max_held_body: 1 << 20,
+            model_peek_limit: 1 << 20,
+            body_read_timeout: deadline,
+            retry_after: 10,
+        },
+    });
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = conn::Limits {
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(90),
+    };
+    tokio::spawn(server::serve_proxy(l, app, limits));
+
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let start = Instant::now();
+    c.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(metrics.peeks.get(), 1, "the peek shows while in progress");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+        .await
+        .expect("answered before 10 s")
+        .unwrap();
+    let took = start.elapsed();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(
+        took >= deadline && took < deadline * 3,
+        "answered after {took:?}"
+    );
+    let timed_out = metrics.unrouted.with_label_values(&["body_timeout"]).get();
+    assert_eq!(timed_out, 1);
+    assert_eq!(metrics.peeks.get(), 0);
+}
