@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod endpoints;
+pub mod fds;
 pub mod handler;
 pub mod held_body;
 pub mod in_flight;
@@ -55,7 +56,7 @@ pub async fn run(args: Args) -> Result<(), String> {
         },
     });
     let limits = conn::Limits {
-        max_connections: args.max_connections,
+        max_connections: fds::max_connections(args.max_connections),
         idle_timeout: args.idle_timeout,
     };
     let bind = |a| async move {
