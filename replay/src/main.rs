@@ -361,9 +361,11 @@ fn cmd_run(run: &Run) -> Result<(), Error> {
         took.as_secs_f64() * 1000.0
     );
     if let Some(path) = &run.svg {
-        std::fs::write(path, report::svg(&outcomes)).map_err(|source| Error::Read {
-            path: path.clone(),
-            source,
+        std::fs::write(path, report::svg(&outcomes, arrivals[0].t)).map_err(|source| {
+            Error::Read {
+                path: path.clone(),
+                source,
+            }
         })?;
     }
     if let Some(sweep) = &run.sweep {

@@ -160,3 +160,27 @@ fn piped_warnings_are_plain_text() {
         assert!(!err.contains('\u{1b}'), "ANSI codes in: {err:?}");
     }
 }
+
+/// The long-tail picture in docs/ is what `run --svg` draws now; to
+/// regenerate it: `cargo run -p gpuscale-replay -- run --trace
+/// replay/traces/longtail.csv --svg docs/replay-longtail.svg`.
+#[test]
+fn the_shipped_longtail_picture_is_current() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("longtail.svg");
+    let out = replay(
+        &["run", "--trace", LONGTAIL, "--svg", &path.to_string_lossy()],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let drawn = std::fs::read_to_string(&path).expect("drawn");
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/replay-longtail.svg"
+    ))
+    .expect("docs/replay-longtail.svg");
+    assert!(
+        drawn == shipped,
+        "docs/replay-longtail.svg differs from what run --svg draws: regenerate it (docs/replay.md)"
+    );
+}
