@@ -167,11 +167,32 @@ fn too_large(route: &str, cap: usize) -> Response<Body> {
     )
 }
 
+/// The request's host: HTTP/2's `:authority` when it has one (RFC 9113
+/// 8.3.1), else `Host`.
 fn host_of<B>(req: &Request<B>) -> Option<&str> {
-    req.headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().host())
+    let header = || {
+        req.headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    };
+    match req.uri().authority() {
+        Some(a) if req.version() == http::Version::HTTP_2 => Some(a.as_str()),
+        _ => header().or_else(|| req.uri().host()),
+    }
+}
+
+/// An HTTP/2 request whose `host` differs from its `:authority` is
+/// malformed (RFC 9113 8.3.1): it could reach another route's backend.
+fn conflicting_host<B>(req: &Request<B>) -> bool {
+    let Some(a) = req.uri().authority() else {
+        return false;
+    };
+    req.version() == http::Version::HTTP_2
+        && req
+            .headers()
+            .get_all(header::HOST)
+            .iter()
+            .any(|h| !h.as_bytes().eq_ignore_ascii_case(a.as_str().as_bytes()))
 }
 
 /// The route, and the request with its body (peeked when a `model` route
@@ -180,11 +201,15 @@ async fn select(
     app: &App,
     req: Request<Incoming>,
 ) -> Result<(Arc<Route>, Request<Body>), Response<Body>> {
-    let candidates = app.router.candidates(host_of(&req), req.uri().path());
     let miss = |reason: &str, code: StatusCode, msg: String| {
         app.metrics.unrouted.with_label_values(&[reason]).inc();
         proxy::text(code, &msg)
     };
+    if conflicting_host(&req) {
+        let msg = "the host header differs from :authority (RFC 9113 8.3.1)".to_string();
+        return Err(miss("bad_host", StatusCode::BAD_REQUEST, msg));
+    }
+    let candidates = app.router.candidates(host_of(&req), req.uri().path());
     let Some(first) = candidates.first().cloned() else {
         let msg = format!(
             "no route for host {:?} and path {:?}",
@@ -254,4 +279,34 @@ async fn select(
     };
     let body = Full::new(bytes).map_err(|never| match never {}).boxed();
     Ok((route, Request::from_parts(parts, body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h2(host: Option<&str>) -> Request<()> {
+        let mut b = Request::builder()
+            .version(http::Version::HTTP_2)
+            .uri("http://warm.test/v1");
+        if let Some(h) = host {
+            b = b.header(header::HOST, h);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn authority_wins_and_a_conflicting_host_is_refused() {
+        assert_eq!(host_of(&h2(Some("private.example.com"))), Some("warm.test"));
+        assert!(conflicting_host(&h2(Some("private.example.com"))));
+        assert!(!conflicting_host(&h2(Some("WARM.test"))));
+        assert!(!conflicting_host(&h2(None)));
+        let h1 = Request::builder()
+            .uri("/v1")
+            .header(header::HOST, "a.test")
+            .body(())
+            .unwrap();
+        assert_eq!(host_of(&h1), Some("a.test"));
+        assert!(!conflicting_host(&h1));
+    }
 }

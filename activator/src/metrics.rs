@@ -81,7 +81,7 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "gpuscale_activator_unrouted_total",
         "counter",
         "reason",
-        "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large, body_timeout: the body did not arrive within --body-read-timeout, answered 408).",
+        "Requests matching no route (no_route) or whose model could not be read (bad_body, body_too_large, body_timeout: the body did not arrive within --body-read-timeout, answered 408), or HTTP/2 requests whose host differs from :authority (bad_host, 400).",
     ),
     (
         "gpuscale_activator_in_flight_requests",

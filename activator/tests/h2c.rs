@@ -72,7 +72,7 @@ async fn h2_backend() -> SocketAddr {
 fn spec() -> RouteSpec {
     RouteSpec {
         name: "grpc".into(),
-        host: Some("models.test".into()),
+        host: None,
         path_prefix: "/".into(),
         model: None,
         service: ServiceRef {
@@ -175,12 +175,18 @@ async fn h2c_upstream_warm_and_held() {
     );
 
     // Warm, from an HTTP/2 client: `te: trailers` and the trailer pass.
-    let resp = h2.request(request(at, streamed())).await.unwrap();
+    // Its host is `:authority` alone: a `host` header differing from it
+    // would be refused (RFC 9113 8.3.1).
+    let mut req = request(at, streamed());
+    req.headers_mut().remove("host");
+    let resp = h2.request(req).await.unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
     let (body, status) = answer(resp).await;
     assert_eq!(
         body,
-        "HTTP/2.0 host=- xfh=models.test te=trailers body=hello h2"
+        format!("HTTP/2.0 host=- xfh={at} te=trailers body=hello h2")
     );
+    let resp = h2.request(request(at, streamed())).await.unwrap();
+    assert_eq!(resp.status(), 400, "host models.test vs :authority {at}");
     assert_eq!(status.as_deref(), Some("0"), "the grpc-status trailer");
 }
