@@ -103,6 +103,9 @@ pub struct Args {
     /// Time to connect to a Ready endpoint.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_CONNECT_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub connect_timeout: Duration,
+    /// Longest a forwarded request waits for its upstream's response head (time to first byte); past it, 504.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_UPSTREAM_TTFB_TIMEOUT", default_value = "300s", value_parser = duration)]
+    pub upstream_ttfb_timeout: Duration,
     /// Log format.
     #[arg(
         long,

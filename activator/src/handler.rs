@@ -34,6 +34,7 @@ pub struct Bounds {
     pub max_held_body: usize,
     pub model_peek_limit: usize,
     pub body_read_timeout: Duration,
+    pub upstream_ttfb_timeout: Duration,
     pub retry_after: u32,
 }
 
@@ -63,7 +64,21 @@ async fn forward(
         Err(resp) => return resp,
     };
     let proto = route.spec.upstream_protocol;
-    match app.upstream.forward(addr, proto, req, peer).await {
+    let ttfb = app.bounds.upstream_ttfb_timeout;
+    let Ok(answered) =
+        tokio::time::timeout(ttfb, app.upstream.forward(addr, proto, req, peer)).await
+    else {
+        app.metrics
+            .upstream_timeouts
+            .with_label_values(&[&route.spec.service.namespace, &name])
+            .inc();
+        tracing::warn!(route = %name, %addr, ?ttfb, "no response head in time");
+        return proxy::text(
+            StatusCode::GATEWAY_TIMEOUT,
+            &format!("route {name}: the model at {addr} sent no response within {ttfb:?}"),
+        );
+    };
+    match answered {
         Ok(resp) => {
             app.metrics
                 .forwarded

@@ -52,6 +52,7 @@ pub async fn run(args: Args) -> Result<(), String> {
             max_held_body: args.max_held_body,
             model_peek_limit: args.model_peek_limit,
             body_read_timeout: args.body_read_timeout,
+            upstream_ttfb_timeout: args.upstream_ttfb_timeout,
             retry_after: args.retry_after,
         },
     });

@@ -95,6 +95,12 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "",
         "Bodies being read now to find their model (at most --body-read-timeout each).",
     ),
+    (
+        "gpuscale_activator_upstream_timeouts_total",
+        "counter",
+        "namespace, route",
+        "Forwarded requests with no response head within --upstream-ttfb-timeout (answered 504).",
+    ),
 ];
 
 pub struct Metrics {
@@ -112,6 +118,7 @@ pub struct Metrics {
     pub unrouted: IntCounterVec,
     pub in_flight: IntGaugeVec,
     pub peeks: prometheus::IntGauge,
+    pub upstream_timeouts: IntCounterVec,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -168,6 +175,7 @@ impl Metrics {
                 r.register(Box::new(g.clone()))?;
                 g
             },
+            upstream_timeouts: counter(&r, 13)?,
             registry: r,
         })
     }
@@ -181,6 +189,7 @@ impl Metrics {
         self.abandoned.with_label_values(&[ns, route]);
         self.forwarded.with_label_values(&[ns, route]);
         self.upstream_errors.with_label_values(&[ns, route]);
+        self.upstream_timeouts.with_label_values(&[ns, route]);
         for reason in ["queue_full", "wait_limit", "body_too_large"] {
             self.refused.with_label_values(&[ns, route, reason]);
         }

@@ -1,6 +1,7 @@
 //! A client that sends the head of a request to a `model` route and then
 //! only `{"model":` is answered 408 once `--body-read-timeout` passes,
-//! counted, and no longer shown as a peek in progress.
+//! counted, and no longer shown as a peek in progress; an upstream that
+//! sends no response head is answered 504 at `--upstream-ttfb-timeout`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -51,6 +52,7 @@ async fn a_stalled_model_body_is_answered_408_within_the_deadline() {
             max_wait: Duration::from_secs(60),
             max_held_body: 1 << 20,
             model_peek_limit: 1 << 20,
+            upstream_ttfb_timeout: Duration::from_secs(1),
             body_read_timeout: deadline,
             retry_after: 10,
         },
@@ -85,4 +87,63 @@ async fn a_stalled_model_body_is_answered_408_within_the_deadline() {
     let timed_out = metrics.unrouted.with_label_values(&["body_timeout"]).get();
     assert_eq!(timed_out, 1);
     assert_eq!(metrics.peeks.get(), 0);
+}
+
+#[tokio::test]
+async fn a_hanging_upstream_is_answered_504_after_the_ttfb_bound() {
+    let hang = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = hang.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((c, _)) = hang.accept().await {
+            open.push(c);
+        }
+    });
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let mut s = spec();
+    s.model = None;
+    let route = Route::new(s, metrics.clone());
+    route.set_ready(vec![upstream]);
+    let app = Arc::new(App {
+        router: Router::new(vec![route]),
+        upstream: Upstream::new(Duration::from_secs(5)),
+        metrics: metrics.clone(),
+        bounds: Bounds {
+            queue_length: 10,
+            max_wait: Duration::from_secs(60),
+            max_held_body: 1 << 20,
+            model_peek_limit: 1 << 20,
+            upstream_ttfb_timeout: Duration::from_secs(1),
+            body_read_timeout: Duration::from_secs(10),
+            retry_after: 10,
+        },
+    });
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = conn::Limits {
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(90),
+    };
+    tokio::spawn(server::serve_proxy(l, app, limits));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let start = Instant::now();
+    c.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+        .await
+        .expect("answered before 10 s")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 504"), "{head}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let timeouts = metrics
+        .upstream_timeouts
+        .with_label_values(&["inference", "chat"]);
+    assert_eq!(timeouts.get(), 1);
 }
