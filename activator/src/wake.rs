@@ -34,7 +34,7 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
         route.wake.notified().await;
         while route.needs_wake() {
             let result = match tokio::time::timeout(CALL_TIMEOUT, attempt(&client, &route)).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
+                Ok(r) => r.map_err(|e| api_error(&e)),
                 Err(_) => Err(format!(
                     "the Kubernetes API did not answer within {CALL_TIMEOUT:?}"
                 )),
@@ -56,10 +56,7 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
                     tracing::debug!(route = %name, replicas = n, "target already scaled up; waiting for Ready");
                     "already_up"
                 }
-                Err(e) => {
-                    tracing::warn!(route = %name, error = %e, "wake failed; retrying");
-                    "error"
-                }
+                Err(_) => "error",
             };
             metrics.wakes.with_label_values(&[&ns, &name, label]).inc();
             let wait = if result.is_err() {
@@ -67,11 +64,24 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
             } else {
                 retry
             };
+            if let Err(e) = &result {
+                let target = format!("{:?}/{}", route.spec.target.kind, route.spec.target.name);
+                tracing::warn!(route = %name, %target, retry_in = ?wait, "wake failed: {e}");
+            }
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 () = route.ready_changed.notified() => {}
             }
         }
+    }
+}
+
+/// One line for a failed call: the API's code, reason and message, not
+/// the whole `Status` object.
+fn api_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
     }
 }
 
