@@ -124,7 +124,14 @@ pub fn load(path: &std::path::Path) -> Result<File, ConfigError> {
         msg,
     };
     let text = std::fs::read_to_string(path).map_err(|e| read(e.to_string()))?;
-    let file: File = yaml_serde::from_str(&text).map_err(|e| read(e.to_string()))?;
+    let file = parse(&text).map_err(|e| match e {
+        (Some(route), msg) => ConfigError::Route {
+            path: shown.clone(),
+            route,
+            msg,
+        },
+        (None, msg) => read(msg),
+    })?;
     validate(&file).map_err(|(route, msg)| ConfigError::Route {
         path: shown.clone(),
         route,
@@ -134,6 +141,34 @@ pub fn load(path: &std::path::Path) -> Result<File, ConfigError> {
         return Err(read("no routes".into()));
     }
     Ok(file)
+}
+
+/// Parses the file; an error in a route names it (its `name`, else its
+/// `host`, else its position) besides the path of the key at fault.
+fn parse(text: &str) -> Result<File, (Option<String>, String)> {
+    #[derive(Deserialize)]
+    struct Raw {
+        routes: Vec<yaml_serde::Value>,
+    }
+    let whole = match yaml_serde::from_str::<File>(text) {
+        Ok(f) => return Ok(f),
+        Err(e) => e.to_string(),
+    };
+    let Ok(raw) = yaml_serde::from_str::<Raw>(text) else {
+        return Err((None, whole));
+    };
+    let bad = raw.routes.into_iter().enumerate().find_map(|(i, v)| {
+        let key = |k: &str| {
+            v.get(k)
+                .and_then(yaml_serde::Value::as_str)
+                .map(String::from)
+        };
+        let label = key("name")
+            .or_else(|| key("host").map(|h| format!("host {h}")))
+            .unwrap_or_else(|| format!("routes[{i}]"));
+        yaml_serde::from_value::<RouteSpec>(v).err().map(|_| label)
+    });
+    Err((bad, whole))
 }
 
 fn validate(file: &File) -> Result<(), (String, String)> {
@@ -219,6 +254,9 @@ mod tests {
         let e = parse(&OK.replace("model: m", "modle: m")).unwrap_err();
         assert!(e.contains("modle"), "{e}");
         assert!(parse("routes: []\n").unwrap_err().contains("no routes"));
+        let e = parse(&OK.replace("  service: {namespace: a, name: chat, port: 8000}\n", ""))
+            .unwrap_err();
+        assert!(e.contains("route \"chat\"") && e.contains("service"), "{e}");
         let e = parse(&format!("{OK}  upstreamProtocol: h3\n")).unwrap_err();
         assert!(e.contains("h3") && e.contains("upstreamProtocol"), "{e}");
     }
