@@ -140,8 +140,9 @@ async fn admit(
         }
         Admit::Held(held) => held,
     };
+    let client = req.extensions().get::<held_body::Client>().copied();
     let (parts, body) = req.into_parts();
-    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body);
+    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body, client);
     match tokio::time::timeout(app.bounds.max_wait, waited).await {
         Ok(Waited::Released(release, body)) => {
             let body = proxy::on_first_poll(body, release.sent);

@@ -31,7 +31,7 @@ pub enum Waited {
 /// Waits for `held`'s release, reading a body of undeclared length up to
 /// `cap` bytes meanwhile. Cancel-safe for `held` (the wait limit drops
 /// this future).
-pub async fn wait(held: &mut Held, body: Body, cap: usize) -> Waited {
+pub async fn wait(held: &mut Held, body: Body, cap: usize, client: Option<Client>) -> Waited {
     let mut reading = undeclared(&body);
     let mut read = Prefix {
         frames: VecDeque::new(),
@@ -46,6 +46,7 @@ pub async fn wait(held: &mut Held, body: Body, cap: usize) -> Waited {
                     None => Waited::Dropped,
                 };
             }
+            () = gone(client) => return Waited::BodyFailed("the client closed its connection".into()),
             frame = next_frame(&mut read.rest), if reading => match frame {
                 None => {
                     read.rest = None;
@@ -61,6 +62,33 @@ pub async fn wait(held: &mut Held, body: Body, cap: usize) -> Waited {
                 Some(Err(e)) => return Waited::BodyFailed(e.to_string()),
             },
         }
+    }
+}
+
+/// The client's socket, to see it close while its request is held and its
+/// body unread (hyper sees an end of stream only once it reads the body).
+#[derive(Debug, Clone, Copy)]
+pub struct Client(pub std::os::fd::RawFd);
+
+/// Resolves once the client has closed (or half-closed) its connection.
+/// The descriptor stays open while this runs: the request's connection
+/// owns it and ends this future before closing it.
+async fn gone(client: Option<Client>) {
+    let Some(Client(fd)) = client else {
+        return std::future::pending().await;
+    };
+    loop {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: `p` is one valid pollfd; a zero timeout never blocks.
+        let n = unsafe { libc::poll(&raw mut p, 1, 0) };
+        if n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

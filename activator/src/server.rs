@@ -23,14 +23,16 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
     let builder = Arc::new(proxy_builder());
     while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
         let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
             let activity = Activity::new();
             let busy = activity.clone();
-            let svc = service_fn(move |req: Request<Incoming>| {
+            let svc = service_fn(move |mut req: Request<Incoming>| {
                 let app = app.clone();
                 let in_flight = busy.begin();
+                req.extensions_mut().insert(crate::held_body::Client(fd));
                 async move {
                     let resp = handler::handle(app, req, peer).await;
                     drop(in_flight);

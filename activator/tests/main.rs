@@ -3,4 +3,5 @@
 
 mod docs;
 mod h2c;
+mod held;
 mod peek;

@@ -1,0 +1,110 @@
+//! A held client that hangs up before its target is Ready leaves the
+//! queue, is counted as abandoned, and never reaches the woken upstream,
+//! although the proxy answers half-closed clients (hyper's `half_close`
+//! does not end the request at the client's FIN: the socket is watched).
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
+use gpuscale_activator::handler::{App, Bounds};
+use gpuscale_activator::metrics::Metrics;
+use gpuscale_activator::proxy::Upstream;
+use gpuscale_activator::route::Route;
+use gpuscale_activator::router::Router;
+use gpuscale_activator::{conn, server};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+
+fn spec() -> RouteSpec {
+    RouteSpec {
+        name: "chat".into(),
+        host: None,
+        path_prefix: "/".into(),
+        model: None,
+        service: ServiceRef {
+            namespace: "inference".into(),
+            name: "chat".into(),
+            port: Port::Number(8000),
+        },
+        target: TargetRef {
+            kind: Kind::Deployment,
+            name: "chat".into(),
+        },
+        wake_replicas: 1,
+        upstream_protocol: Protocol::Http1,
+    }
+}
+
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < end, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_client_gone_is_never_forwarded() {
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = Route::new(spec(), metrics.clone());
+    let app = Arc::new(App {
+        router: Router::new(vec![route.clone()]),
+        upstream: Upstream::new(Duration::from_secs(5)),
+        metrics: metrics.clone(),
+        bounds: Bounds {
+            queue_length: 10,
+            max_wait: Duration::from_secs(60),
+            max_held_body: 1 << 20,
+            model_peek_limit: 1 << 20,
+            upstream_ttfb_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            retry_after: 10,
+        },
+    });
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = conn::Limits {
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(90),
+    };
+    tokio::spawn(server::serve_proxy(l, app, limits));
+
+    let body = vec![b'x'; 1 << 10];
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    c.write_all(&body).await.unwrap();
+    let pending = metrics.pending.with_label_values(&["inference", "chat"]);
+    until("the request to be held", || pending.get() == 1).await;
+    drop(c);
+    let abandoned = metrics.abandoned.with_label_values(&["inference", "chat"]);
+    until("the hang-up to be counted", || abandoned.get() == 1).await;
+    assert_eq!(pending.get(), 0);
+
+    // The target wakes: nothing is forwarded.
+    let backend = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = backend.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    tokio::spawn(async move {
+        while backend.accept().await.is_ok() {
+            s.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    route.set_ready(vec![at]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        0,
+        "the upstream saw the request"
+    );
+    let forwarded = metrics.forwarded.with_label_values(&["inference", "chat"]);
+    assert_eq!(forwarded.get(), 0);
+}
