@@ -108,3 +108,54 @@ async fn a_held_client_gone_is_never_forwarded() {
     let forwarded = metrics.forwarded.with_label_values(&["inference", "chat"]);
     assert_eq!(forwarded.get(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_client_is_answered_on_a_warm_route() {
+    use tokio::io::AsyncReadExt as _;
+    let backend = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = backend.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = backend.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = c.read(&mut buf).await;
+                let _ = c
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+            });
+        }
+    });
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = Route::new(spec(), metrics.clone());
+    route.set_ready(vec![at]);
+    let app = Arc::new(App {
+        router: Router::new(vec![route]),
+        upstream: Upstream::new(Duration::from_secs(5)),
+        metrics,
+        bounds: Bounds {
+            queue_length: 10,
+            max_wait: Duration::from_secs(60),
+            max_held_body: 1 << 20,
+            model_peek_limit: 1 << 20,
+            upstream_ttfb_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            retry_after: 10,
+        },
+    });
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let limits = conn::Limits {
+        max_connections: 100,
+        idle_timeout: Duration::from_secs(90),
+    };
+    tokio::spawn(server::serve_proxy(l, app, limits));
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    c.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200"), "answered: {got:?}");
+}
