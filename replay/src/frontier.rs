@@ -274,19 +274,19 @@ pub fn svg(f: &Frontier) -> String {
     let (x0, y0) = (PAD, H - PAD);
     let _ = writeln!(
         s,
-        "<path d=\"M{x0},{} L{x0},{y0} L{},{y0}\" fill=\"none\" stroke=\"#000\"/>",
-        PAD,
+        "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<path d=\"M{x0},{PAD} L{x0},{y0} L{},{y0}\" fill=\"none\" stroke=\"#000\"/>",
         W - PAD
     );
+    ticks(&mut s, max_x, max_y);
     let _ = writeln!(
         s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">GPU-hours (0 to {max_x:.1})</text>",
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">GPU-hours over the trace</text>",
         W / 2.0,
-        H - 20.0
+        H - 15.0
     );
     let _ = writeln!(
         s,
-        "<text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">SLO-violation minutes (0 to {max_y})</text>",
+        "<text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">SLO-violation minutes</text>",
         H / 2.0,
         H / 2.0
     );
@@ -294,13 +294,13 @@ pub fn svg(f: &Frontier) -> String {
         (
             pareto(&f.prometheus),
             "#999",
-            "gpuscale via Prometheus (its Pareto-efficient settings)",
+            "gpuscale via Prometheus (Pareto-efficient settings)",
             20.0,
         ),
         (
             pareto(&f.activator),
             "#1f77b4",
-            "gpuscale + activator (its Pareto-efficient settings)",
+            "gpuscale + activator (Pareto-efficient settings)",
             36.0,
         ),
     ] {
@@ -310,16 +310,38 @@ pub fn svg(f: &Frontier) -> String {
         let (x, y) = xy(p);
         let _ = writeln!(
             s,
-            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#d62728\"><title>KEDA cooldown {}s</title></circle>",
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#d62728\"><title>KEDA cooldown {}s</title></circle><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#d62728\">{}s</text>",
+            p.knob,
+            x + 6.0,
+            y - 4.0,
             p.knob
         );
     }
     let _ = writeln!(
         s,
-        "<text x=\"{}\" y=\"52\" fill=\"#d62728\">KEDA (one dot per cooldownPeriod)</text>\n</svg>",
-        W - 300.0
+        "<text x=\"{}\" y=\"52\" fill=\"#d62728\">KEDA, labelled with its cooldownPeriod</text>\n</svg>",
+        PAD + 10.0
     );
     s
+}
+
+/// Five ticks on each axis, from 0 to the maximum.
+fn ticks(s: &mut String, max_x: f64, max_y: f64) {
+    for i in 0..=5 {
+        let f = f64::from(i) / 5.0;
+        let x = PAD + (W - 2.0 * PAD) * f;
+        let y = H - PAD - (H - 2.0 * PAD) * f;
+        let _ = writeln!(
+            s,
+            "<path d=\"M{x:.1},{} v5 M{PAD},{y:.1} h-5\" stroke=\"#000\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\">{:.1}</text><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{:.0}</text>",
+            H - PAD,
+            H - PAD + 16.0,
+            max_x * f,
+            PAD - 8.0,
+            y + 3.0,
+            max_y * f
+        );
+    }
 }
 
 /// One gpuscale path: its points joined by a line, and its legend.
@@ -356,7 +378,7 @@ fn series(
     let _ = writeln!(
         s,
         "<text x=\"{}\" y=\"{dy}\" fill=\"{colour}\">{label}</text>",
-        W - 300.0
+        PAD + 10.0
     );
 }
 
