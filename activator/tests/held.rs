@@ -5,39 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
-use gpuscale_activator::handler::{App, Bounds};
 use gpuscale_activator::metrics::Metrics;
-use gpuscale_activator::proxy::Upstream;
 use gpuscale_activator::route::Route;
-use gpuscale_activator::router::Router;
-use gpuscale_activator::{conn, server};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
-
-fn spec() -> RouteSpec {
-    RouteSpec {
-        name: "chat".into(),
-        host: None,
-        path_prefix: "/".into(),
-        model: None,
-        service: ServiceRef {
-            namespace: "inference".into(),
-            name: "chat".into(),
-            port: Port::Number(8000),
-        },
-        target: TargetRef {
-            kind: Kind::Deployment,
-            name: "chat".into(),
-        },
-        wake_replicas: 1,
-        upstream_protocol: Protocol::Http1,
-    }
-}
 
 async fn until(what: &str, f: impl Fn() -> bool) {
     let end = Instant::now() + Duration::from_secs(10);
@@ -50,28 +27,8 @@ async fn until(what: &str, f: impl Fn() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_client_gone_is_never_forwarded() {
     let metrics = Arc::new(Metrics::new().unwrap());
-    let route = Route::new(spec(), metrics.clone());
-    let app = Arc::new(App {
-        router: Router::new(vec![route.clone()]),
-        upstream: Upstream::new(Duration::from_secs(5)),
-        metrics: metrics.clone(),
-        bounds: Bounds {
-            queue_length: 10,
-            max_wait: Duration::from_secs(60),
-            max_held_body: 1 << 20,
-            model_peek_limit: 1 << 20,
-            upstream_ttfb_timeout: Duration::from_secs(5),
-            body_read_timeout: Duration::from_secs(10),
-            retry_after: 10,
-        },
-    });
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let limits = conn::Limits {
-        max_connections: 100,
-        idle_timeout: Duration::from_secs(90),
-    };
-    tokio::spawn(server::serve_proxy(l, app, limits));
+    let route = Route::new(support::spec(None), metrics.clone());
+    let addr = support::proxy(route.clone(), metrics.clone(), support::bounds()).await;
 
     let body = vec![b'x'; 1 << 10];
     let mut c = TcpStream::connect(addr).await.unwrap();
@@ -126,29 +83,9 @@ async fn a_half_closed_client_is_answered_on_a_warm_route() {
         }
     });
     let metrics = Arc::new(Metrics::new().unwrap());
-    let route = Route::new(spec(), metrics.clone());
+    let route = Route::new(support::spec(None), metrics.clone());
     route.set_ready(vec![at]);
-    let app = Arc::new(App {
-        router: Router::new(vec![route]),
-        upstream: Upstream::new(Duration::from_secs(5)),
-        metrics,
-        bounds: Bounds {
-            queue_length: 10,
-            max_wait: Duration::from_secs(60),
-            max_held_body: 1 << 20,
-            model_peek_limit: 1 << 20,
-            upstream_ttfb_timeout: Duration::from_secs(5),
-            body_read_timeout: Duration::from_secs(10),
-            retry_after: 10,
-        },
-    });
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let limits = conn::Limits {
-        max_connections: 100,
-        idle_timeout: Duration::from_secs(90),
-    };
-    tokio::spawn(server::serve_proxy(l, app, limits));
+    let addr = support::proxy(route, metrics, support::bounds()).await;
     let mut c = TcpStream::connect(addr).await.unwrap();
     c.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
         .await

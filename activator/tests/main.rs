@@ -5,3 +5,5 @@ mod docs;
 mod h2c;
 mod held;
 mod peek;
+#[allow(clippy::unwrap_used)]
+mod support;

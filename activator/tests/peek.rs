@@ -5,65 +5,32 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
-use gpuscale_activator::handler::{App, Bounds};
+use gpuscale_activator::handler::Bounds;
 use gpuscale_activator::metrics::Metrics;
-use gpuscale_activator::proxy::Upstream;
 use gpuscale_activator::route::Route;
-use gpuscale_activator::router::Router;
-use gpuscale_activator::{conn, server};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-
-fn spec() -> RouteSpec {
-    RouteSpec {
-        name: "chat".into(),
-        host: None,
-        path_prefix: "/".into(),
-        model: Some("m".into()),
-        service: ServiceRef {
-            namespace: "inference".into(),
-            name: "chat".into(),
-            port: Port::Number(8000),
-        },
-        target: TargetRef {
-            kind: Kind::Deployment,
-            name: "chat".into(),
-        },
-        wake_replicas: 1,
-        upstream_protocol: Protocol::Http1,
-    }
-}
 
 #[tokio::test]
 async fn a_stalled_model_body_is_answered_408_within_the_deadline() {
     let metrics = Arc::new(Metrics::new().unwrap());
-    let route = Route::new(spec(), metrics.clone());
+    let route = Route::new(support::spec(Some("m")), metrics.clone());
     let deadline = Duration::from_secs(1);
-    let app = Arc::new(App {
-        router: Router::new(vec![route]),
-        upstream: Upstream::new(Duration::from_secs(5)),
-        metrics: metrics.clone(),
-        bounds: Bounds {
-            queue_length: 10,
-            max_wait: Duration::from_secs(60),
-            max_held_body: 1 << 20,
-            model_peek_limit: 1 << 20,
+    let addr = support::proxy(
+        route,
+        metrics.clone(),
+        Bounds {
             upstream_ttfb_timeout: Duration::from_secs(1),
             body_read_timeout: deadline,
-            retry_after: 10,
+            ..support::bounds()
         },
-    });
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let limits = conn::Limits {
-        max_connections: 100,
-        idle_timeout: Duration::from_secs(90),
-    };
-    tokio::spawn(server::serve_proxy(l, app, limits));
+    )
+    .await;
 
     let mut c = TcpStream::connect(addr).await.unwrap();
     let start = Instant::now();
@@ -100,31 +67,17 @@ async fn a_hanging_upstream_is_answered_504_after_the_ttfb_bound() {
         }
     });
     let metrics = Arc::new(Metrics::new().unwrap());
-    let mut s = spec();
-    s.model = None;
-    let route = Route::new(s, metrics.clone());
+    let route = Route::new(support::spec(None), metrics.clone());
     route.set_ready(vec![upstream]);
-    let app = Arc::new(App {
-        router: Router::new(vec![route]),
-        upstream: Upstream::new(Duration::from_secs(5)),
-        metrics: metrics.clone(),
-        bounds: Bounds {
-            queue_length: 10,
-            max_wait: Duration::from_secs(60),
-            max_held_body: 1 << 20,
-            model_peek_limit: 1 << 20,
+    let addr = support::proxy(
+        route,
+        metrics.clone(),
+        Bounds {
             upstream_ttfb_timeout: Duration::from_secs(1),
-            body_read_timeout: Duration::from_secs(10),
-            retry_after: 10,
+            ..support::bounds()
         },
-    });
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let limits = conn::Limits {
-        max_connections: 100,
-        idle_timeout: Duration::from_secs(90),
-    };
-    tokio::spawn(server::serve_proxy(l, app, limits));
+    )
+    .await;
     let mut c = TcpStream::connect(addr).await.unwrap();
     let start = Instant::now();
     c.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
