@@ -7,6 +7,7 @@
 //! problem at once, one such line each).
 
 mod curve;
+mod dcgm;
 mod depth;
 mod error;
 pub mod limits;
@@ -18,6 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use curve::{Curve, Ramp, Sine, Step};
+pub use dcgm::{Dcgm, DcgmField};
 pub use error::{FieldPath, ScenarioError, Segment};
 pub use validate::parse_pci_bus_id;
 
@@ -100,6 +102,9 @@ pub struct Scenario {
     /// 3600. Default 5.
     #[serde(default = "default_cold_start", deserialize_with = "cold_start")]
     pub cold_start_seconds: f64,
+    /// How the simulated DCGM host engine treats the profiling fields.
+    #[serde(default)]
+    pub dcgm: Dcgm,
 }
 
 fn default_cold_start() -> f64 {

@@ -1,0 +1,73 @@
+//! The scenario's `dcgm:` section: how the simulated DCGM host engine
+//! treats the profiling fields (the values themselves are the GPUs' `load`
+//! curves, read by the DCGM simulator library on every GPU, Hopper or not).
+
+use serde::{Deserialize, Serialize};
+
+/// A profiling field, as the scenario names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DcgmField {
+    GraphicsActive,
+    SmActive,
+    SmOccupancy,
+    TensorActive,
+    DramActive,
+    PcieTxBytes,
+    PcieRxBytes,
+    NvlinkTxBytes,
+    NvlinkRxBytes,
+}
+
+impl DcgmField {
+    pub const ALL: [DcgmField; 9] = [
+        DcgmField::GraphicsActive,
+        DcgmField::SmActive,
+        DcgmField::SmOccupancy,
+        DcgmField::TensorActive,
+        DcgmField::DramActive,
+        DcgmField::PcieTxBytes,
+        DcgmField::PcieRxBytes,
+        DcgmField::NvlinkTxBytes,
+        DcgmField::NvlinkRxBytes,
+    ];
+
+    /// DCGM's field id (`DCGM_FI_PROF_*`).
+    pub fn id(self) -> u16 {
+        match self {
+            DcgmField::GraphicsActive => 1001,
+            DcgmField::SmActive => 1002,
+            DcgmField::SmOccupancy => 1003,
+            DcgmField::TensorActive => 1004,
+            DcgmField::DramActive => 1005,
+            DcgmField::PcieTxBytes => 1009,
+            DcgmField::PcieRxBytes => 1010,
+            DcgmField::NvlinkTxBytes => 1011,
+            DcgmField::NvlinkRxBytes => 1012,
+        }
+    }
+
+    pub fn from_id(id: u16) -> Option<DcgmField> {
+        DcgmField::ALL.into_iter().find(|f| f.id() == id)
+    }
+}
+
+/// `dcgm:`: every key optional; the default is a host engine that watches
+/// every profiling field together and has a value for each.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dcgm {
+    /// `dcgmWatchFields` refuses a field group holding any of these
+    /// (DCGM_ST_PROFILING_NOT_SUPPORTED): the whole group is not watched.
+    #[serde(default)]
+    pub refuse: Vec<DcgmField>,
+    /// These sit in a metric group of their own with the same major id as
+    /// the activity fields (`dcgmProfGetSupportedMetricGroups`): they
+    /// cannot be watched at the same time as the others.
+    #[serde(default)]
+    pub multi_pass: Vec<DcgmField>,
+    /// Watched, but every value is blank (`DCGM_FP64_BLANK`,
+    /// `DCGM_INT64_BLANK`), as before a profiling sample exists.
+    #[serde(default)]
+    pub blank: Vec<DcgmField>,
+}
