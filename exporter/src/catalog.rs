@@ -4,7 +4,7 @@
 use crate::collectors::REGISTRY;
 use crate::metrics::Desc;
 use crate::metrics::dcgm;
-use crate::{pods, selfmetrics};
+use crate::{node, pods, selfmetrics};
 
 /// The native families: every collector's, the pod join's, the exporter's own.
 pub fn native() -> Vec<&'static Desc> {
@@ -12,6 +12,7 @@ pub fn native() -> Vec<&'static Desc> {
     let mut all: Vec<&'static Desc> = Vec::new();
     for d in collected
         .chain(pods::FAMILIES.iter().copied())
+        .chain(node::FAMILIES.iter().copied())
         .chain(selfmetrics::FAMILIES.iter().copied())
     {
         // Two collectors may feed one family (GPM and pcie: PCIe rates).

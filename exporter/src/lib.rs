@@ -10,6 +10,7 @@ pub mod duration;
 pub mod inventory;
 pub mod logging;
 pub mod metrics;
+pub mod node;
 pub mod nvml;
 pub mod pods;
 pub mod selfmetrics;

@@ -85,6 +85,9 @@ pub struct PodArgs {
     /// Plain-HTTP Kubernetes API URL without credentials (tests, --simulate).
     #[arg(long, env = "GPUSCALE_KUBE_API_URL", value_name = "URL", value_parser = parse_url)]
     pub kube_api_url: Option<String>,
+
+    #[command(flatten)]
+    pub node_facts: crate::node::NodeFactsArgs,
 }
 
 /// Prices read from `--gpu-price-file`.

@@ -64,6 +64,7 @@ pub struct PodMapper {
     meta: ArcSwap<MetaView>,
     slices: ArcSwap<SliceView>,
     node_view: ArcSwap<NodeView>,
+    node_facts: Option<Arc<crate::node::NodeFacts>>,
     cache: Mutex<JoinCache>,
 }
 
@@ -94,6 +95,7 @@ impl PodMapper {
             }),
             slices: ArcSwap::from_pointee(SliceView::default()),
             node_view: ArcSwap::from_pointee(NodeView::default()),
+            node_facts: crate::node::NodeFacts::for_pods(args, node, rt),
             cache: Mutex::new(JoinCache::default()),
         });
         if args.no_pods {
@@ -201,6 +203,9 @@ impl PodMapper {
         families.extend(self.self_families(&health));
         families.extend(dra_families(&slices, &map));
         families.extend(node::families(&self.node, &self.node_view.load()));
+        if let Some(facts) = &self.node_facts {
+            families.extend(facts.families(&self.node, kubelet.up, &map, collected));
+        }
         cache.last_join_seconds = started.elapsed().as_secs_f64();
         let processes = found.processes;
         (Arc::new(Joined { map, processes }), families)

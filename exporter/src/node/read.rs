@@ -1,0 +1,196 @@
+//! The slow read: the exporter's Node (metadata), the pods bound to it and
+//! the PodDisruptionBudgets of their namespaces, every
+//! `--node-facts-interval`, each list paged and bounded, each call under a
+//! timeout. A read that fails or passes a bound leaves the facts unknown
+//! (absent, with the reason), never a partial answer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ListParams, ObjectList};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
+
+use super::blockers::{self, Blocker};
+use super::capacity::{self, Capacity};
+use super::prices::{NodeKeys, NodePrice, PriceTable};
+use crate::backoff::Backoff;
+
+/// Items asked for per page.
+const PAGE: u32 = 250;
+/// Most pods read from one node (a kubelet runs 110 by default).
+pub const MAX_PODS: usize = 1000;
+/// Most PodDisruptionBudgets read over the node's namespaces.
+pub const MAX_PDBS: usize = 2000;
+/// Most namespaces whose budgets are listed.
+pub const MAX_NAMESPACES: usize = 64;
+/// Longest wait for one API call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one successful read found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub instance_type: String,
+    pub capacity: Capacity,
+    pub price: Option<NodePrice>,
+    pub spot_price: Option<f64>,
+    pub blockers: Vec<Blocker>,
+}
+
+/// The facts as last read: `Err(reason)` while unknown.
+pub type View = Result<Read, String>;
+
+/// Where the API is.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub url: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub node: String,
+}
+
+/// A failed call: the `reason` suffix and the error for the log.
+type Failure = (&'static str, String);
+
+fn why(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.is_not_found() => "not_found",
+        kube::Error::Api(s) if s.is_forbidden() || s.code == 401 => "forbidden",
+        kube::Error::Api(_) => "api_error",
+        _ => "unreachable",
+    }
+}
+
+async fn call<T>(fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, Failure> {
+    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err((why(&e), e.to_string())),
+        Err(_) => Err(("timeout", format!("no answer in {CALL_TIMEOUT:?}"))),
+    }
+}
+
+/// Every page of a list, refusing past `max` items.
+async fn list_all<K>(api: &Api<K>, params: ListParams, max: usize) -> Result<Vec<K>, Failure>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(PAGE);
+    let mut out = Vec::new();
+    loop {
+        let page: ObjectList<K> = call(api.list(&params)).await?;
+        out.extend(page.items);
+        if out.len() > max {
+            return Err(("too_many", format!("more than {max} items")));
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}
+
+fn tag(what: &str) -> impl Fn(Failure) -> (String, String) + '_ {
+    move |(why, e)| (format!("{what}_{why}"), e)
+}
+
+/// One read of the facts.
+async fn read(client: Client, node: &str, table: &PriceTable) -> Result<Read, (String, String)> {
+    let meta = call(Api::<Node>::all(client.clone()).get_metadata(node))
+        .await
+        .map_err(tag("node"))?
+        .metadata;
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let pods = list_all(&Api::<Pod>::all(client.clone()), params, MAX_PODS)
+        .await
+        .map_err(tag("pods"))?;
+    let namespaces: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.namespace.clone())
+        .collect();
+    if namespaces.len() > MAX_NAMESPACES {
+        let e = format!(
+            "pods of {} namespaces, more than {MAX_NAMESPACES}",
+            namespaces.len()
+        );
+        return Err(("pdbs_too_many".into(), e));
+    }
+    let mut pdbs = Vec::new();
+    for ns in &namespaces {
+        let api = Api::<PodDisruptionBudget>::namespaced(client.clone(), ns);
+        let left = MAX_PDBS.saturating_sub(pdbs.len());
+        pdbs.extend(
+            list_all(&api, ListParams::default(), left)
+                .await
+                .map_err(tag("pdbs"))?,
+        );
+    }
+    let empty = BTreeMap::new();
+    let labels = meta.labels.as_ref().unwrap_or(&empty);
+    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+    let instance_type = labels
+        .get("node.kubernetes.io/instance-type")
+        .cloned()
+        .unwrap_or_default();
+    let capacity = capacity::of(labels);
+    let keys = NodeKeys {
+        name: node,
+        instance_type: &instance_type,
+        capacity,
+        labels,
+        annotations,
+    };
+    let price = table.node_price(&keys).unwrap_or_else(|e| {
+        warn!(node, error = %e, "the node's price override is no price: gpu_node_price_usd_per_hour left out");
+        None
+    });
+    Ok(Read {
+        spot_price: table.spot(&instance_type),
+        instance_type,
+        capacity,
+        price,
+        blockers: blockers::find(annotations, &pods, &pdbs),
+    })
+}
+
+/// Reads the facts forever, publishing each outcome; a failure retries
+/// sooner (backoff from 1 s up to the interval).
+pub async fn run(
+    target: Target,
+    table: PriceTable,
+    interval: Duration,
+    publish: impl Fn(View) + Send + 'static,
+) {
+    let mut retry = Backoff::new(Duration::from_secs(1), interval);
+    let mut last_reason = String::from("not_read_yet");
+    loop {
+        let client =
+            super::super::pods::kubeapi::client(target.url.as_deref(), target.kubeconfig.as_ref())
+                .await;
+        let outcome = match client {
+            Ok(c) => read(c, &target.node, &table).await,
+            Err(e) => Err(("api_unreachable".to_owned(), e.to_string())),
+        };
+        let wait = match &outcome {
+            Ok(r) => {
+                if !last_reason.is_empty() {
+                    info!(node = %target.node, blockers = r.blockers.len(), capacity_type = r.capacity.as_str(), "node facts read");
+                }
+                last_reason.clear();
+                retry.reset();
+                interval
+            }
+            Err((reason, error)) => {
+                if *reason != last_reason {
+                    warn!(node = %target.node, reason = %reason, %error, "cannot read the node's facts: gpu_node_* left out until a read succeeds; retrying");
+                }
+                last_reason.clone_from(reason);
+                retry.next_delay()
+            }
+        };
+        publish(outcome.map_err(|(reason, _)| reason));
+        tokio::time::sleep(wait).await;
+    }
+}
