@@ -10,7 +10,6 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod activation;
 pub mod api;
 pub mod auth;
 pub mod check;
@@ -18,23 +17,22 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod doctor;
-pub mod exposition;
-pub mod hash;
 pub mod keda;
-pub mod limits;
 pub mod logging;
-pub mod metric_def;
-pub mod objects;
 pub mod pods;
 pub mod presets;
 pub mod prometheus;
-pub mod provider;
-pub mod scale_to_zero;
-pub mod selector;
 pub mod selfmetrics;
 pub mod server;
 pub mod tls;
 pub mod yaml_guard;
+
+// The roles in crates of their own, under their old paths: the signal
+// seam (no Kubernetes client, gRPC or TLS) and the controller on it.
+pub use gpuscale_scale_to_zero as scale_to_zero;
+pub use gpuscale_signals::{
+    activation, exposition, hash, limits, metric_def, objects, provider, selector,
+};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -92,7 +90,9 @@ pub enum AppError {
 pub async fn run(args: Args) -> Result<(), AppError> {
     if args.wake_parked {
         let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
-        return scale_to_zero::release::command(&kube.client()).await;
+        return scale_to_zero::release::command(&kube.client())
+            .await
+            .map_err(AppError::ScaleToZero);
     }
     if args.doctor {
         let client = doctor::client(args.kubeconfig.as_deref()).await?;

@@ -32,6 +32,21 @@ fn adapter_modules_import_one_way() {
 }
 
 #[test]
+fn adapter_signals_modules_import_one_way() {
+    assert_no_cycles("adapter/signals");
+}
+
+#[test]
+fn adapter_decide_modules_import_one_way() {
+    assert_no_cycles("adapter/decide");
+}
+
+#[test]
+fn scale_to_zero_modules_import_one_way() {
+    assert_no_cycles("adapter/scale-to-zero");
+}
+
+#[test]
 fn nvml_sim_modules_import_one_way() {
     assert_no_cycles("nvml-sim");
 }

@@ -5,9 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use gpuscale_adapter::scale_to_zero::decide::{
-    self, Action, Memory, Observed, Read, Rules, Target,
-};
+use gpuscale_decide::{self as decide, Action, Memory, Observed, Read, Rules, Target};
 
 use crate::idle::IdleSignal;
 use crate::sim::{Policy, Signals};

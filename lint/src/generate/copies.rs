@@ -48,16 +48,16 @@ pub(super) fn chart_and_kustomize(root: &Path) -> Result<Vec<Generated>, Error> 
         from: "dashboards/*.json",
     });
     let crd =
-        gpuscale_adapter::scale_to_zero::crd::crd_yaml().map_err(|e| Error::Crd(e.to_string()))?;
+        gpuscale_scale_to_zero::crd::crd_yaml().map_err(|e| Error::Crd(e.to_string()))?;
     out.push(Generated {
         path: CHART_CRD.to_string(),
         text: chart_crd_template(&crd)?,
-        from: "adapter/src/scale_to_zero/crd.rs",
+        from: "adapter/scale-to-zero/src/crd.rs",
     });
     out.push(Generated {
         path: "deploy/adapter/scaletozeropolicy-crd.yaml".to_string(),
         text: crd,
-        from: "adapter/src/scale_to_zero/crd.rs",
+        from: "adapter/scale-to-zero/src/crd.rs",
     });
     Ok(out)
 }
@@ -84,7 +84,7 @@ fn chart_crd_template(crd: &str) -> Result<String, Error> {
         })
         .ok_or_else(|| Error::Crd("no metadata without annotations to annotate".into()))?;
     Ok(format!(
-        "{{{{- /* Generated from adapter/src/scale_to_zero/crd.rs by {COMMAND}; do not edit. */}}}}\n\
+        "{{{{- /* Generated from adapter/scale-to-zero/src/crd.rs by {COMMAND}; do not edit. */}}}}\n\
          {{{{- if .Values.crds.install }}}}\n\
          # helm upgrade updates this CRD; helm uninstall keeps it and every policy.\n\
          {body}{{{{- end }}}}\n"

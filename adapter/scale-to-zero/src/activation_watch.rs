@@ -13,7 +13,7 @@ use super::context::Context;
 use super::crd::{Phase, ReadState, ScaleToZeroPolicy};
 use super::decide;
 use super::inputs::read_rule;
-use crate::provider::Provider;
+use gpuscale_signals::provider::Provider;
 
 /// The activation watch: every wake interval, each parked policy's
 /// activation rule is read from the poll cache, and the policy is

@@ -2,20 +2,26 @@
 //! replicas through the `scale` subresource and wakes them on activation,
 //! for clusters without KEDA or the HPA's `minReplicas: 0`.
 //!
-//! [`crd`] is the `ScaleToZeroPolicy` resource; [`decide`] the pure
-//! decisions over one round's reads; [`reconcile`] runs a round: `inputs`
+//! It reads the signals through the `Provider` seam of `gpuscale-signals`
+//! only (never Prometheus or the metrics APIs directly), so the binary
+//! hands it the same poll cache every other reader shares.
+//!
+//! [`crd`] is the `ScaleToZeroPolicy` resource; [`decide`] (the
+//! `gpuscale-decide` crate, kube-free) the pure decisions over one round's
+//! reads; [`reconcile`] runs a round: `inputs`
 //! gathers the reads, `apply` parks or wakes, `status` says what happened;
 //! [`context`] is what rounds share; `activation_watch` wakes parked
 //! policies; [`ownership`] and [`release`] give back what a policy parked;
 //! [`lease`] makes one replica of several act; [`report`] is what it tells
 //! people (self-metrics, `/debug/scalers`).
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod activation_watch;
 mod apply;
 mod bounded;
 pub mod context;
 pub mod crd;
-pub mod decide;
 mod events;
 mod inputs;
 pub mod lease;
@@ -28,6 +34,8 @@ mod status;
 pub mod target;
 pub mod unknown;
 
+pub use gpuscale_decide as decide;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -36,7 +44,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::provider::Provider;
+use gpuscale_signals::provider::Provider;
 use context::{Context, Settings};
 use crd::ScaleToZeroPolicy;
 use lease::{Leadership, LeaseSettings};

@@ -20,7 +20,7 @@ use super::decide::{Decision, Read, Reason};
 use super::inputs::Round;
 use super::ownership;
 use super::report::PolicyReport;
-use crate::provider::Provider;
+use gpuscale_signals::provider::Provider;
 
 /// The field manager of every status write.
 pub const MANAGER: &str = "gpuscale-scale-to-zero";

@@ -46,7 +46,7 @@ fn a_live_value_is_not_in_the_status() {
 
 #[test]
 fn an_error_keeps_the_conditions_and_moves_the_generation() {
-    let mut policy = crate::scale_to_zero::crd::example("chat");
+    let mut policy = crate::crd::example("chat");
     let mut old = running("Parked", 100);
     old.conditions
         .push(condition("Parked", true, "Parked", "parked", 100, Some(1)));

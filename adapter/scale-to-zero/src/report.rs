@@ -10,7 +10,7 @@ use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::{Histogram, IntCounterVec, IntGauge};
 use serde::Serialize;
 
-use crate::exposition::{self, Family};
+use gpuscale_signals::exposition::{self, Family};
 
 const LEADER: Family = Family::new(
     "gpuscale_scale_to_zero_leader",

@@ -2,10 +2,37 @@
 //! do now given the reads, the target's state and what it remembers. No I/O,
 //! no clock: the reconciler gathers [`Observed`], calls [`decide`], applies
 //! the [`Action`] and writes the [`Decision`] back into the status.
+//!
+//! A crate of its own so that what-if replays (`gpuscale-replay`) run the
+//! controller's own decisions without linking the Kubernetes client, gRPC
+//! or TLS: its only dependencies are serde and schemars (the [`Phase`] and
+//! [`ReadState`] it decides are fields of the `ScaleToZeroPolicy` status).
 
 use std::time::Duration;
 
-use super::crd::{Phase, ReadState};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The policy's lifecycle, as `kubectl get` shows it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Phase {
+    /// The target runs; the idle window is watched.
+    Active,
+    /// The target is at 0 replicas; activation is watched.
+    Parked,
+    /// The target was woken and has no Ready pod yet.
+    Waking,
+}
+
+/// The state of one read of a rule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ReadState {
+    Active,
+    Inactive,
+    /// Prometheus failed, the value is stale, NaN, or missing: never idle.
+    Unknown,
+}
 
 /// One read of a rule, from the adapter's poll cache.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +98,7 @@ pub struct Memory {
     /// up while this holds was woken by someone else.
     pub parked: bool,
     /// Since when the activation rule has read unknown, while it does
-    /// (kept by [`super::unknown`]).
+    /// (kept by the controller's `unknown` module).
     pub activation_unknown_since: Option<i64>,
 }
 
@@ -416,4 +443,4 @@ fn describe(read: &Read) -> String {
 }
 
 #[cfg(test)]
-pub(super) mod tests;
+mod tests;

@@ -92,17 +92,18 @@ pub async fn wake_parked(client: &Client) -> Result<Released, kube::Error> {
     Ok(out)
 }
 
-/// `gpuscale-adapter --wake-parked`: [`wake_parked`], printed.
-pub async fn command(client: &Client) -> Result<(), crate::AppError> {
+/// `gpuscale-adapter wake-parked`: [`wake_parked`], printed; the error
+/// says what is left.
+pub async fn command(client: &Client) -> Result<(), String> {
     let out = wake_parked(client)
         .await
-        .map_err(|e| crate::AppError::ScaleToZero(format!("--wake-parked: {e}")))?;
+        .map_err(|e| format!("wake-parked: {e}"))?;
     print!("{}", out.lines);
     if out.failures > 0 {
-        return Err(crate::AppError::ScaleToZero(format!(
-            "--wake-parked: {} target(s) or finalizer(s) not released; run it again",
+        return Err(format!(
+            "wake-parked: {} target(s) or finalizer(s) not released; run it again",
             out.failures
-        )));
+        ));
     }
     println!("done: nothing parked by gpuscale is left at 0");
     Ok(())

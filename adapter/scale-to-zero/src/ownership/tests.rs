@@ -1,9 +1,9 @@
 use super::*;
-use crate::scale_to_zero::crd::ReadState;
-use crate::scale_to_zero::crd::{
+use crate::crd::ReadState;
+use crate::crd::{
     ActivationRule, IdleRule, MetricSource, Phase, ScaleToZeroPolicySpec, WakeSpec,
 };
-use crate::scale_to_zero::decide::Memory;
+use crate::decide::Memory;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn target(name: &str) -> TargetRef {

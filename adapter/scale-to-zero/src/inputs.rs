@@ -15,7 +15,7 @@ use super::owners;
 use super::ownership;
 use super::target::{self, TargetError};
 use super::unknown::{self, UnknownRule};
-use crate::provider::{Provider, ProviderError};
+use gpuscale_signals::provider::{Provider, ProviderError};
 
 /// The round's inputs: the rules, what was seen, what is remembered.
 pub(super) struct Round {
@@ -110,7 +110,7 @@ async fn read<P: Provider>(
     match got {
         // One definition of unknown for every consumer: no items or a
         // non-finite sum is unknown, never idle.
-        Ok(r) => Ok(match crate::activation::total(&r) {
+        Ok(r) => Ok(match gpuscale_signals::activation::total(&r) {
             Ok(v) => Read::Value(v),
             Err(why) => Read::Unknown(why),
         }),

@@ -10,7 +10,7 @@ use super::decide::{Action, Decision, Reason};
 use super::events::event;
 use super::inputs::{Round, target_api};
 use super::target;
-use crate::provider::Provider;
+use gpuscale_signals::provider::Provider;
 
 pub(super) async fn apply<P: Provider>(
     policy: &ScaleToZeroPolicy,

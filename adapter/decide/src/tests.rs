@@ -2,8 +2,9 @@ use super::*;
 
 const MIN: i64 = 60;
 
-/// The rules of these stories (and of [`super::super::unknown`]'s).
-pub(in crate::scale_to_zero) fn rules() -> Rules {
+/// The rules of these stories (the controller's `unknown` stories keep a
+/// copy: test code is not shared across crates).
+fn rules() -> Rules {
     Rules {
         idle_threshold: 0.0,
         idle_for: Duration::from_secs(15 * 60),

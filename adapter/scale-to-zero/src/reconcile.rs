@@ -22,7 +22,7 @@ use super::ownership;
 use super::report::PolicyReport;
 use super::status::{error_status, record, write_status};
 use super::unknown;
-use crate::provider::Provider;
+use gpuscale_signals::provider::Provider;
 
 fn now_secs() -> i64 {
     Timestamp::now().as_second()

@@ -10,6 +10,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use gpuscale_decide::{Phase, ReadState};
+
 /// What a policy parks and wakes, and when.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -181,27 +183,6 @@ pub enum WhenUnknown {
     StayParked,
 }
 
-/// The policy's lifecycle, as `kubectl get` shows it.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum Phase {
-    /// The target runs; the idle window is watched.
-    Active,
-    /// The target is at 0 replicas; activation is watched.
-    Parked,
-    /// The target was woken and has no Ready pod yet.
-    Waking,
-}
-
-/// The state of one read of a rule.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum ReadState {
-    Active,
-    Inactive,
-    /// Prometheus failed, the value is stale, NaN, or missing: never idle.
-    Unknown,
-}
-
 /// The state of one rule as last read. No value and no read time: the
 /// status is written only when something in it changes, and a live value
 /// would change it every round (`/debug/scalers` and the self-metrics
@@ -302,7 +283,7 @@ pub struct ScaleToZeroPolicyStatus {
 /// The CRD as YAML, as shipped in `deploy/adapter/`.
 pub fn crd_yaml() -> Result<String, yaml_serde::Error> {
     use kube::CustomResourceExt;
-    let header = "# Generated from adapter/src/scale_to_zero/crd.rs; regenerate with\n\
+    let header = "# Generated from adapter/scale-to-zero/src/crd.rs; regenerate with\n\
                   # cargo run -p gpuscale-lint\n";
     Ok(format!(
         "{header}{}",

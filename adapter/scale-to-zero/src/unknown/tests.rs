@@ -1,9 +1,20 @@
 use super::*;
-use crate::scale_to_zero::crd::MetricSource;
-use crate::scale_to_zero::decide::tests::rules;
-use crate::scale_to_zero::decide::{Target, decide};
+use crate::crd::MetricSource;
+use crate::decide::{Target, decide};
 
 const MIN: i64 = 60;
+
+/// The rules of the decision stories (`gpuscale-decide`'s tests).
+fn rules() -> Rules {
+    Rules {
+        idle_threshold: 0.0,
+        idle_for: Duration::from_secs(15 * 60),
+        activation_threshold: 0.0,
+        min_up: Duration::from_secs(10 * 60),
+        wake_replicas: 1,
+        paused: false,
+    }
+}
 
 fn parked(now: i64, activation: Read) -> Observed {
     Observed {
