@@ -4,6 +4,7 @@
 mod docs;
 mod h2c;
 mod held;
+mod logs;
 mod peek;
 #[allow(clippy::unwrap_used)]
 mod support;
