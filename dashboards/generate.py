@@ -359,8 +359,8 @@ def node_gpu():
     d.row("Inventory and health")
     d.table("GPUs", "gpu_info: model, driver, CUDA, PCI bus, serial, VBIOS, architecture, MIG mode, temperature thresholds, maximum clocks.", [
         {"expr": f'max without (job, instance) (gpu_info{{{DEV}}})'}], w=16)
-    d.table("GPU state", "gpuscale_exporter_gpu_state: ok, lost (fallen off the bus) or error.", [
-        {"expr": f'max without (job, instance) (gpuscale_exporter_gpu_state{{{DEV}}}) == 1'}], w=8)
+    d.table("GPU state", "gpuscale_exporter_gpu_state: ok, lost (fallen off the bus) or error; a GPU that answers with no state series is ok (the fleet profile sends only the other states).", [
+        {"expr": f'max by (cluster, node, gpu, uuid, state) (gpuscale_exporter_gpu_state{{{DEV}}}) == 1 or label_replace(max by (cluster, node, gpu, uuid) (gpu_info{{{DEV}}}), "state", "ok", "", "")'}], w=8)
     d.table("PCIe links below their maximum", "GPUs whose PCIe link trained narrower (A: width) or slower (B: generation) than its maximum, with the maximum (GPUPCIeLinkDegraded; the generation drops at idle on many boards). Empty when every link is at its best; the full profile only.", [
         {"expr": f'max without (job, instance) (gpu_pcie_link_width{{{DEV}}}) < max without (job, instance) (gpu_pcie_link_max_width{{{DEV}}})'},
         {"expr": f'max without (job, instance) (gpu_pcie_link_generation{{{DEV}}}) < max without (job, instance) (gpu_pcie_link_max_generation{{{DEV}}})'}], w=8)
