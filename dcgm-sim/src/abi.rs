@@ -69,8 +69,7 @@ pub struct dcgmConnectV2Params_v2 {
     pub timeoutMs: u32,
     pub addressIsUnixSocket: u32,
 }
-pub const dcgmConnectV2Params_version2: u32 =
-    version(size_of::<dcgmConnectV2Params_v2>(), 2);
+pub const dcgmConnectV2Params_version2: u32 = version(size_of::<dcgmConnectV2Params_v2>(), 2);
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

@@ -59,12 +59,7 @@ fn with_global<R>(f: impl FnOnce(&mut Global) -> R) -> R {
 }
 
 fn load_world(first_init: Option<f64>) -> Result<World, String> {
-    let scenario = match std::env::var_os(ENV_SCENARIO) {
-        Some(p) if !p.is_empty() => {
-            scenario::load(std::path::Path::new(&p)).map_err(|e| e.to_string())?
-        }
-        _ => scenario::default_scenario(),
-    };
+    let scenario = scenario::from_env()?;
     let epoch = match std::env::var(ENV_EPOCH) {
         Ok(v) if !v.trim().is_empty() => v
             .trim()
@@ -137,8 +132,8 @@ pub(crate) fn connect(address: &str, timeout_ms: u32) -> Result<dcgmHandle_t, dc
         .ok()
         .and_then(|mut a| a.next())
         .ok_or(DCGM_ST_BADPARAM)?;
-    let stream = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|_| DCGM_ST_CONNECTION_NOT_VALID)?;
+    let stream =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|_| DCGM_ST_CONNECTION_NOT_VALID)?;
     let session = Session::new(stream);
     // The greeting is bounded by the connect timeout; later requests wait
     // as long as the host engine takes.

@@ -12,11 +12,9 @@ pub(crate) const PER_GPU: u32 = 8;
 /// A resolved entity.
 pub(crate) enum Entity<'a> {
     Gpu(&'a Gpu),
-    /// A GPU instance, or (`ci`) the compute instance in it.
+    /// A GPU instance, or the compute instance in it.
     Instance {
-        gpu: &'a Gpu,
         mig: &'a MigInstance,
-        ci: bool,
     },
 }
 
@@ -30,9 +28,7 @@ pub(crate) fn resolve(s: &Scenario, e: dcgmGroupEntityPair_t, t: f64) -> Option<
     match slot {
         None => Some(Entity::Gpu(gpu)),
         Some(j) => Some(Entity::Instance {
-            gpu,
             mig: gpu.mig.get(j as usize)?,
-            ci: e.entityGroupId == DCGM_FE_GPU_CI,
         }),
     }
 }

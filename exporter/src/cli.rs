@@ -61,6 +61,17 @@ pub struct Cli {
     #[arg(long, env = "GPUSCALE_SIMULATOR_LIB", value_name = "PATH")]
     pub simulator_lib: Option<PathBuf>,
 
+    /// DCGM host engine (nv-hostengine, HOST:PORT, port 5555 when left out)
+    /// to read SM, tensor and DRAM activity from for GPUs without GPM;
+    /// unset = no DCGM reader.
+    #[arg(long, env = "GPUSCALE_DCGM_HOSTENGINE", value_name = "HOST:PORT")]
+    pub dcgm_hostengine: Option<String>,
+
+    /// DCGM library the reader loads (with --dcgm-hostengine); the exporter
+    /// serves NVML without it when it cannot be loaded.
+    #[arg(long, env = "GPUSCALE_DCGM_LIB", value_name = "PATH", default_value = "libdcgm.so.4")]
+    pub dcgm_lib: PathBuf,
+
     /// Collectors to run, comma-separated.
     #[arg(long, env = "GPUSCALE_COLLECTORS", value_delimiter = ',', default_values_t = collectors::names().map(str::to_string).collect::<Vec<_>>(), value_parser = clap::builder::PossibleValuesParser::new(collectors::names()))]
     pub collectors: Vec<String>,

@@ -42,6 +42,8 @@ pub struct Config {
     pub exposition: Exposition,
     /// `--state-file`: where the GPU inventory survives restarts.
     pub state_file: Option<std::path::PathBuf>,
+    /// `--dcgm-hostengine`: the DCGM reader, started with the loop.
+    pub dcgm: Option<crate::dcgm::Settings>,
 }
 
 pub fn spawn(
@@ -102,6 +104,7 @@ impl Loop {
         let setup = Setup {
             options: cfg.options,
             xids: XidLog::default(),
+            dcgm: (cfg.dcgm.clone()).map(|s| crate::dcgm::Reader::spawn(s, stop.clone())),
         };
         let inventory = Inventory::load(cfg.state_file.clone());
         Self {

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod clock;
 pub mod collect;
 pub mod collectors;
+pub mod dcgm;
 pub mod duration;
 pub mod inventory;
 pub mod logging;

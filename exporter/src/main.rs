@@ -132,6 +132,13 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulat
     };
     let store = Store::new();
     let stop = Arc::new(AtomicBool::new(false));
+    let (dcgm, _dcgm_sim) = match gpuscale_exporter::dcgm::configure(&cli, simulated.as_ref()) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(USAGE);
+        }
+    };
     let config = Config {
         lib,
         interval: cli.collect_interval,
@@ -143,6 +150,7 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulat
         node: node_name(&cli, simulated.as_ref()),
         exposition: cli.exposition(),
         state_file: cli.state_file(),
+        dcgm,
     };
     info!(library = %config.lib.describe(), interval = ?config.interval, collectors = ?config.collectors, "starting");
     let (join, sim_node) = match start_pods(&cli, simulated.as_ref(), &config.node) {

@@ -28,6 +28,14 @@ mod with {
         pub fn node(&self) -> &str {
             &self.0.node
         }
+
+        /// Whether a GPU has no GPM (its activity then comes from DCGM).
+        pub fn has_gpus_without_gpm(&self) -> bool {
+            let gpm = |g: &scenario::Gpu| {
+                g.architecture.has_gpm() && !g.unsupported(scenario::Feature::Gpm)
+            };
+            self.0.gpus.iter().any(|g| !gpm(g))
+        }
     }
 
     /// The NVML simulator library and its scenario under `--simulate`
@@ -39,10 +47,21 @@ mod with {
         };
         // `GPUSCALE_SIMULATE=true` (or `1`) is the built-in node, not a file name.
         let builtin = sim.is_empty() || matches!(sim.as_str(), "true" | "1");
+        // SAFETY: no other thread exists yet; the simulators read these at init.
+        unsafe { std::env::remove_var(scenario::ENV_BUILTIN) };
+        let named = scenario::builtin(sim);
         let scenario = if builtin {
-            // SAFETY: no other thread exists yet; the simulator reads this at nvmlInit.
+            // SAFETY: as above.
             unsafe { std::env::remove_var("GPUSCALE_SIM_SCENARIO") };
             scenario::default_scenario()
+        } else if let Some(parsed) = named {
+            // A built-in scenario by name (`pre-hopper`), unless a file of that name exists.
+            // SAFETY: as above.
+            unsafe {
+                std::env::remove_var("GPUSCALE_SIM_SCENARIO");
+                std::env::set_var(scenario::ENV_BUILTIN, sim);
+            }
+            parsed.map_err(|e| format!("--simulate {sim}: {e}"))?
         } else {
             let path = std::path::Path::new(sim);
             let loaded = scenario::load(path).map_err(|e| format!("--simulate: {e}"))?;
@@ -105,6 +124,10 @@ mod without {
 
     impl Simulated {
         pub fn node(&self) -> &str {
+            match *self {}
+        }
+
+        pub fn has_gpus_without_gpm(&self) -> bool {
             match *self {}
         }
     }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SIMULATORS: [&str; 2] = ["gpuscale-nvml-sim", "gpuscale-sim"];
+const SIMULATORS: [&str; 3] = ["gpuscale-nvml-sim", "gpuscale-dcgm-sim", "gpuscale-sim"];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

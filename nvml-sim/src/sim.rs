@@ -90,16 +90,7 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
 });
 
 fn load_world(first_init: Option<f64>) -> Result<World, String> {
-    let scenario = match std::env::var_os(ENV_SCENARIO) {
-        Some(p) if !p.is_empty() => {
-            scenario::load(std::path::Path::new(&p)).map_err(|e| e.to_string())?
-        }
-        _ => scenario::parse(
-            scenario::DEFAULT_SCENARIO_YAML,
-            scenario::DEFAULT_SCENARIO_ORIGIN,
-        )
-        .map_err(|e| e.to_string())?,
-    };
+    let scenario = scenario::from_env()?;
     let epoch = match std::env::var(ENV_EPOCH) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
             Ok(e) if e.is_finite() => e,

@@ -163,7 +163,9 @@ pub extern "C" fn dcgmGroupAddEntity(
 ) -> dcgmReturn_t {
     guard(|| {
         let (s, w) = (state::session(handle)?, state::world()?);
-        s.request(&format!("dcgmGroupAddEntity {group} {entity_group} {entity_id}"))?;
+        s.request(&format!(
+            "dcgmGroupAddEntity {group} {entity_group} {entity_id}"
+        ))?;
         let e = pair(entity_group, entity_id);
         values::resolve(&w.scenario, e, w.now()).ok_or(DCGM_ST_BADPARAM)?;
         let mut book = lock(&s.book);

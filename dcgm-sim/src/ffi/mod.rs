@@ -119,11 +119,17 @@ pub extern "C" fn errorString(result: dcgmReturn_t) -> *const c_char {
         DCGM_ST_UNKNOWN_FIELD => c"Unknown field id",
         DCGM_ST_NO_DATA => c"No data is available",
         DCGM_ST_NOT_WATCHED => c"Field is not being updated",
-        DCGM_ST_CONNECTION_NOT_VALID => c"The connection to the host engine is not valid any longer",
+        DCGM_ST_CONNECTION_NOT_VALID => {
+            c"The connection to the host engine is not valid any longer"
+        }
         DCGM_ST_MAX_LIMIT => c"Max limit reached for the object",
         DCGM_ST_INSUFFICIENT_SIZE => c"An input argument is not large enough",
-        DCGM_ST_PROFILING_NOT_SUPPORTED => c"Profiling is not supported for this group of GPUs or GPU",
-        DCGM_ST_PROFILING_MULTI_PASS => c"The requested profiling metrics cannot be collected in a single pass",
+        DCGM_ST_PROFILING_NOT_SUPPORTED => {
+            c"Profiling is not supported for this group of GPUs or GPU"
+        }
+        DCGM_ST_PROFILING_MULTI_PASS => {
+            c"The requested profiling metrics cannot be collected in a single pass"
+        }
         _ => c"Unknown error",
     };
     s.as_ptr()

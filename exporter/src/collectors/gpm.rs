@@ -41,57 +41,57 @@ pub const SPEC: Spec = Spec {
     build: |_, _| Box::new(Gpm::default()),
 };
 
-const SM: Desc = Desc::gauge(
+pub const SM: Desc = Desc::gauge(
     "gpu_sm_active_ratio",
-    "Fraction of time each SM had at least one warp assigned (GPM).",
+    "Fraction of time each SM had at least one warp assigned (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const OCCUPANCY: Desc = Desc::gauge(
+pub const OCCUPANCY: Desc = Desc::gauge(
     "gpu_sm_occupancy_ratio",
-    "Warps resident on the SMs as a fraction of the maximum (GPM).",
+    "Warps resident on the SMs as a fraction of the maximum (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const TENSOR: Desc = Desc::gauge(
+pub const TENSOR: Desc = Desc::gauge(
     "gpu_tensor_active_ratio",
-    "Fraction of time the tensor cores were active (GPM).",
+    "Fraction of time the tensor cores were active (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const DRAM: Desc = Desc::gauge(
+pub const DRAM: Desc = Desc::gauge(
     "gpu_dram_active_ratio",
-    "Fraction of the DRAM bandwidth used (GPM).",
+    "Fraction of the DRAM bandwidth used (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const GRAPHICS: Desc = Desc::gauge(
+pub const GRAPHICS: Desc = Desc::gauge(
     "gpu_graphics_active_ratio",
-    "Fraction of time the graphics or compute engine was active (GPM).",
+    "Fraction of time the graphics or compute engine was active (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const MIG_SM: Desc = Desc::gauge(
+pub const MIG_SM: Desc = Desc::gauge(
     "gpu_mig_sm_active_ratio",
-    "SM activity of the MIG instance (GPM).",
+    "SM activity of the MIG instance (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const MIG_OCCUPANCY: Desc = Desc::gauge(
+pub const MIG_OCCUPANCY: Desc = Desc::gauge(
     "gpu_mig_sm_occupancy_ratio",
-    "SM occupancy of the MIG instance (GPM).",
+    "SM occupancy of the MIG instance (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const MIG_TENSOR: Desc = Desc::gauge(
+pub const MIG_TENSOR: Desc = Desc::gauge(
     "gpu_mig_tensor_active_ratio",
-    "Tensor activity of the MIG instance (GPM).",
+    "Tensor activity of the MIG instance (GPM, or DCGM without it).",
     "ratio",
     &[],
 );
-const MIG_DRAM: Desc = Desc::gauge(
+pub const MIG_DRAM: Desc = Desc::gauge(
     "gpu_mig_dram_active_ratio",
-    "DRAM bandwidth used by the MIG instance (GPM).",
+    "DRAM bandwidth used by the MIG instance (GPM, or DCGM without it).",
     "ratio",
     &[],
 );

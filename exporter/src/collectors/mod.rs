@@ -82,6 +82,7 @@ pub const REGISTRY: &[Spec] = &[
     ecc::SPEC,
     mig::SPEC,
     gpm::SPEC,
+    crate::dcgm::collector::SPEC,
     processes::SPEC,
     xid::SPEC,
 ];
@@ -111,6 +112,8 @@ pub struct Setup {
     pub options: Options,
     /// Filled by the XID event thread, read by the `xid` collector.
     pub xids: xid::XidLog,
+    /// The DCGM reader, read by the `dcgm` collector (`--dcgm-hostengine`).
+    pub dcgm: Option<crate::dcgm::Reader>,
 }
 
 /// A built collector and its registry entry.

@@ -29,6 +29,36 @@ pub const DEFAULT_SCENARIO_YAML: &str = include_str!("../../scenarios/default.ya
 /// Origin string used in error messages for the built-in scenario.
 pub const DEFAULT_SCENARIO_ORIGIN: &str = "<built-in default scenario>";
 
+/// The built-in scenarios other than the default, by name: the GPUs
+/// without GPM whose activity DCGM serves (A100 with MIG, L4).
+pub const BUILTIN_SCENARIOS: &[(&str, &str)] =
+    &[("pre-hopper", include_str!("../../scenarios/pre-hopper.yaml"))];
+
+/// Environment variable naming a built-in scenario (`pre-hopper`), read by
+/// the simulators when `GPUSCALE_SIM_SCENARIO` names no file.
+pub const ENV_BUILTIN: &str = "GPUSCALE_SIM_BUILTIN";
+
+/// A built-in scenario by name, parsed; None for an unknown name.
+pub fn builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    let (_, yaml) = BUILTIN_SCENARIOS.iter().find(|(n, _)| *n == name)?;
+    Some(parse(yaml, &format!("<built-in scenario {name}>")))
+}
+
+/// The scenario the simulators run: the file `GPUSCALE_SIM_SCENARIO`
+/// names, else the built-in `GPUSCALE_SIM_BUILTIN` names, else the default.
+pub fn from_env() -> Result<Scenario, String> {
+    if let Some(p) = std::env::var_os("GPUSCALE_SIM_SCENARIO").filter(|p| !p.is_empty()) {
+        return load(Path::new(&p)).map_err(|e| e.to_string());
+    }
+    match std::env::var(ENV_BUILTIN) {
+        Ok(name) if !name.is_empty() => match builtin(&name) {
+            Some(parsed) => parsed.map_err(|e| e.to_string()),
+            None => Err(format!("{ENV_BUILTIN}={name:?}: no such built-in scenario")),
+        },
+        _ => parse(DEFAULT_SCENARIO_YAML, DEFAULT_SCENARIO_ORIGIN).map_err(|e| e.to_string()),
+    }
+}
+
 /// Parse and validate a scenario. `origin` names the text in error messages
 /// (usually the file path).
 /// Every semantic problem is reported at once; a syntax or type error stops
