@@ -4,5 +4,4 @@
 mod command_line;
 mod frontier;
 mod hostile_input;
-mod prometheus;
 mod replay;

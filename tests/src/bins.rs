@@ -77,6 +77,12 @@ pub fn activator() -> PathBuf {
     target_dir().join("gpuscale-activator")
 }
 
+/// The freshly built `gpuscale-replay` binary.
+pub fn replay() -> PathBuf {
+    ensure_built();
+    target_dir().join("gpuscale-replay")
+}
+
 pub fn exporter() -> PathBuf {
     ensure_built();
     target_dir().join("gpuscale-exporter")

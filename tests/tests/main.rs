@@ -28,6 +28,7 @@ mod keda;
 mod leader_election;
 mod pods;
 mod privileges;
+mod replay_prometheus;
 mod scale_to_zero;
 mod scale_to_zero_kinds;
 mod scale_to_zero_ownership;

@@ -1,10 +1,13 @@
-//! A range query through the real Prometheus of the tests gives the same
-//! arrivals, and the same table, as the equivalent CSV.
+//! gpuscale-replay: a range query through the real Prometheus of the
+//! tests gives the same arrivals, and the same table, as the equivalent
+//! CSV. (Here rather than in replay/tests: replay's own tests need no
+//! Prometheus harness, so its dependency tree holds no Kubernetes client.)
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gpuscale_e2e::adapter::{procs, prom};
+use gpuscale_e2e::bins;
 use gpuscale_replay::trace::{self, RangeQuery};
 
 /// The test fleet's chat + embed queue gauges on GPU nodes: 3 + 4 + 10 = 17,
@@ -12,7 +15,7 @@ use gpuscale_replay::trace::{self, RangeQuery};
 const QUERY: &str = "sum(vllm:num_requests_waiting{namespace=\"inference\",pod!=\"chat-cpu-0\"})";
 
 fn run(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuscale-replay"))
+    let out = Command::new(bins::replay())
         .args(["run", "--input-tokens", "1000", "--output-tokens", "200"])
         .args(args)
         .output()
