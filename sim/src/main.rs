@@ -36,6 +36,11 @@ struct Cli {
     /// `sim.gpuscale.dev/pending-requests` annotation of Deployments.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     metrics_addr: std::net::SocketAddr,
+    /// Label the node with an instance and capacity type and add CPU-only
+    /// pods with each reason the node autoscalers keep a node for, their
+    /// PodDisruptionBudgets and a parked GPU Deployment (docs/node-economics.md).
+    #[arg(long)]
+    node_economics: bool,
 }
 
 fn main() -> ExitCode {
@@ -83,6 +88,9 @@ fn run(cli: &Cli) -> Result<(), String> {
         dir.join(&scenario.node),
     )
     .map_err(|e| e.to_string())?;
+    if cli.node_economics {
+        gpuscale_sim::node::economics::apply(&api, &scenario.node);
+    }
     let node = Arc::new(node);
     let workloads = Workloads::start(
         node.clone(),

@@ -10,7 +10,7 @@
 //! Served: discovery (`/api`, `/apis`, each group/version), `/version`, an
 //! OpenAPI v3 index, `Table`s for `kubectl get`, metadata-only lists (`as=PartialObjectMetadataList`); the built-in kinds (namespaces, nodes, pods, services,
 //! configmaps, secrets, events, serviceaccounts, deployments, statefulsets,
-//! replicasets, jobs, HPAs `autoscaling/v2`, leases, `events.k8s.io`
+//! replicasets, daemonsets, jobs, PodDisruptionBudgets `policy/v1`, HPAs `autoscaling/v2`, leases, `events.k8s.io`
 //! events, endpointslices, CRDs, APIServices, `resource.k8s.io` DRA kinds, TokenReview,
 //! SubjectAccessReview) and the custom resources of every CRD stored, from
 //! the moment it is created, with the `status` and `scale` subresources it

@@ -58,6 +58,20 @@ fn builtin(plural: &str) -> &'static [Builtin] {
             ("Ready", "integer", ".status.readyReplicas", 0),
         ],
         "namespaces" => &[("Status", "string", ".status.phase", 0)],
+        "poddisruptionbudgets" => &[
+            ("Min Available", "string", ".spec.minAvailable", 0),
+            ("Max Unavailable", "string", ".spec.maxUnavailable", 0),
+            (
+                "Allowed Disruptions",
+                "integer",
+                ".status.disruptionsAllowed",
+                0,
+            ),
+        ],
+        "daemonsets" => &[
+            ("Desired", "integer", ".status.desiredNumberScheduled", 0),
+            ("Ready", "integer", ".status.numberReady", 0),
+        ],
         "horizontalpodautoscalers" => &[
             ("Min", "integer", ".spec.minReplicas", 0),
             ("Max", "integer", ".spec.maxReplicas", 0),

@@ -8,6 +8,7 @@
 
 pub mod devices;
 pub mod dra;
+pub mod economics;
 pub mod kubelet;
 pub mod objects;
 pub mod procfs;
