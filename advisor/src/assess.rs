@@ -5,8 +5,10 @@ use serde::Serialize;
 
 use crate::bottleneck::{self, Activity, Bottleneck};
 use crate::history::{DeviceId, Facts, History, Key};
+use crate::policy::Policy;
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
+use crate::vllm::{self, Vllm};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -25,11 +27,18 @@ pub enum Confidence {
 /// One thing to change and what it saves.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recommendation {
-    /// `mig`, `gpu_type`, `colocate` or `scale_to_zero`.
+    /// `mig`, `gpu_type`, `colocate`, `scale_to_zero` or `too_small`.
     pub kind: &'static str,
     pub action: String,
     pub why: String,
+    /// Negative for `too_small`: what the move costs more.
     pub saving_usd_per_month: f64,
+    /// How to run it there (vLLM flags), where that matters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
+    /// The co-location group (index in the report's `colocation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<usize>,
     /// A command that checks it first, where there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
@@ -39,6 +48,11 @@ pub struct Recommendation {
 #[derive(Debug, Clone, Serialize)]
 pub struct Assessment {
     pub workload: Key,
+    /// Its tier and where the tier came from (docs/right-sizing.md, "Tiers").
+    pub tier: String,
+    pub tier_source: String,
+    /// `gpu_node_info{node_pool}` of its node, if known.
+    pub node_pool: Option<String>,
     /// GPUs it holds now (MIG instances and time-sliced GPUs as fractions).
     pub gpus_now: f64,
     pub devices_now: usize,
@@ -52,6 +66,17 @@ pub struct Assessment {
     pub vram_p99_gib: Option<f64>,
     /// Memory of the device or slice it holds (the smallest, if several).
     pub device_memory_gib: Option<f64>,
+    /// What the advice sizes for, per GPU: the peak, or for vLLM its
+    /// weights and the KV cache it uses (`vllm`).
+    pub memory_need_gib: Option<f64>,
+    /// vLLM's preallocation seen through, if it serves vLLM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vllm: Option<Vllm>,
+    /// vLLM KV-cache use p99 (0-1) and preemptions over the range.
+    pub kv_usage_p99: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Judged too small (a `too_small` recommendation says what to).
+    pub too_small: bool,
     pub sm_active_p95: Option<f64>,
     pub tensor_active_p95: Option<f64>,
     pub dram_active_p95: Option<f64>,
@@ -200,8 +225,79 @@ fn price_notes(h: &History, f: &Facts, cost_now: Option<f64>, notes: &mut Vec<St
     }
 }
 
+/// vLLM's need seen through (or why not), per GPU.
+fn see_through(
+    f: &Facts,
+    device_gib: Option<f64>,
+    peak_gib: Option<f64>,
+    notes: &mut Vec<String>,
+) -> Option<Vllm> {
+    let Some(kv) = &f.kv else {
+        if f.request_series == Some(crate::history::SERVING_COUNTERS[0].3) {
+            notes.push("vLLM without vllm:gpu_cache_usage_perc or vllm:kv_cache_usage_perc: sized by its preallocation, not its need".into());
+        }
+        return None;
+    };
+    let gpus = f.devices_now.len().max(1) as u32;
+    match vllm::see_through(kv, device_gib?, peak_gib?, gpus) {
+        Ok(v) => {
+            notes.push(format!(
+                "vLLM reserves {:.1} GiB ({:.2} of the device); it needs {:.1} GiB: weights {:.1} GiB ({} B parameters x {} bytes, from model_name {:?}) + KV p99 {:.0} % of a {:.1} GiB pool",
+                v.reserved_gib,
+                v.gpu_memory_utilization,
+                v.need_gib,
+                v.weights_gib,
+                v.parameters_billion,
+                v.bytes_per_parameter,
+                v.served_model,
+                v.kv_usage_p99 * 100.0,
+                v.kv_pool_gib
+            ));
+            Some(v)
+        }
+        Err(why) => {
+            notes.push(format!(
+                "vLLM: {why}; sized by its preallocation, not its need"
+            ));
+            None
+        }
+    }
+}
+
+/// Whole GPUs of one model, not shared: how many.
+fn whole_gpus(
+    f: &Facts,
+    devices: &[&crate::history::Device],
+    model: &Option<String>,
+) -> Option<u32> {
+    let whole = f
+        .devices_now
+        .iter()
+        .all(|(id, own)| id.mig_uuid.is_empty() && (own - 1.0).abs() < 1e-9)
+        && devices.len() == f.devices_now.len()
+        && devices.iter().all(|d| d.model == *model);
+    whole
+        .then_some(f.devices_now.len() as u32)
+        .filter(|n| *n > 0)
+}
+
+/// Its tier and node pool.
+fn placement(h: &History, p: &Policy, key: &Key, f: &Facts) -> (String, String, Option<String>) {
+    let ns_label = h
+        .namespace_tiers
+        .get(&(key.cluster.clone(), key.namespace.clone()))
+        .map(String::as_str);
+    let (tier, source) = p.tier(&f.tiers, &key.namespace, ns_label);
+    let pool = f
+        .devices_now
+        .iter()
+        .find_map(|(id, _)| h.node_pool(&id.cluster, &id.node))
+        .map(str::to_string);
+    (tier, source, pool)
+}
+
 /// The facts of one workload, judged.
-pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment {
+pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Facts) -> Assessment {
     let mut notes = Vec::new();
     let devices: Vec<_> = f
         .devices_now
@@ -222,22 +318,24 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
     let (cost_now, cost_range) = cost(h, tables, f);
     price_notes(h, f, cost_now, &mut notes);
     let (per_mtok, per_1k) = work_costs(cost_range, f, &mut notes);
+    let peak = f.vram_peak_bytes.map(|b| b / GIB);
+    let v = see_through(f, device_memory.map(|b| b / GIB), peak, &mut notes);
+    let need = v.as_ref().map(|v| v.need_gib).or(peak);
     let (bottleneck, bottleneck_reason) = bottleneck::classify(&Activity {
         utilization: f.utilization_p95,
         sm: f.sm_active_p95,
         tensor: f.tensor_active_p95,
         dram: f.dram_active_p95,
-        memory_used: f.vram_peak_bytes.zip(device_memory).map(|(v, m)| v / m),
+        memory_used: need.zip(device_memory).map(|(v, m)| v * GIB / m),
     });
     let confidence = confidence(h, f, &mut notes);
-    let whole = f
-        .devices_now
-        .iter()
-        .all(|(id, own)| id.mig_uuid.is_empty() && (own - 1.0).abs() < 1e-9)
-        && devices.len() == f.devices_now.len()
-        && devices.iter().all(|d| d.model == model);
+    let whole = whole_gpus(f, &devices, &model);
+    let (tier, tier_source, node_pool) = placement(h, policy, key, f);
     Assessment {
         workload: key.clone(),
+        tier,
+        tier_source,
+        node_pool,
         gpus_now: f
             .devices_now
             .iter()
@@ -249,9 +347,14 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
         model,
         history_hours: f.seen_seconds / 3600.0,
         confidence,
-        vram_peak_gib: f.vram_peak_bytes.map(|b| b / GIB),
+        vram_peak_gib: peak,
         vram_p99_gib: f.vram_p99_bytes.map(|b| b / GIB),
         device_memory_gib: device_memory.map(|b| b / GIB),
+        memory_need_gib: need,
+        vllm: v,
+        kv_usage_p99: f.kv.as_ref().and_then(|k| k.usage_p99),
+        preemptions: f.kv.as_ref().and_then(|k| k.preemptions),
+        too_small: false,
         sm_active_p95: f.sm_active_p95,
         tensor_active_p95: f.tensor_active_p95,
         dram_active_p95: f.dram_active_p95,
@@ -269,9 +372,7 @@ pub fn assess(h: &History, tables: &Tables, key: &Key, f: &Facts) -> Assessment 
         idle_hours_per_day: f.idle_fraction.map(|x| x * 24.0),
         recommendations: Vec::new(),
         notes,
-        whole_gpus: whole
-            .then_some(f.devices_now.len() as u32)
-            .filter(|n| *n > 0),
+        whole_gpus: whole,
         price_usd_per_hour: f
             .devices_now
             .first()

@@ -9,6 +9,7 @@ use clap::{Parser, ValueEnum};
 pub enum Format {
     Table,
     Json,
+    Markdown,
 }
 
 /// Per workload: what limits it, what it costs per million tokens, and
@@ -19,17 +20,18 @@ pub struct Cli {
     /// Prometheus (or Thanos, Mimir) base URL.
     #[arg(long, env = "GPUSCALE_PROMETHEUS_URL")]
     pub prometheus: String,
-    /// History to read, back from --end (PromQL duration).
+    /// History to read, back from --end (a duration: 7d, 36h).
     #[arg(long, default_value = "7d")]
     pub range: String,
-    /// Sample step of the history (PromQL duration).
+    /// Sample step of the history (a duration: 5m).
     #[arg(long, default_value = "5m")]
     pub step: String,
-    /// End of the range, Unix seconds (default: now).
+    /// End of the range: RFC 3339 (2026-11-30T00:00:00Z) or Unix seconds
+    /// (default: now).
     #[arg(long)]
-    pub end: Option<f64>,
+    pub end: Option<String>,
     /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
     /// Spec-and-price table replacing the built-in one (same format).
     #[arg(long)]
@@ -37,7 +39,19 @@ pub struct Cli {
     /// MIG profile table replacing the built-in one (same format).
     #[arg(long)]
     pub mig_table: Option<PathBuf>,
-    /// Timeout of one Prometheus query, seconds.
-    #[arg(long, default_value_t = 120)]
-    pub query_timeout: u64,
+    /// Timeout of one Prometheus query (a duration: 120s, 5m).
+    #[arg(long, default_value = "120s")]
+    pub query_timeout: String,
+    /// The tier of a namespace's workloads, NAMESPACE=TIER (repeatable);
+    /// a pod's own gpuscale.dev/tier wins.
+    #[arg(long = "tier", value_name = "NAMESPACE=TIER")]
+    pub tiers: Vec<String>,
+    /// Tier of a workload with none on its pods, in --tier or on its
+    /// namespace.
+    #[arg(long, default_value = "production")]
+    pub default_tier: String,
+    /// Let production workloads be time-sliced with each other (by default
+    /// they share a GPU only as MIG instances).
+    #[arg(long)]
+    pub time_slice_production: bool,
 }

@@ -1,5 +1,9 @@
-//! Co-location: small workloads that fit together on one GPU of their type
-//! (time-slicing, or a MIG layout), and how many GPUs that frees.
+//! The placement plan: small workloads that can share one GPU, only within
+//! one cluster, one node pool and one tier; time-sliced (never production
+//! unless opted in) when their utilization p95 sum stays under the ceiling
+//! and their memory needs fit, or as MIG instances in a valid layout. The
+//! GPU they share may be any type of the table (docs/right-sizing.md,
+//! "Placement plan").
 
 use std::collections::BTreeMap;
 
@@ -7,35 +11,57 @@ use serde::Serialize;
 
 use crate::assess::{Assessment, Confidence, Recommendation};
 use crate::bottleneck::Bottleneck;
+use crate::policy::Policy;
 use crate::recommend::smallest_profile;
-use crate::tables::{GpuType, Tables};
+use crate::tables::{GpuType, MigProfile, Tables, mig_layout};
 use crate::thresholds as t;
+use crate::vllm;
 
-/// Workloads that fit on one GPU.
+/// Workloads that share one GPU.
 #[derive(Debug, Clone, Serialize)]
 pub struct Group {
+    pub cluster: String,
+    pub node_pool: Option<String>,
+    pub tier: String,
     pub gpu_type: String,
+    /// `time_slicing` or `mig`.
+    pub sharing: &'static str,
     pub workloads: Vec<String>,
-    /// Peak VRAM with headroom, summed (GiB), against the GPU's.
+    /// Memory needs × headroom, summed (GiB), against the GPU's.
     pub memory_gib: f64,
     pub gpu_memory_gib: f64,
-    /// p95 SM activity (or utilization) summed.
-    pub activity: f64,
-    /// A MIG layout holding each member in its smallest profile, if one fits.
+    /// Utilization p95 summed, scaled to the GPU's bandwidth.
+    pub utilization: f64,
+    /// Each member's MIG instance and its first memory slice, in member
+    /// order, where a valid layout exists.
     pub mig_layout: Option<Vec<String>>,
+    /// What the members' GPUs cost now, and the shared GPU (USD/h).
+    pub cost_now_usd_per_hour: f64,
+    pub price_usd_per_hour: f64,
     pub gpus_freed: u32,
     pub saving_usd_per_month: f64,
+    /// What the members' own advice would save instead.
+    pub alone_saving_usd_per_month: f64,
+    pub why: String,
 }
 
 struct Item {
     index: usize,
     memory: f64,
-    activity: f64,
+    need: f64,
+    util: f64,
+    sm: f64,
+    dram: Option<f64>,
+    bandwidth: f64,
+    needs_fp8: bool,
     price: f64,
+    /// Its cost per hour after its own type advice (a MIG slice alone
+    /// still holds a GPU: it is no saving until the GPU is shared).
+    alone: f64,
 }
 
-fn candidate(a: &Assessment) -> Option<(String, Item)> {
-    if a.confidence == Confidence::Insufficient || a.whole_gpus != Some(1) {
+fn candidate(tables: &Tables, a: &Assessment) -> Option<Item> {
+    if a.confidence == Confidence::Insufficient || a.whole_gpus != Some(1) || a.too_small {
         return None;
     }
     if !matches!(
@@ -44,90 +70,233 @@ fn candidate(a: &Assessment) -> Option<(String, Item)> {
     ) {
         return None;
     }
-    Some((
-        a.gpu_type.clone()?,
-        Item {
-            index: 0,
-            memory: a.vram_peak_gib? * t::MEMORY_HEADROOM,
-            activity: a.sm_active_p95.or(a.utilization_p95)?,
-            price: a.price_usd_per_hour?,
-        },
-    ))
+    let cur = tables.gpu(a.model.as_deref()?)?;
+    let price = a.price_usd_per_hour?;
+    let own = a
+        .recommendations
+        .iter()
+        .filter(|r| r.kind == "gpu_type")
+        .map(|r| r.saving_usd_per_month)
+        .fold(0.0, f64::max);
+    let util = a.utilization_p95.or(a.sm_active_p95)?;
+    Some(Item {
+        index: 0,
+        memory: a.memory_need_gib? * t::MEMORY_HEADROOM,
+        need: a.memory_need_gib?,
+        util,
+        sm: a.sm_active_p95.unwrap_or(util),
+        dram: a.dram_active_p95,
+        bandwidth: cur.bandwidth_gbps,
+        needs_fp8: cur.fp8 && a.tensor_active_p95.is_none_or(|x| x >= t::FP8_TENSOR),
+        price,
+        alone: price - own / t::HOURS_PER_MONTH,
+    })
 }
 
-/// First-fit decreasing by memory, per GPU type; groups of two or more are
-/// recommended (to every member) and returned.
-pub fn plan(tables: &Tables, all: &mut [Assessment]) -> Vec<Group> {
-    let mut by_type: BTreeMap<String, Vec<Item>> = BTreeMap::new();
+/// How members fit on one GPU of type `c`.
+struct Fit<'a> {
+    sharing: &'static str,
+    profiles: Option<Vec<&'a MigProfile>>,
+    layout: Option<Vec<u32>>,
+    utilization: f64,
+}
+
+/// Slower GPUs take longer for the same work: activity scales with the
+/// bandwidth ratio (the decode-speed estimate), never down.
+fn slow(x: &Item, c: &GpuType) -> f64 {
+    (x.bandwidth / c.bandwidth_gbps).max(1.0)
+}
+
+fn mig_fit<'a>(
+    tables: &'a Tables,
+    c: &GpuType,
+    ms: &[&Item],
+) -> Option<(Vec<&'a MigProfile>, Vec<u32>)> {
+    let profiles: Vec<&MigProfile> = ms
+        .iter()
+        .map(|x| {
+            let dram = x.dram.map(|d| d * x.bandwidth / c.bandwidth_gbps);
+            smallest_profile(tables, c, x.need, x.sm * slow(x, c), dram)
+        })
+        .collect::<Option<_>>()?;
+    let layout = mig_layout(&profiles)?;
+    Some((profiles, layout))
+}
+
+fn fit<'a>(tables: &'a Tables, c: &GpuType, ms: &[&Item], time_slice: bool) -> Option<Fit<'a>> {
+    if ms.iter().any(|x| x.needs_fp8) && !c.fp8 {
+        return None;
+    }
+    let utilization: f64 = ms.iter().map(|x| x.util * slow(x, c)).sum();
+    let mig = mig_fit(tables, c, ms);
+    let dram: f64 = ms
+        .iter()
+        .filter_map(|x| x.dram.map(|d| d * x.bandwidth))
+        .sum();
+    let sliced = time_slice
+        && ms.iter().map(|x| x.memory).sum::<f64>() <= c.memory_gib
+        && utilization <= t::ACTIVITY_CEILING
+        && dram <= t::ACTIVITY_CEILING * c.bandwidth_gbps;
+    let (profiles, layout) = match mig {
+        Some((p, l)) => (Some(p), Some(l)),
+        None => (None, None),
+    };
+    match (sliced, &layout) {
+        (true, _) => Some(Fit {
+            sharing: "time_slicing",
+            profiles,
+            layout,
+            utilization,
+        }),
+        (false, Some(_)) => Some(Fit {
+            sharing: "mig",
+            profiles,
+            layout,
+            utilization,
+        }),
+        (false, None) => None,
+    }
+}
+
+/// The cheapest type of the table the members fit on.
+fn cheapest<'a>(
+    tables: &'a Tables,
+    ms: &[&Item],
+    time_slice: bool,
+) -> Option<(&'a GpuType, Fit<'a>)> {
+    let mut types: Vec<&GpuType> = tables.gpus.gpus.iter().collect();
+    types.sort_by(|a, b| a.price_usd_per_hour.total_cmp(&b.price_usd_per_hour));
+    types
+        .into_iter()
+        .find_map(|c| fit(tables, c, ms, time_slice).map(|f| (c, f)))
+}
+
+struct Bin {
+    members: Vec<usize>,
+    /// USD/h: the member's own cost alone, else the shared GPU's price.
+    cost: f64,
+}
+
+/// First-fit decreasing by memory: an item joins the bin it adds least
+/// cost to, and only if that is less than it costs alone.
+fn pack(tables: &Tables, items: &[Item], time_slice: bool) -> Vec<Bin> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|a, b| items[*b].memory.total_cmp(&items[*a].memory));
+    let mut bins: Vec<Bin> = Vec::new();
+    for i in order {
+        let it = &items[i];
+        let mut best: Option<(usize, f64)> = None;
+        for (b, bin) in bins.iter().enumerate() {
+            let ms: Vec<&Item> = bin.members.iter().map(|m| &items[*m]).chain([it]).collect();
+            if let Some((c, _)) = cheapest(tables, &ms, time_slice) {
+                let add = c.price_usd_per_hour - bin.cost;
+                if add < it.alone - 1e-9 && best.is_none_or(|(_, a)| add < a) {
+                    best = Some((b, c.price_usd_per_hour));
+                }
+            }
+        }
+        match best {
+            Some((b, price)) => {
+                bins[b].members.push(i);
+                bins[b].cost = price;
+            }
+            None => bins.push(Bin {
+                members: vec![i],
+                cost: it.alone,
+            }),
+        }
+    }
+    bins
+}
+
+/// The groups of two or more, each recommended to its members, who keep
+/// their own advice beside it.
+pub fn plan(tables: &Tables, policy: &Policy, all: &mut [Assessment]) -> Vec<Group> {
+    let mut parts: BTreeMap<(String, Option<String>, String), Vec<Item>> = BTreeMap::new();
     for (i, a) in all.iter().enumerate() {
-        if let Some((ty, mut item)) = candidate(a) {
+        if let Some(mut item) = candidate(tables, a) {
             item.index = i;
-            by_type.entry(ty).or_default().push(item);
+            let key = (
+                a.workload.cluster.clone(),
+                a.node_pool.clone(),
+                a.tier.clone(),
+            );
+            parts.entry(key).or_default().push(item);
         }
     }
     let mut groups = Vec::new();
-    for (ty, mut items) in by_type {
-        let Some(gpu) = tables.gpus.gpus.iter().find(|g| g.name == ty) else {
-            continue;
-        };
-        items.sort_by(|a, b| b.memory.total_cmp(&a.memory));
-        let mut bins: Vec<Vec<Item>> = Vec::new();
-        for it in items {
-            let fits = |b: &Vec<Item>| {
-                b.iter().map(|x| x.memory).sum::<f64>() + it.memory <= gpu.memory_gib
-                    && b.iter().map(|x| x.activity).sum::<f64>() + it.activity
-                        <= t::ACTIVITY_CEILING
-            };
-            match bins.iter_mut().find(|b| fits(b)) {
-                Some(b) => b.push(it),
-                None => bins.push(vec![it]),
+    for ((cluster, pool, tier), items) in parts {
+        let time_slice = policy.may_time_slice(&tier);
+        for bin in pack(tables, &items, time_slice) {
+            if bin.members.len() < 2 {
+                continue;
             }
-        }
-        for bin in bins.into_iter().filter(|b| b.len() > 1) {
-            groups.push(group(tables, gpu, &bin, all));
+            let ms: Vec<&Item> = bin.members.iter().map(|m| &items[*m]).collect();
+            if let Some((c, f)) = cheapest(tables, &ms, time_slice) {
+                let g = group(all, &ms, c, &f, (&cluster, &pool, &tier));
+                recommend(all, &ms, c, &f, &g, groups.len());
+                groups.push(g);
+            }
         }
     }
     groups
 }
 
-/// One bin of two or more: its group, recommended to each member.
-fn group(tables: &Tables, gpu: &GpuType, bin: &[Item], all: &mut [Assessment]) -> Group {
-    let ty = gpu.name.clone();
-    let names: Vec<String> = bin
+fn group(
+    all: &[Assessment],
+    ms: &[&Item],
+    c: &GpuType,
+    f: &Fit,
+    at: (&String, &Option<String>, &String),
+) -> Group {
+    let names: Vec<String> = ms
         .iter()
         .map(|x| all[x.index].workload.to_string())
         .collect();
-    let layout: Option<Vec<String>> = bin
-        .iter()
-        .map(|x| {
-            let a = &all[x.index];
-            smallest_profile(tables, gpu, a.vram_peak_gib?, x.activity, a.dram_active_p95)
-        })
-        .collect::<Option<Vec<_>>>()
-        .filter(|ps| {
-            ps.iter().map(|p| p.compute_slices).sum::<u32>() <= 7
-                && ps.iter().map(|p| p.memory_eighths).sum::<u32>() <= 8
-        })
-        .map(|ps| ps.iter().map(|p| p.profile.clone()).collect());
-    // Keep the most expensive GPU; the others are freed.
-    let mut prices: Vec<f64> = bin.iter().map(|x| x.price).collect();
-    prices.sort_by(|a, b| b.total_cmp(a));
-    let saving = prices.iter().skip(1).sum::<f64>() * t::HOURS_PER_MONTH;
-    let g = Group {
-        gpu_type: ty.clone(),
-        memory_gib: bin.iter().map(|x| x.memory).sum(),
-        gpu_memory_gib: gpu.memory_gib,
-        activity: bin.iter().map(|x| x.activity).sum(),
-        mig_layout: layout,
-        gpus_freed: bin.len() as u32 - 1,
-        saving_usd_per_month: saving,
+    let now: f64 = ms.iter().map(|x| x.price).sum();
+    let alone: f64 = ms.iter().map(|x| x.price - x.alone).sum();
+    let layout = f.profiles.as_ref().zip(f.layout.as_ref()).map(|(p, l)| {
+        p.iter()
+            .zip(l)
+            .map(|(p, s)| format!("{}@{s}", p.profile))
+            .collect::<Vec<_>>()
+    });
+    let memory: f64 = ms.iter().map(|x| x.memory).sum();
+    let why = match f.sharing {
+        "time_slicing" => format!(
+            "time-sliced: memory needs x {} sum to {memory:.1} of {:.1} GiB; utilization p95 sums to {:.0} % <= {:.0} % (scaled to its bandwidth)",
+            t::MEMORY_HEADROOM,
+            c.memory_gib,
+            f.utilization * 100.0,
+            t::ACTIVITY_CEILING * 100.0
+        ),
+        _ => format!(
+            "MIG: tier {} is not time-sliced; each member in its smallest slice, a valid layout",
+            at.2
+        ),
+    };
+    Group {
+        cluster: at.0.clone(),
+        node_pool: at.1.clone(),
+        tier: at.2.clone(),
+        gpu_type: c.name.clone(),
+        sharing: f.sharing,
         workloads: names,
-    };
-    let how = match &g.mig_layout {
-        Some(l) => format!("time-slicing, or MIG {}", l.join(" + ")),
-        None => "time-slicing".into(),
-    };
-    for x in bin {
+        memory_gib: memory,
+        gpu_memory_gib: c.memory_gib,
+        utilization: f.utilization,
+        mig_layout: layout,
+        cost_now_usd_per_hour: now,
+        price_usd_per_hour: c.price_usd_per_hour,
+        gpus_freed: ms.len() as u32 - 1,
+        saving_usd_per_month: (now - c.price_usd_per_hour) * t::HOURS_PER_MONTH,
+        alone_saving_usd_per_month: alone * t::HOURS_PER_MONTH,
+        why,
+    }
+}
+
+fn recommend(all: &mut [Assessment], ms: &[&Item], c: &GpuType, f: &Fit, g: &Group, gi: usize) {
+    for (k, x) in ms.iter().enumerate() {
         let a = &mut all[x.index];
         let me = a.workload.to_string();
         let others: Vec<&str> = g
@@ -136,23 +305,32 @@ fn group(tables: &Tables, gpu: &GpuType, bin: &[Item], all: &mut [Assessment]) -
             .filter(|w| **w != me)
             .map(String::as_str)
             .collect();
+        let slice = f.profiles.as_ref().map(|p| p[k]);
+        let settings = a.vllm.as_ref().map(|v| match (f.sharing, slice) {
+            ("mig", Some(p)) => vllm::flags(v, p.memory_gib, 1.0),
+            _ => vllm::flags(
+                v,
+                c.memory_gib,
+                x.memory / (c.memory_gib * v.gpu_memory_utilization),
+            ),
+        });
+        let how = match (f.sharing, slice) {
+            ("mig", Some(p)) => format!("as MIG {}", p.profile),
+            _ => "time-sliced".to_string(),
+        };
         a.recommendations.push(Recommendation {
             kind: "colocate",
             action: format!(
-                "share one {ty} with {} ({how}); frees {} GPU(s)",
-                others.join(", "),
-                g.gpus_freed
+                "group {}: share one {} with {} ({how})",
+                gi + 1,
+                c.name,
+                others.join(", ")
             ),
-            why: format!(
-                "together {:.1} of {:.1} GiB with headroom, activity p95 summed {:.0} % ≤ {:.0} %",
-                g.memory_gib,
-                g.gpu_memory_gib,
-                g.activity * 100.0,
-                t::ACTIVITY_CEILING * 100.0
-            ),
-            saving_usd_per_month: g.saving_usd_per_month / bin.len() as f64,
+            why: g.why.clone(),
+            saving_usd_per_month: 0.0,
+            settings,
+            group: Some(gi),
             check: None,
         });
     }
-    g
 }

@@ -10,6 +10,11 @@ use serde::Serialize;
 use crate::Error;
 use crate::prom::{Prometheus, Sample};
 
+mod placement;
+mod serving;
+
+pub use serving::Kv;
+
 /// The labels that name a workload (the pod mapper's owner walk).
 const KEY: &str = "cluster, namespace, workload_kind, workload";
 
@@ -109,6 +114,10 @@ pub struct Facts {
     pub request_series: Option<&'static str>,
     /// A token or request counter of it was refused: no cost per unit.
     pub work_refused: bool,
+    /// `gpuscale.dev/tier` values of its pods (label, else annotation).
+    pub tiers: Vec<String>,
+    /// What its vLLM pods say of their KV cache, if they serve vLLM.
+    pub kv: Option<Kv>,
 }
 
 /// Everything the advisor read.
@@ -121,7 +130,14 @@ pub struct History {
     pub step_s: f64,
     /// Series refused on arrival: their labels and why (never advice).
     pub excluded: Vec<String>,
+    /// `gpu_node_info{node_pool}` per (cluster, node).
+    pub node_pools: BTreeMap<(String, String), String>,
+    /// `gpuscale.dev/tier` label of each (cluster, namespace).
+    pub namespace_tiers: BTreeMap<(String, String), String>,
 }
+
+/// The tier label or annotation (docs/right-sizing.md, "Tiers").
+pub const TIER_KEY: &str = "gpuscale.dev/tier";
 
 /// What a value must be to be used (docs/right-sizing.md, "Checks").
 #[derive(Debug, Clone, Copy)]
@@ -205,7 +221,7 @@ pub fn per_workload(dev: &str, mig: &str) -> String {
     )
 }
 
-fn by_key(samples: Vec<Sample>) -> BTreeMap<Key, f64> {
+pub(crate) fn by_key(samples: Vec<Sample>) -> BTreeMap<Key, f64> {
     samples
         .into_iter()
         .map(|s| (Key::of(&s), s.value))
@@ -259,6 +275,8 @@ impl History {
         h.read_usage(p, w)?;
         h.read_device_hours(p, w)?;
         h.read_tokens(p, w)?;
+        h.read_placement(p, w)?;
+        h.read_serving(p, w)?;
         Ok(h)
     }
 

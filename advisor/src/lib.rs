@@ -7,11 +7,14 @@ pub mod bottleneck;
 pub mod cli;
 pub mod colocate;
 pub mod history;
+pub mod policy;
 pub mod prom;
 pub mod recommend;
 pub mod report;
 pub mod tables;
 pub mod thresholds;
+pub mod undersized;
+pub mod vllm;
 
 use std::time::Duration;
 
@@ -20,6 +23,7 @@ use serde::Serialize;
 use crate::assess::Assessment;
 use crate::colocate::Group;
 use crate::history::{History, Window};
+use crate::policy::Policy;
 use crate::prom::Prometheus;
 use crate::tables::Tables;
 
@@ -69,6 +73,20 @@ pub fn parse_duration(s: &str) -> Result<f64, Error> {
     }
 }
 
+/// `--end`: RFC 3339 or Unix seconds.
+pub fn parse_end(s: &str) -> Result<f64, Error> {
+    if let Ok(v) = s.parse::<f64>() {
+        return if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(Error::Usage(format!("--end {s}: not a time")))
+        };
+    }
+    gpuscale_util::rfc3339::parse(s)
+        .map(|t| t as f64)
+        .map_err(|e| Error::Usage(format!("--end: {e}")))
+}
+
 /// What to read and where.
 pub struct Options {
     pub prometheus: String,
@@ -77,6 +95,8 @@ pub struct Options {
     pub range: String,
     pub step: String,
     pub timeout: Duration,
+    /// Tiers and who may be time-sliced.
+    pub policy: Policy,
 }
 
 /// The whole answer.
@@ -84,14 +104,19 @@ pub struct Options {
 pub struct Report {
     pub prometheus: String,
     pub end: f64,
+    /// `end` as RFC 3339 (UTC).
+    pub end_time: String,
     pub range: String,
     pub step: String,
     pub gpu_table: String,
     pub mig_table: String,
     pub workloads: Vec<Assessment>,
     pub colocation: Vec<Group>,
-    /// MIG, GPU type (the larger per workload) and co-location savings.
+    /// Co-location groups, plus MIG or GPU type (the larger) for every
+    /// workload in no group.
     pub placement_saving_usd_per_month: f64,
+    /// What the `too_small` moves cost more.
+    pub too_small_cost_increase_usd_per_month: f64,
     /// Scale-to-zero savings (they overlap with placement savings).
     pub scale_to_zero_saving_usd_per_month: f64,
     pub queries: u32,
@@ -128,34 +153,26 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         queries = p.queries.get(),
         "history read"
     );
+    let prices = h
+        .devices
+        .values()
+        .filter_map(|d| Some((d.model.as_deref()?, d.price_usd_per_hour?)));
+    let tables = &tables.with_prices(prices);
     let mut all: Vec<Assessment> = h
         .workloads
         .iter()
-        .map(|(k, f)| assess::assess(&h, tables, k, f))
+        .map(|(k, f)| assess::assess(&h, tables, &o.policy, k, f))
         .collect();
-    let colocation = colocate::plan(tables, &mut all);
     for a in &mut all {
+        undersized::judge(tables, a);
         recommend::add(tables, a);
     }
-    let best = |a: &Assessment, kinds: &[&str]| {
-        a.recommendations
-            .iter()
-            .filter(|r| kinds.contains(&r.kind))
-            .map(|r| r.saving_usd_per_month)
-            .fold(0.0, f64::max)
-    };
-    let placement = all
-        .iter()
-        .map(|a| best(a, &["mig", "gpu_type"]))
-        .sum::<f64>()
-        + colocation
-            .iter()
-            .map(|g| g.saving_usd_per_month)
-            .sum::<f64>();
-    let stz = all.iter().map(|a| best(a, &["scale_to_zero"])).sum();
+    let colocation = colocate::plan(tables, &o.policy, &mut all);
+    let (placement, stz, more) = totals(&all, &colocation);
     Ok(Report {
         prometheus: o.prometheus.clone(),
         end: o.end,
+        end_time: gpuscale_util::rfc3339::format(o.end as i64),
         range: o.range.clone(),
         step: o.step.clone(),
         gpu_table: format!("{} ({})", tables.gpus.source, tables.gpus.date),
@@ -164,10 +181,39 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         colocation,
         placement_saving_usd_per_month: placement,
         scale_to_zero_saving_usd_per_month: stz,
+        too_small_cost_increase_usd_per_month: more,
         queries: p.queries.get(),
         excluded: h.excluded,
         warnings: p.warnings.take(),
     })
+}
+
+/// Placement saving (each group once, plus the larger of MIG and GPU type
+/// of every workload in no group), scale to zero, and what the too-small
+/// moves cost more.
+fn totals(all: &[Assessment], groups: &[Group]) -> (f64, f64, f64) {
+    let best = |a: &Assessment, kinds: &[&str]| {
+        a.recommendations
+            .iter()
+            .filter(|r| kinds.contains(&r.kind))
+            .map(|r| r.saving_usd_per_month)
+            .fold(0.0, f64::max)
+    };
+    let grouped = |a: &Assessment| a.recommendations.iter().any(|r| r.group.is_some());
+    let placement = all
+        .iter()
+        .filter(|a| !grouped(a))
+        .map(|a| best(a, &["mig", "gpu_type"]))
+        .sum::<f64>()
+        + groups.iter().map(|g| g.saving_usd_per_month).sum::<f64>();
+    let stz = all.iter().map(|a| best(a, &["scale_to_zero"])).sum();
+    let more = all
+        .iter()
+        .flat_map(|a| &a.recommendations)
+        .filter(|r| r.kind == "too_small")
+        .map(|r| -r.saving_usd_per_month)
+        .sum();
+    (placement, stz, more)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use crate::assess::{Assessment, Confidence, Recommendation};
 use crate::bottleneck::Bottleneck;
 use crate::tables::{GpuType, MigProfile, Tables};
 use crate::thresholds as t;
+use crate::vllm;
 
 /// The activity a smaller share must carry: SM activity, or utilization
 /// where GPM is missing.
@@ -39,10 +40,11 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     ) {
         return None;
     }
-    let vram = a.vram_peak_gib?;
+    let vram = a.memory_need_gib?;
     let p = smallest_profile(tables, gpu, vram, compute_p95(a)?, a.dram_active_p95)?;
     let price = a.price_usd_per_hour?;
     let share = f64::from(p.compute_slices) / 7.0;
+    let settings = a.vllm.as_ref().map(|v| vllm::flags(v, p.memory_gib, 1.0));
     Some(Recommendation {
         kind: "mig",
         action: format!(
@@ -52,7 +54,8 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             per_replica(n)
         ),
         why: format!(
-            "peak VRAM {vram:.1} GiB x {} fits its {:.2} GiB; {} {:.0} % is {:.0} % of {} slice(s)",
+            "{} {vram:.1} GiB x {} fits its {:.2} GiB; {} {:.0} % is {:.0} % of {} slice(s)",
+            need_name(a),
             t::MEMORY_HEADROOM,
             p.memory_gib,
             if a.sm_active_p95.is_some() {
@@ -65,8 +68,19 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             p.compute_slices
         ),
         saving_usd_per_month: f64::from(n) * price * (1.0 - share) * t::HOURS_PER_MONTH,
+        settings,
+        group: None,
         check: None,
     })
+}
+
+/// What the memory figure is: the peak, or vLLM's need.
+fn need_name(a: &Assessment) -> &'static str {
+    if a.vllm.is_some() {
+        "vLLM's need (weights + KV p99)"
+    } else {
+        "peak VRAM"
+    }
 }
 
 fn per_replica(n: u32) -> String {
@@ -89,7 +103,11 @@ fn type_fits(a: &Assessment, cur: &GpuType, c: &GpuType, vram: f64) -> bool {
         (_, Some(d)) => d * cur.bandwidth_gbps <= t::ACTIVITY_CEILING * c.bandwidth_gbps,
     };
     let fp8_ok = c.fp8 || !cur.fp8 || a.tensor_active_p95.is_some_and(|x| x < t::FP8_TENSOR);
-    bw_ok && fp8_ok
+    // No FLOPs in the table: on a slower GPU the same work keeps the SMs
+    // busy longer, estimated by the bandwidth ratio.
+    let slower = (cur.bandwidth_gbps / c.bandwidth_gbps).max(1.0);
+    let busy_ok = compute_p95(a).is_none_or(|x| x * slower <= t::ACTIVITY_CEILING);
+    bw_ok && fp8_ok && busy_ok
 }
 
 fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
@@ -99,7 +117,7 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     if matches!(a.bottleneck, Bottleneck::Compute | Bottleneck::Unknown) {
         return None;
     }
-    let vram = a.vram_peak_gib?;
+    let vram = a.memory_need_gib?;
     let price = a.price_usd_per_hour?;
     let best = tables
         .gpus
@@ -113,7 +131,8 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
         kind: "gpu_type",
         action: format!("{} instead of {}{}", best.name, cur.name, per_replica(n)),
         why: format!(
-            "peak VRAM {vram:.1} GiB x {} fits {:.1} GiB; bandwidth {} GB/s vs {} GB/s{}; ${:.2}/h vs ${price:.2}/h ({} {})",
+            "{} {vram:.1} GiB x {} fits {:.1} GiB; bandwidth {} GB/s vs {} GB/s{}; ${:.2}/h vs ${price:.2}/h ({} {})",
+            need_name(a),
             t::MEMORY_HEADROOM,
             best.memory_gib,
             best.bandwidth_gbps,
@@ -127,6 +146,11 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             tables.gpus.date
         ),
         saving_usd_per_month: f64::from(n) * (price - best.price_usd_per_hour) * t::HOURS_PER_MONTH,
+        settings: a
+            .vllm
+            .as_ref()
+            .map(|v| vllm::flags(v, best.memory_gib, 1.0)),
+        group: None,
         check: None,
     })
 }
@@ -163,19 +187,21 @@ fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
             }
         ),
         saving_usd_per_month: cost * idle / 24.0 * t::HOURS_PER_MONTH,
+        settings: None,
+        group: None,
         check,
     })
 }
 
-/// Adds the per-workload recommendations, largest saving first. Co-location
-/// (fleet-wide) comes from `colocate` before this runs.
+/// Adds the per-workload recommendations, largest saving first. A
+/// workload judged too small gets no smaller share. Co-location
+/// (fleet-wide) comes from `colocate` after this, beside them.
 pub fn add(tables: &Tables, a: &mut Assessment) {
     if a.confidence == Confidence::Insufficient {
         return;
     }
-    let grouped = a.recommendations.iter().any(|r| r.kind == "colocate");
     let mut recs: Vec<Recommendation> = Vec::new();
-    if !grouped {
+    if !a.too_small {
         recs.extend(mig(tables, a));
         recs.extend(gpu_type(tables, a));
     }
@@ -198,6 +224,14 @@ mod tests {
                 kind: "Deployment".into(),
                 name: "w".into(),
             },
+            tier: "production".into(),
+            tier_source: "--default-tier".into(),
+            node_pool: None,
+            memory_need_gib: None,
+            vllm: None,
+            kv_usage_p99: None,
+            preemptions: None,
+            too_small: false,
             gpus_now: 1.0,
             devices_now: 1,
             model: None,
@@ -272,5 +306,8 @@ mod tests {
         // Memory with headroom must fit.
         a.tensor_active_p95 = Some(0.03);
         assert!(!type_fits(&a, h100, t4, 13.0));
+        // SM 8 % on an H100 is 8 % x 3350 / 320 = 84 % of a T4: too busy.
+        a.sm_active_p95 = Some(0.08);
+        assert!(!type_fits(&a, h100, t4, 6.0));
     }
 }

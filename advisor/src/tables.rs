@@ -44,6 +44,8 @@ pub struct MigProfile {
     pub compute_slices: u32,
     pub memory_eighths: u32,
     pub memory_gib: f64,
+    /// Memory slices (0-7) an instance may start at (`nvidia-smi mig -lgipp`).
+    pub placements: Vec<u32>,
 }
 
 /// `mig-profiles.yaml`.
@@ -121,6 +123,13 @@ impl Tables {
                         p.profile
                     )));
                 }
+                if p.placements.is_empty() || p.placements.iter().any(|s| s + p.memory_eighths > 8)
+                {
+                    return Err(Error::Table(format!(
+                        "MIG {model} {}: placements must be starts whose {} memory slices end by slice 8",
+                        p.profile, p.memory_eighths
+                    )));
+                }
             }
         }
         Ok(())
@@ -134,6 +143,26 @@ impl Tables {
                 .iter()
                 .any(|m| !m.is_empty() && model.contains(&m.to_ascii_lowercase()))
         })
+    }
+
+    /// The table with the prices Prometheus knows: a type some GPU of the
+    /// fleet has a `gpu_price_usd_per_hour` for is priced at the highest
+    /// such price, so a saving compares prices of one source.
+    pub fn with_prices<'a>(&self, seen: impl Iterator<Item = (&'a str, f64)>) -> Self {
+        let mut t = self.clone();
+        let mut best: BTreeMap<String, f64> = BTreeMap::new();
+        for (model, price) in seen {
+            if let Some(g) = self.gpu(model) {
+                let e = best.entry(g.name.clone()).or_insert(price);
+                *e = e.max(price);
+            }
+        }
+        for g in &mut t.gpus.gpus {
+            if let Some(p) = best.get(&g.name) {
+                g.price_usd_per_hour = *p;
+            }
+        }
+        t
     }
 
     /// The MIG profiles of a GPU type, smallest first.
@@ -159,9 +188,59 @@ impl Tables {
     }
 }
 
+/// A valid MIG layout: each profile given a start of its own placements,
+/// no two instances sharing a memory slice and at most 7 compute slices
+/// in all (the MIG User Guide's placement rule). The starts, in the order
+/// of `profiles`; none when no layout exists.
+pub fn mig_layout(profiles: &[&MigProfile]) -> Option<Vec<u32>> {
+    if profiles.iter().map(|p| p.compute_slices).sum::<u32>() > 7 {
+        return None;
+    }
+    // Largest first: they have the fewest starts.
+    let mut order: Vec<usize> = (0..profiles.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse(profiles[*i].memory_eighths));
+    let mut starts = vec![0; profiles.len()];
+    place(profiles, &order, 0, &mut starts).then_some(starts)
+}
+
+fn place(profiles: &[&MigProfile], order: &[usize], used: u16, starts: &mut [u32]) -> bool {
+    let Some((&i, rest)) = order.split_first() else {
+        return true;
+    };
+    let p = profiles[i];
+    for &s in &p.placements {
+        let mask = ((1u16 << p.memory_eighths) - 1) << s;
+        if used & mask == 0 {
+            starts[i] = s;
+            if place(profiles, rest, used | mask, starts) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layouts_follow_the_placement_rules() {
+        let t = Tables::load(None, None).unwrap();
+        let h100 = t.gpu("NVIDIA H100 80GB HBM3").unwrap();
+        let p = |n: &str| t.mig_profile(h100, n).unwrap();
+        // 3g + 2g + 2g: the 3g at slice 4, the 2g at 0 and 2.
+        let l = mig_layout(&[p("3g.40gb"), p("2g.20gb"), p("2g.20gb")]).unwrap();
+        assert_eq!(l, [4, 0, 2]);
+        assert!(mig_layout(&[p("4g.40gb"), p("3g.40gb")]).is_some());
+        // 7 compute slices, but the two 3g fill slices 0-7: no room for a 1g.
+        assert!(mig_layout(&[p("3g.40gb"), p("3g.40gb"), p("1g.10gb")]).is_none());
+        // Two 4g: only one start (0) each.
+        assert!(mig_layout(&[p("4g.40gb"), p("4g.40gb")]).is_none());
+        // 1g instances never start at slice 7: seven of them, not eight.
+        assert!(mig_layout(&[p("1g.10gb"); 7]).is_some());
+        assert!(mig_layout(&[p("1g.20gb"); 5]).is_none());
+    }
 
     #[test]
     fn built_in_tables_load_and_match_nvml_names() {

@@ -50,7 +50,10 @@ fn healthy() -> Vec<(&'static str, String)> {
         ("last_over_time(gpu_mig_", vector(&[], &[])),
         ("(gpu_pod_allocation))[", vector(&[(W, "2016")], &[])),
         ("max_over_time((max by", vector(&[(W, "6442450944")], &[])),
-        ("quantile_over_time(0.99", vector(&[(W, "6442450944")], &[])),
+        (
+            "quantile_over_time(0.99, (max by (cluster, namespace, workload_kind",
+            vector(&[(W, "6442450944")], &[]),
+        ),
         ("< 0.05", vector(&[(W, "0")], &[])),
         ("count_over_time(", vector(&[(W, "2016")], &[])),
         ("gpu_utilization_ratio", vector(&[(W, "0.08")], &[])),
@@ -139,6 +142,7 @@ fn advise(rules: Vec<(&'static str, String)>) -> Result<Report, Error> {
         range: "7d".into(),
         step: "5m".into(),
         timeout: Duration::from_secs(10),
+        policy: Default::default(),
     };
     run(&o, &Tables::load(None, None).expect("test set-up"))
 }

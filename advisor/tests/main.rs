@@ -3,5 +3,6 @@
 
 mod docs;
 mod hostile;
+mod plan;
 mod synth;
 mod week;

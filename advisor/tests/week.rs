@@ -13,12 +13,12 @@ use gpuscale_advisor::bottleneck::Bottleneck;
 use gpuscale_advisor::tables::Tables;
 use gpuscale_advisor::{Options, Report, run};
 
-const RANGE_S: i64 = 7 * 86_400;
-const STEP_S: i64 = 300;
+pub(crate) const RANGE_S: i64 = 7 * 86_400;
+pub(crate) const STEP_S: i64 = 300;
 
-struct Prom {
+pub(crate) struct Prom {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Prom {
@@ -41,7 +41,7 @@ fn free_port() -> u16 {
 }
 
 /// Backfills `text` and starts Prometheus on it.
-fn prometheus_with(dir: &Path, text: &str) -> Prom {
+pub(crate) fn prometheus_with(dir: &Path, text: &str) -> Prom {
     for bin in ["promtool", "prometheus"] {
         assert!(
             on_path(bin),
@@ -91,7 +91,7 @@ fn prometheus_with(dir: &Path, text: &str) -> Prom {
     p
 }
 
-fn end_now() -> i64 {
+pub(crate) fn end_now() -> i64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("test set-up")
@@ -99,14 +99,14 @@ fn end_now() -> i64 {
     now - now % STEP_S - STEP_S
 }
 
-fn find<'a>(r: &'a Report, name: &str) -> &'a Assessment {
+pub(crate) fn find<'a>(r: &'a Report, name: &str) -> &'a Assessment {
     r.workloads
         .iter()
         .find(|a| a.workload.name == name)
         .unwrap_or_else(|| panic!("{name} not in the report"))
 }
 
-fn kinds(a: &Assessment) -> Vec<&str> {
+pub(crate) fn kinds(a: &Assessment) -> Vec<&str> {
     a.recommendations.iter().map(|r| r.kind).collect()
 }
 
@@ -126,6 +126,7 @@ fn a_week_of_history_gets_the_right_advice() {
         range: "7d".into(),
         step: "5m".into(),
         timeout: Duration::from_secs(60),
+        policy: Default::default(),
     };
     let r = run(&o, &tables).expect("test set-up");
     eprintln!("{}", gpuscale_advisor::report::table(&r));
@@ -189,7 +190,19 @@ fn notebooks_and_classifier_share_one_gpu(r: &Report) {
         ]
     );
     assert_eq!(g.gpus_freed, 2);
-    assert!((g.saving_usd_per_month - 2.0 * 2.5 * 730.0).abs() < 0.01);
+    // Dev tier, one cluster and pool: time-sliced on the cheapest GPU that
+    // holds them. The classifier's 20 % on an A100 (2039 GB/s) is 68 % of
+    // an A10G (600 GB/s), a T4 or L4 (~300 GB/s) would be over 80 %.
+    assert_eq!((g.gpu_type.as_str(), g.sharing), ("A10G", "time_slicing"));
+    let by_hand = (3.0 * 2.5 - 1.006) * 730.0;
+    assert!(
+        (g.saving_usd_per_month - by_hand).abs() < 0.01,
+        "{}",
+        g.saving_usd_per_month
+    );
+    assert!((g.utilization - (0.2 + 0.01) * 2039.0 / 600.0).abs() < 1e-6);
+    // Each member keeps its own advice beside the group's.
+    assert!(kinds(find(r, "classifier")).contains(&"mig"));
     // A100s have no GPM: the classifier's limit is not guessed.
     assert_eq!(find(r, "classifier").bottleneck, Bottleneck::NoGpm);
     assert_eq!(find(r, "nb-alice").bottleneck, Bottleneck::Idle);

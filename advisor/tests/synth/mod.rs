@@ -32,6 +32,29 @@ pub const A100: Gpu = Gpu {
     price: 2.5,
     gpm: false,
 };
+#[allow(dead_code)]
+pub const L4: Gpu = Gpu {
+    model: "NVIDIA L4",
+    memory_gib: 22.5,
+    price: 0.805,
+    gpm: false,
+};
+
+/// vLLM's own series of a workload: KV-cache use, how the cache was sized
+/// (`vllm:cache_config_info`) and preemptions.
+#[derive(Clone)]
+pub struct Vllm {
+    pub model_name: &'static str,
+    /// `vllm:gpu_cache_usage_perc` (0-1).
+    pub kv_usage: Level,
+    pub gpu_memory_utilization: f64,
+    pub num_gpu_blocks: u32,
+    pub block_size: u32,
+    /// Preemptions per second.
+    pub preemptions: Level,
+    /// The later name, `vllm:kv_cache_usage_perc`.
+    pub new_name: bool,
+}
 
 /// (day, night) levels.
 pub type Level = (f64, f64);
@@ -52,6 +75,15 @@ pub struct Workload {
     pub tokens: Option<(Level, Level, Level)>,
     /// Seconds of history before the end (None: the whole range).
     pub seen_s: Option<f64>,
+    /// The `cluster` label of all its series (external label).
+    pub cluster: Option<&'static str>,
+    /// `gpuscale.dev/tier` on its pods (`--pod-label gpuscale.dev/tier`).
+    pub tier: Option<&'static str>,
+    /// `node_pool` of its node's `gpu_node_info`.
+    pub pool: Option<&'static str>,
+    /// Whole GPUs it holds (tensor parallel), 1 by default.
+    pub gpus: usize,
+    pub vllm: Option<Vllm>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -78,6 +110,11 @@ pub fn workload(
         dram,
         tokens: None,
         seen_s: None,
+        cluster: None,
+        tier: None,
+        pool: None,
+        gpus: 1,
+        vllm: None,
     }
 }
 
@@ -93,7 +130,7 @@ pub fn scenario() -> Vec<Workload> {
     let mut fresh = workload("ml-serve", "fresh", "Deployment", H100,
         (5.0, 5.0), (0.2, 0.2), (0.05, 0.05), (0.02, 0.02), (0.03, 0.03));
     fresh.seen_s = Some(20.0 * 60.0);
-    vec![
+    let mut v = vec![
         workload("ml-serve", "embedder", "Deployment", H100,
             (6.0, 5.5), (0.3, 0.1), (0.08, 0.02), (0.03, 0.01), (0.05, 0.01)),
         workload("ml-serve", "llama-70b", "Deployment", H100,
@@ -106,7 +143,13 @@ pub fn scenario() -> Vec<Workload> {
         workload("research", "classifier", "Deployment", A100,
             (4.0, 4.0), (0.2, 0.06), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)),
         fresh,
-    ]
+    ];
+    // The lab's notebooks and classifier are `dev`; ml-serve has no tier
+    // and so is production (the default).
+    for w in v.iter_mut().filter(|w| w.namespace == "research") {
+        w.tier = Some("dev");
+    }
+    v
 }
 
 /// `n` workloads cycling through the scenario's shapes (for the bench,
@@ -208,99 +251,216 @@ fn counter(
     family(fams, name).series.push((l, pts));
 }
 
-fn add_workload(fams: &mut Vec<Family>, i: usize, w: &Workload, all: &[i64], step: i64) {
-    let node = format!("gpu-node-{}", i / 8);
-    let gpu = (i % 8).to_string();
-    let uuid = format!("GPU-{i:08x}-0000-4000-8000-000000000000");
-    let dev = [
-        ("node", node.as_str()),
-        ("gpu", gpu.as_str()),
-        ("uuid", uuid.as_str()),
-    ];
-    let g = w.gpu;
-    gauge(
-        fams,
-        "gpu_info",
-        labels(&[dev[0], dev[1], dev[2], ("model", g.model)]),
-        all,
-        |_| 1.0,
-    );
-    gauge(fams, "gpu_memory_total_bytes", labels(&dev), all, |_| {
-        g.memory_gib * GIB
-    });
-    gauge(fams, "gpu_price_usd_per_hour", labels(&dev), all, |_| {
-        g.price
-    });
+/// Where a workload's GPUs are: its node (one per cluster, pool and 8
+/// GPUs, a workload's GPUs on one node) and each GPU's index there.
+fn layout(ws: &[Workload]) -> Vec<(String, Vec<usize>)> {
+    let mut next: std::collections::BTreeMap<(Option<&str>, Option<&str>), usize> =
+        std::collections::BTreeMap::new();
+    ws.iter()
+        .map(|w| {
+            let n = next.entry((w.cluster, w.pool)).or_insert(0);
+            if *n % 8 + w.gpus > 8 {
+                *n += 8 - *n % 8;
+            }
+            let node = format!(
+                "{}gpu-node-{}",
+                w.pool.map_or(String::new(), |p| format!("{p}-")),
+                *n / 8
+            );
+            let gpus = (*n % 8..*n % 8 + w.gpus).collect();
+            *n += w.gpus;
+            (node, gpus)
+        })
+        .collect()
+}
+
+/// The `cluster` pair of a workload's series, if it has one.
+fn with_cluster<'a>(w: &'a Workload, pairs: &[(&'a str, &'a str)]) -> String {
+    let mut v: Vec<(&str, &str)> = w.cluster.map(|c| ("cluster", c)).into_iter().collect();
+    v.extend_from_slice(pairs);
+    labels(&v)
+}
+
+fn add_workload(
+    fams: &mut Vec<Family>,
+    i: usize,
+    w: &Workload,
+    at: &(String, Vec<usize>),
+    all: &[i64],
+    step: i64,
+) {
+    let first_on_node = at.1.first() == Some(&0);
+    if first_on_node && let Some(pool) = w.pool {
+        let l = with_cluster(w, &[("node", at.0.as_str()), ("node_pool", pool)]);
+        gauge(fams, "gpu_node_info", l, all, |_| 1.0);
+    }
     let first = w
         .seen_s
         .map_or(i64::MIN, |s| all[all.len() - 1] - s as i64 + step);
     let ts: Vec<i64> = all.iter().copied().filter(|t| *t >= first).collect();
-    let (u, sm, tc, dr) = (w.utilization, w.sm, w.tensor, w.dram);
-    gauge(fams, "gpu_utilization_ratio", labels(&dev), &ts, |t| {
-        at(u, t)
-    });
-    if g.gpm {
-        gauge(fams, "gpu_sm_active_ratio", labels(&dev), &ts, |t| {
-            at(sm, t)
-        });
-        gauge(fams, "gpu_tensor_active_ratio", labels(&dev), &ts, |t| {
-            at(tc, t)
-        });
-        gauge(fams, "gpu_dram_active_ratio", labels(&dev), &ts, |t| {
-            at(dr, t)
-        });
+    let mut devs = Vec::new();
+    for (k, g) in at.1.iter().enumerate() {
+        let gpu = g.to_string();
+        let uuid = format!("GPU-{i:08x}-{k:04x}-4000-8000-000000000000");
+        add_gpu(
+            fams,
+            w,
+            &[at.0.as_str(), gpu.as_str(), uuid.as_str()],
+            all,
+            &ts,
+        );
+        devs.push([at.0.clone(), gpu, uuid]);
     }
-    add_pod(fams, w, &dev, &ts, step);
+    add_pod(fams, w, &devs, &ts, step);
 }
 
-/// The pod's series: allocation, info, VRAM, and vLLM counters.
-fn add_pod(fams: &mut Vec<Family>, w: &Workload, dev: &[(&str, &str); 3], ts: &[i64], step: i64) {
+/// One GPU's own series: info, memory, price, utilization, GPM.
+fn add_gpu(fams: &mut Vec<Family>, w: &Workload, d: &[&str; 3], all: &[i64], ts: &[i64]) {
+    let dev = [("node", d[0]), ("gpu", d[1]), ("uuid", d[2])];
+    let g = w.gpu;
+    gauge(
+        fams,
+        "gpu_info",
+        with_cluster(w, &[dev[0], dev[1], dev[2], ("model", g.model)]),
+        all,
+        |_| 1.0,
+    );
+    let l = with_cluster(w, &dev);
+    gauge(fams, "gpu_memory_total_bytes", l.clone(), all, |_| {
+        g.memory_gib * GIB
+    });
+    gauge(fams, "gpu_price_usd_per_hour", l.clone(), all, |_| g.price);
+    let (u, sm, tc, dr) = (w.utilization, w.sm, w.tensor, w.dram);
+    gauge(fams, "gpu_utilization_ratio", l.clone(), ts, |t| at(u, t));
+    if g.gpm {
+        gauge(fams, "gpu_sm_active_ratio", l.clone(), ts, |t| at(sm, t));
+        gauge(fams, "gpu_tensor_active_ratio", l.clone(), ts, |t| {
+            at(tc, t)
+        });
+        gauge(fams, "gpu_dram_active_ratio", l, ts, |t| at(dr, t));
+    }
+}
+
+/// The pod's series: allocation, info, VRAM, and vLLM's.
+fn add_pod(fams: &mut Vec<Family>, w: &Workload, devs: &[[String; 3]], ts: &[i64], step: i64) {
     let pod = format!("{}-0", w.name);
-    let ts = ts.to_vec();
-    let podl = [
+    let node = devs[0][0].as_str();
+    let mut podl = vec![
         ("namespace", w.namespace.as_str()),
         ("pod", pod.as_str()),
         ("workload", w.name.as_str()),
         ("workload_kind", w.kind),
     ];
-    let alloc = labels(&[
-        dev[0],
-        dev[1],
-        dev[2],
-        podl[0],
-        podl[1],
-        ("container", "main"),
-        podl[2],
-        podl[3],
-        ("resource", "nvidia.com/gpu"),
-        ("allocation", "device_plugin"),
-    ]);
-    gauge(fams, "gpu_pod_allocation", alloc, &ts, |_| 1.0);
-    gauge(
-        fams,
-        "gpu_pod_info",
-        labels(&[dev[0], podl[0], podl[1], podl[2], podl[3]]),
-        &ts,
-        |_| 1.0,
-    );
-    let vram = w.vram_gib;
-    let meml = labels(&[dev[0], dev[1], dev[2], podl[0], podl[1], podl[2], podl[3]]);
-    gauge(fams, "gpu_pod_memory_used_bytes", meml, &ts, |t| {
-        at(vram, t) * GIB
-    });
+    if let Some(t) = w.tier {
+        podl.push(("label_gpuscale_dev_tier", t));
+    }
+    for d in devs {
+        let dev = [
+            ("node", d[0].as_str()),
+            ("gpu", d[1].as_str()),
+            ("uuid", d[2].as_str()),
+        ];
+        let mut alloc = dev.to_vec();
+        alloc.extend_from_slice(&podl);
+        alloc.extend([
+            ("container", "main"),
+            ("resource", "nvidia.com/gpu"),
+            ("allocation", "device_plugin"),
+        ]);
+        gauge(
+            fams,
+            "gpu_pod_allocation",
+            with_cluster(w, &alloc),
+            ts,
+            |_| 1.0,
+        );
+        let mut meml = dev.to_vec();
+        meml.extend_from_slice(&podl);
+        let vram = w.vram_gib;
+        gauge(
+            fams,
+            "gpu_pod_memory_used_bytes",
+            with_cluster(w, &meml),
+            ts,
+            |t| at(vram, t) * GIB,
+        );
+    }
+    let mut info = vec![("node", node)];
+    info.extend_from_slice(&podl);
+    gauge(fams, "gpu_pod_info", with_cluster(w, &info), ts, |_| 1.0);
+    let model = w.vllm.as_ref().map_or("llama-3-8b", |v| v.model_name);
+    let served = with_cluster(w, &[podl[0], podl[1], ("model_name", model)]);
     if let Some((p, gen_, rq)) = w.tokens {
-        let l = labels(&[podl[0], podl[1], ("model_name", "llama-3-8b")]);
-        counter(fams, "vllm:prompt_tokens_total", l.clone(), &ts, step, p);
+        counter(
+            fams,
+            "vllm:prompt_tokens_total",
+            served.clone(),
+            ts,
+            step,
+            p,
+        );
         counter(
             fams,
             "vllm:generation_tokens_total",
-            l.clone(),
-            &ts,
+            served.clone(),
+            ts,
             step,
             gen_,
         );
-        counter(fams, "vllm:request_success_total", l, &ts, step, rq);
+        counter(
+            fams,
+            "vllm:request_success_total",
+            served.clone(),
+            ts,
+            step,
+            rq,
+        );
     }
+    if let Some(v) = &w.vllm {
+        add_vllm(fams, w, v, &served, (podl[0], podl[1]), ts, step);
+    }
+}
+
+fn add_vllm(
+    fams: &mut Vec<Family>,
+    w: &Workload,
+    v: &Vllm,
+    served: &str,
+    pod: ((&str, &str), (&str, &str)),
+    ts: &[i64],
+    step: i64,
+) {
+    let usage = if v.new_name {
+        "vllm:kv_cache_usage_perc"
+    } else {
+        "vllm:gpu_cache_usage_perc"
+    };
+    let kv = v.kv_usage;
+    gauge(fams, usage, served.to_string(), ts, |t| at(kv, t));
+    let (f, n, b) = (
+        v.gpu_memory_utilization.to_string(),
+        v.num_gpu_blocks.to_string(),
+        v.block_size.to_string(),
+    );
+    let config = with_cluster(
+        w,
+        &[
+            pod.0,
+            pod.1,
+            ("block_size", &b),
+            ("gpu_memory_utilization", &f),
+            ("num_gpu_blocks", &n),
+        ],
+    );
+    gauge(fams, "vllm:cache_config_info", config, ts, |_| 1.0);
+    counter(
+        fams,
+        "vllm:num_preemptions_total",
+        served.to_string(),
+        ts,
+        step,
+        v.preemptions,
+    );
 }
 
 /// Writes the OpenMetrics text of the workloads' history, one family at a
@@ -314,10 +474,11 @@ pub fn write_openmetrics(
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
     let all = times(end, range_s, step_s);
+    let at = layout(ws);
     let mut names: Vec<&'static str> = Vec::new();
     for (i, w) in ws.iter().enumerate() {
         let mut fams = Vec::new();
-        add_workload(&mut fams, i, w, &all[all.len() - 1..], step_s);
+        add_workload(&mut fams, i, w, &at[i], &all[all.len() - 1..], step_s);
         for f in fams {
             if !names.contains(&f.name) {
                 names.push(f.name);
@@ -328,7 +489,7 @@ pub fn write_openmetrics(
         writeln!(out, "# TYPE {name} gauge")?;
         for (i, w) in ws.iter().enumerate() {
             let mut fams = Vec::new();
-            add_workload(&mut fams, i, w, &all, step_s);
+            add_workload(&mut fams, i, w, &at[i], &all, step_s);
             let mut text = String::new();
             for f in fams.iter().filter(|f| f.name == name) {
                 for (l, pts) in &f.series {
