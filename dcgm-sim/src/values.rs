@@ -108,11 +108,13 @@ fn profiling(entity: &Entity<'_>, f: DcgmField, t: f64) -> Option<f64> {
 
 /// The profiling metric groups of a GPU: (major, minor, fields). The
 /// activity fields are major 0, PCIe 1, NVLink 2; a field the scenario
-/// lists in `dcgm.multi_pass` sits in minor 1 of its major.
+/// lists in `dcgm.own_group` has a major of its own, one in
+/// `dcgm.multi_pass` sits in minor 1 of its major.
 pub(crate) fn metric_groups(s: &Scenario) -> Vec<(u16, u16, Vec<u16>)> {
     let mut groups: Vec<(u16, u16, Vec<u16>)> = Vec::new();
-    for f in DcgmField::ALL {
+    for (k, f) in DcgmField::ALL.into_iter().enumerate() {
         let major = match f.id() {
+            _ if s.dcgm.own_group.contains(&f) => 10 + k as u16,
             1001..=1005 => 0,
             1009 | 1010 => 1,
             _ => 2,

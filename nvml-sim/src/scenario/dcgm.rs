@@ -66,6 +66,10 @@ pub struct Dcgm {
     /// cannot be watched at the same time as the others.
     #[serde(default)]
     pub multi_pass: Vec<DcgmField>,
+    /// These sit in a metric group of their own, with a major id of their
+    /// own: watched in a field group of their own, beside the others.
+    #[serde(default)]
+    pub own_group: Vec<DcgmField>,
     /// Watched, but every value is blank (`DCGM_FP64_BLANK`,
     /// `DCGM_INT64_BLANK`), as before a profiling sample exists.
     #[serde(default)]
