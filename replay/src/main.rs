@@ -15,6 +15,8 @@ use gpuscale_replay::trace::{self, Arrival, RangeQuery};
 use gpuscale_replay::{derive, frontier, limits, report};
 use gpuscale_util::duration;
 
+mod fleet_cli;
+
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -26,6 +28,10 @@ struct Cli {
 enum Cmd {
     /// Replay a trace through every policy and print the table.
     Run(Box<Run>),
+    /// Many long-tail models, each with its own trace derived from CSV
+    /// traces: dedicated GPUs (KEDA, gpuscale at zero) against shared GPUs
+    /// with the sleep tier.
+    Fleet(Box<fleet_cli::Fleet>),
     /// Write the sparse long-tail trace derived from CSV traces.
     Derive {
         /// Fraction of requests kept (every round(1/keep)-th row).
@@ -220,6 +226,7 @@ fn main() -> ExitCode {
         .init();
     let result = match Cli::parse().cmd {
         Cmd::Run(run) => cmd_run(&run),
+        Cmd::Fleet(f) => fleet_cli::run(&f),
         Cmd::Derive {
             keep,
             stretch,

@@ -20,7 +20,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn every_flag_has_a_description() {
-    for sub in ["run", "derive"] {
+    for sub in ["run", "fleet", "derive"] {
         let help = text(&replay(&[sub, "--help"], &[]).stdout);
         let options = help.split("Options:").nth(1).expect("an Options section");
         for line in options.lines().filter(|l| l.trim_start().starts_with('-')) {

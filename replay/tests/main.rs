@@ -2,6 +2,7 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod command_line;
+mod fleet;
 mod frontier;
 mod hostile_input;
 mod replay;
