@@ -328,6 +328,10 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         dram: f.dram_active_p95,
         memory_used: need.zip(device_memory).map(|(v, m)| v * GIB / m),
     });
+    let bottleneck_reason = match &v {
+        Some(_) => bottleneck_reason.replace("peak VRAM", "vLLM's need (weights + KV p99)"),
+        None => bottleneck_reason,
+    };
     let confidence = confidence(h, f, &mut notes);
     let whole = whole_gpus(f, &devices, &model);
     let (tier, tier_source, node_pool) = placement(h, policy, key, f);

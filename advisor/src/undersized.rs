@@ -49,7 +49,8 @@ fn reasons(a: &Assessment) -> Vec<String> {
 }
 
 /// The cheapest way to `need` GiB in all with at least today's bandwidth
-/// per GPU: `n` GPUs of any type, or more GPUs of today's type.
+/// per GPU: `n` GPUs of any type, or twice as many of today's type (a
+/// second replica, or twice the tensor parallelism: a count it divides).
 fn target<'a>(tables: &'a Tables, cur: &GpuType, n: u32, need: f64) -> Option<(&'a GpuType, u32)> {
     let mut best: Option<(&GpuType, u32)> = None;
     for c in tables
@@ -58,18 +59,12 @@ fn target<'a>(tables: &'a Tables, cur: &GpuType, n: u32, need: f64) -> Option<(&
         .iter()
         .filter(|c| c.bandwidth_gbps >= cur.bandwidth_gbps)
     {
-        let counts = if c.name == cur.name {
-            (n + 1)..=(2 * n)
-        } else {
-            n..=n
-        };
-        for m in counts {
-            let cost = f64::from(m) * c.price_usd_per_hour;
-            if f64::from(m) * c.memory_gib >= need
-                && best.is_none_or(|(b, k)| cost < f64::from(k) * b.price_usd_per_hour)
-            {
-                best = Some((c, m));
-            }
+        let m = if c.name == cur.name { 2 * n } else { n };
+        let cost = f64::from(m) * c.price_usd_per_hour;
+        if f64::from(m) * c.memory_gib >= need
+            && best.is_none_or(|(b, k)| cost < f64::from(k) * b.price_usd_per_hour)
+        {
+            best = Some((c, m));
         }
     }
     best

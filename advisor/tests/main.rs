@@ -4,5 +4,6 @@
 mod docs;
 mod hostile;
 mod plan;
+mod serving;
 mod synth;
 mod week;

@@ -1,7 +1,8 @@
 //! What a vLLM workload's own series say of its KV cache: how full it is
 //! at p99 (`vllm:gpu_cache_usage_perc`, renamed `vllm:kv_cache_usage_perc`
 //! in later versions: both are read), how it was sized
-//! (`vllm:cache_config_info`), the model it serves and its preemptions.
+//! (`vllm:cache_config_info`), the model it serves (`model_name` of its
+//! usage gauge) and its preemptions.
 
 use serde::Serialize;
 
@@ -79,9 +80,7 @@ impl History {
             r,
         ))?;
         let models = p.query(&to_workload(
-            &format!(
-                "max by (cluster, namespace, pod, model_name) (last_over_time(vllm:prompt_tokens_total[{r}]))"
-            ),
+            &format!("max by (cluster, namespace, pod, model_name) (last_over_time({USAGE}[{r}]))"),
             "model_name",
             r,
         ))?;

@@ -1,0 +1,169 @@
+//! vLLM's preallocation seen through, and GPUs that are too small, on a
+//! backfilled week in a real Prometheus: a 7B model on an H100 at 0.9
+//! preallocation using 6 % of its KV cache is told an L40S or a 3g.40gb
+//! slice with the flags to run it there; an L4 at 97 % KV use with
+//! preemptions and a 70B model on two H100s with no headroom are "too
+//! small", with what to move to and what that costs more.
+
+use std::time::Duration;
+
+use gpuscale_advisor::tables::Tables;
+use gpuscale_advisor::{Options, Report, run};
+
+use crate::synth::{H100, L4, Vllm, Workload, workload};
+use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
+
+const H: f64 = 730.0;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn vllm(model: &'static str, kv: (f64, f64), f: f64, blocks: u32) -> Vllm {
+    Vllm {
+        model_name: model,
+        kv_usage: kv,
+        gpu_memory_utilization: f,
+        num_gpu_blocks: blocks,
+        block_size: 16,
+        preemptions: (0.0, 0.0),
+        new_name: false,
+    }
+}
+
+/// Levels: VRAM GiB, utilization, SM, tensor, DRAM active.
+#[rustfmt::skip]
+fn fleet() -> Vec<Workload> {
+    let mut chat = workload("chat", "chat-7b", "Deployment", H100,
+        (72.04, 72.04), (0.6, 0.3), (0.2, 0.1), (0.05, 0.02), (0.15, 0.05));
+    chat.vllm = Some(vllm("Qwen/Qwen2-7B-Instruct", (0.06, 0.02), 0.9, 36_000));
+    chat.tokens = Some(((300.0, 50.0), (600.0, 100.0), (2.0, 0.3)));
+    let mut small = workload("edge", "l4-chat", "Deployment", L4,
+        (21.5, 21.5), (0.98, 0.5), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
+    let mut v = vllm("meta-llama/Llama-3.1-8B-Instruct", (0.97, 0.6), 0.95, 4_000);
+    v.preemptions = (0.01, 0.0);
+    v.new_name = true;
+    small.vllm = Some(v);
+    let mut big = workload("llm", "llama-70b-tp", "Deployment", H100,
+        (75.0, 75.0), (0.9, 0.5), (0.6, 0.3), (0.3, 0.1), (0.45, 0.2));
+    big.gpus = 2;
+    vec![chat, small, big]
+}
+
+#[test]
+fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
+    let dir = tempfile::tempdir().expect("test set-up");
+    let end = end_now();
+    let prom = prometheus_with(
+        dir.path(),
+        &crate::synth::openmetrics(&fleet(), end, RANGE_S, STEP_S),
+    );
+    let o = Options {
+        prometheus: prom.url.clone(),
+        end: end as f64,
+        range: "7d".into(),
+        step: "5m".into(),
+        timeout: Duration::from_secs(60),
+        policy: Default::default(),
+    };
+    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
+    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(&r);
+    an_l4_at_97_percent_kv_is_too_small(&r);
+    a_70b_model_without_headroom_is_too_small(&r);
+}
+
+fn near(got: f64, want: f64, what: &str) {
+    assert!(
+        (got - want).abs() < 0.01,
+        "{what}: got {got}, by hand {want}"
+    );
+}
+
+fn a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(r: &Report) {
+    let a = find(r, "chat-7b");
+    let v = a.vllm.as_ref().expect("seen through");
+    // By hand: 7 B parameters x 2 bytes; 0.9 x 79.6 GiB reserved; 6 % of
+    // the rest used at p99; 0.4 GiB beyond the reservation.
+    let w = 7e9 * 2.0 / GIB;
+    let reserved = 0.9 * 79.6;
+    let need = w + 0.06 * (reserved - w) + (72.04 - reserved);
+    near(v.weights_gib, w, "weights");
+    near(a.memory_need_gib.expect("need"), need, "need");
+    assert!((v.kv_usage_p99 - 0.06).abs() < 1e-9);
+    let mig = a
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "mig")
+        .expect("a MIG slice");
+    assert!(mig.action.contains("3g.40gb"), "{}", mig.action);
+    near(mig.saving_usd_per_month, 4.0 * 4.0 / 7.0 * H, "3g.40gb");
+    let ty = a
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "gpu_type")
+        .expect("a type");
+    assert!(ty.action.starts_with("L40S "), "{}", ty.action);
+    near(ty.saving_usd_per_month, (4.0 - 1.861) * H, "L40S");
+    // How to run it on the L40S: the same fraction, and a --max-model-len
+    // the smaller KV pool holds.
+    let tokens = (36_000.0 * 16.0 * (0.9 * 44.7 - w) / (reserved - w)).floor();
+    let run = ty.settings.as_deref().expect("vLLM flags");
+    assert!(run.contains("--gpu-memory-utilization 0.90"), "{run}");
+    assert!(
+        run.contains(&format!("--max-model-len at most {tokens:.0}")),
+        "{run}"
+    );
+}
+
+fn an_l4_at_97_percent_kv_is_too_small(r: &Report) {
+    let a = find(r, "l4-chat");
+    assert!(a.too_small);
+    assert!(a.kv_usage_p99.expect("kv") >= 0.95);
+    // 0.01 preemptions a second over the day's 12 hours, 7 days (less the
+    // first sample's: a counter's increase starts at its second sample).
+    assert!(a.preemptions.expect("preemptions") > 2000.0);
+    let k = kinds(a);
+    assert!(
+        k.contains(&"too_small") && !k.contains(&"mig") && !k.contains(&"gpu_type"),
+        "{k:?}"
+    );
+    let t = a
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "too_small")
+        .expect("too small");
+    // 1.2 x 22.4 GiB = 26.9 GiB: a second L4 ($0.805) beats an L40S ($1.861).
+    assert!(t.action.contains("2 x L4"), "{}", t.action);
+    near(
+        -t.saving_usd_per_month,
+        (2.0 * 0.805 - 0.805) * H,
+        "cost increase",
+    );
+    assert!(
+        t.why.contains("KV cache p99") && t.why.contains("preemptions"),
+        "{}",
+        t.why
+    );
+}
+
+fn a_70b_model_without_headroom_is_too_small(r: &Report) {
+    let a = find(r, "llama-70b-tp");
+    assert_eq!(a.devices_now, 2);
+    assert!(a.too_small);
+    let t = a
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "too_small")
+        .expect("too small");
+    // 2 x 75 GiB x 1.2 = 180 GiB: two H200s (262.6 GiB, $7.91 each) beat
+    // four H100s ($4.00 each).
+    assert!(t.action.contains("2 x H200"), "{}", t.action);
+    near(
+        -t.saving_usd_per_month,
+        (2.0 * 7.91 - 2.0 * 4.0) * H,
+        "cost increase",
+    );
+    near(
+        r.too_small_cost_increase_usd_per_month,
+        (2.0 * 7.91 - 8.0) * H + 0.805 * H,
+        "total",
+    );
+}
