@@ -9,6 +9,7 @@ pub mod scenario;
 pub use scenario::{DEFAULT_SCENARIO_YAML, Scenario, ScenarioError, default_scenario, load, parse};
 
 pub mod ffi;
+pub mod live;
 mod sim;
 
 pub use sim::{ENV_EPOCH, ENV_SCENARIO};

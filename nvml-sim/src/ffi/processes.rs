@@ -24,16 +24,22 @@ fn visible(c: &Ctx, device: nvmlDevice_t) -> Result<Vec<(Process, u32, u32)>, nv
             }),
         None => (u32::MAX, u32::MAX),
     };
-    Ok(d.gpu
+    let listed: Vec<Process> = d
+        .gpu
         .processes
         .iter()
         .filter(|p| match d.mig {
             Some((_, m)) => p.mig.as_deref() == Some(m.uuid.as_str()),
             None => true,
         })
+        .cloned()
+        .collect();
+    let uuid = d.mig.map_or(d.gpu.uuid.as_str(), |(_, m)| m.uuid.as_str());
+    Ok(crate::live::merge(listed, uuid)
+        .into_iter()
         .map(|p| {
-            let (gi, ci) = ids(p);
-            (p.clone(), gi, ci)
+            let (gi, ci) = ids(&p);
+            (p, gi, ci)
         })
         .collect())
 }

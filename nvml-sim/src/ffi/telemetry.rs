@@ -35,11 +35,11 @@ fn memory(c: &Ctx, device: nvmlDevice_t) -> Result<(u64, u64, u64), nvmlReturn_t
         Some((_, m)) => {
             let used = match &m.load.memory_used_mib {
                 Some(cv) => cv.at(c.t),
-                None => d
-                    .gpu
-                    .processes_in_mig(&m.uuid)
-                    .map(|p| p.memory_mib as f64)
-                    .sum(),
+                None => {
+                    let listed = d.gpu.processes_in_mig(&m.uuid).cloned().collect();
+                    let all = crate::live::merge(listed, &m.uuid);
+                    all.iter().map(|p| p.memory_mib as f64).sum()
+                }
             };
             let total = m.memory_mib * MIB;
             (total, 0, to_u64(used * MIB as f64).min(total))
@@ -48,7 +48,14 @@ fn memory(c: &Ctx, device: nvmlDevice_t) -> Result<(u64, u64, u64), nvmlReturn_t
             let g = d.gpu;
             let total = g.memory_mib * MIB;
             let reserved = g.reserved_mib * MIB;
-            let used = to_u64(g.memory_used_mib(c.t) * MIB as f64).min(total - reserved);
+            let used = match &g.load.memory_used_mib {
+                Some(_) => g.memory_used_mib(c.t),
+                None => {
+                    let all = crate::live::merge(g.processes.clone(), &g.uuid);
+                    all.iter().map(|p| p.memory_mib as f64).sum()
+                }
+            };
+            let used = to_u64(used * MIB as f64).min(total - reserved);
             (total, reserved, used)
         }
     })
