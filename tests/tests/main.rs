@@ -14,6 +14,7 @@ mod batches;
 mod coexistence;
 mod custom_metrics;
 mod dcgm;
+mod dcgm_reader;
 mod deploy;
 mod doc_snippets;
 mod doctor;
