@@ -251,8 +251,8 @@ impl Args {
         }
     }
 
-    pub fn limits(&self) -> crate::conn::Limits {
-        crate::conn::Limits {
+    pub fn limits(&self) -> gpuscale_conn::Limits {
+        gpuscale_conn::Limits {
             max_connections: self.max_connections as usize,
             idle_timeout: self.idle_timeout,
             handshake_timeout: self.tls_handshake_timeout,

@@ -15,9 +15,7 @@ pub mod auth;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod conn;
 pub mod doctor;
-pub mod keda;
 pub mod logging;
 pub mod pods;
 pub mod presets;
@@ -29,9 +27,10 @@ pub mod yaml_guard;
 
 // The roles in crates of their own, under their old paths: the signal
 // seam (no Kubernetes client, gRPC or TLS) and the controller on it.
+pub use gpuscale_keda as keda;
 pub use gpuscale_scale_to_zero as scale_to_zero;
 pub use gpuscale_signals::{
-    activation, exposition, hash, limits, metric_def, objects, provider, selector,
+    activation, exposition, hash, limits, metric_def, objects, provider, quantity, selector, watch,
 };
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -71,8 +70,6 @@ pub enum AppError {
          --keda-allow-any-client opens the listener to every client that reaches it"
     )]
     KedaNoClientCa,
-    #[error("KEDA listener: {0}")]
-    Keda(#[from] tonic::transport::Error),
     #[error("--check-prometheus: {0}")]
     Check(#[from] check::CheckError),
     #[error("--doctor: {0}")]
@@ -318,7 +315,10 @@ fn tls_configs(
     let keda = match (args.dev, &args.keda_client_ca_file) {
         (true, Some(_)) => return Err(AppError::KedaDevClientCa),
         (true, None) => None,
-        (false, ca) => Some(Arc::new(keda::tls_config(resolver.clone(), ca.as_deref())?)),
+        (false, ca) => Some(Arc::new(tls::keda::server_config(
+            resolver.clone(),
+            ca.as_deref(),
+        )?)),
     };
     let api = Arc::new(tls::server_config(resolver, client_auth)?);
     Ok(TlsConfigs { api, keda })

@@ -16,6 +16,7 @@ pub use cache::{CacheReport, KeyValue};
 
 use crate::exposition::{self, Family, FamilyDoc};
 use crate::scale_to_zero::report::Report;
+use gpuscale_keda::Counts;
 
 const REQUESTS: Family = Family::new(
     "gpuscale_adapter_requests_total",
@@ -229,16 +230,6 @@ impl SelfMetrics {
         self.refusals.with_label_values(&[metric]).inc();
     }
 
-    /// One KEDA external-scaler call by method and gRPC code name.
-    pub fn keda_request(&self, method: &'static str, code: &'static str) {
-        self.keda_requests.with_label_values(&[method, code]).inc();
-    }
-
-    /// A push stream opened (+1) or closed (-1).
-    pub fn keda_streams(&self, delta: i64) {
-        self.keda_streams.add(delta);
-    }
-
     /// Serve the controller's families and `/debug/scalers` from here.
     pub fn attach_scale_to_zero(&self, report: Arc<Report>) {
         if self.scale_to_zero.set(report.clone()).is_ok() {
@@ -282,6 +273,17 @@ pub fn describe() -> Vec<FamilyDoc> {
     let mut families = m.families(&cache);
     families.sort_by(|a, b| a.name().cmp(b.name()));
     families.iter().map(FamilyDoc::from).collect()
+}
+
+/// The KEDA scaler's calls and push streams, counted here.
+impl Counts for SelfMetrics {
+    fn keda_request(&self, method: &'static str, code: &'static str) {
+        self.keda_requests.with_label_values(&[method, code]).inc();
+    }
+
+    fn keda_streams(&self, delta: i64) {
+        self.keda_streams.add(delta);
+    }
 }
 
 #[cfg(test)]

@@ -15,10 +15,10 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::Api;
-use crate::conn::{self, Activity, Limits};
 use crate::prometheus::PollCache;
 use crate::provider::Provider;
 use crate::selfmetrics::SelfMetrics;
+use gpuscale_conn::{self as conn, Activity, Limits};
 
 /// Serve the API over TLS until the task is dropped.
 pub async fn serve_api<P: Provider>(

@@ -4,6 +4,7 @@
 //! handshake). [`self_managed`]: the adapter's own CA and certificate in a
 //! Secret.
 
+pub mod keda;
 pub mod self_managed;
 
 use std::fmt;

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use gpuscale_adapter::api::Api;
 use gpuscale_adapter::config::MetricsConfig;
-use gpuscale_adapter::conn::Limits;
 use gpuscale_adapter::keda::proto::external_scaler_client::ExternalScalerClient;
 use gpuscale_adapter::keda::proto::{GetMetricsRequest, ScaledObjectRef};
 use gpuscale_adapter::keda::{self, Scaler};
@@ -21,6 +20,7 @@ use gpuscale_adapter::prometheus::{
     CacheSettings, ClientSettings, PollCache, PromClient, PromProvider,
 };
 use gpuscale_adapter::selfmetrics::SelfMetrics;
+use gpuscale_conn::Limits;
 use http::{HeaderMap, Method, Uri};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;

@@ -4,6 +4,10 @@
 //! requests, not bytes (an HTTP/2 peer that only answers pings is still
 //! idle; a request in flight, such as one the activator holds, is not).
 
+mod limits;
+
+pub use limits::Limits;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,11 +1,8 @@
-//! Bounds on what one client can hold: a cap on open connections per
-//! listener, the TLS handshake timeout, and the bounds every gpuscale HTTP
-//! server shares (`gpuscale-conn`: header and idle timeouts, HTTP/2 pings
-//! and stream limits).
+//! Bounds on what one client can hold, as flags set them: a cap on open
+//! connections per listener, the TLS handshake timeout and the idle
+//! timeout (the adapter's API and KEDA listeners share one set).
 
 use std::time::Duration;
-
-pub use gpuscale_conn::{Activity, InFlight, accept, builder, serve};
 
 /// Set by flags.
 #[derive(Debug, Clone, Copy)]

@@ -63,3 +63,16 @@ fn the_decisions_and_the_signal_seam_link_no_kubernetes_client_grpc_or_tls() {
 fn the_scale_to_zero_controller_links_no_grpc_and_not_the_adapter() {
     assert_reaches_none("gpuscale-scale-to-zero", &["tonic", "gpuscale-adapter"]);
 }
+
+#[test]
+fn the_keda_scaler_links_no_kubernetes_client_and_not_the_poll_cache() {
+    assert_reaches_none(
+        "gpuscale-keda",
+        &[
+            "kube",
+            "k8s-openapi",
+            "gpuscale-adapter",
+            "gpuscale-scale-to-zero",
+        ],
+    );
+}

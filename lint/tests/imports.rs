@@ -47,6 +47,11 @@ fn scale_to_zero_modules_import_one_way() {
 }
 
 #[test]
+fn keda_modules_import_one_way() {
+    assert_no_cycles("adapter/keda");
+}
+
+#[test]
 fn nvml_sim_modules_import_one_way() {
     assert_no_cycles("nvml-sim");
 }

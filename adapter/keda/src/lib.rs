@@ -3,12 +3,16 @@
 //! `external-push` triggers hold `StreamIsActive` open. TLS with the API's
 //! serving certificate; client certificates verified at the handshake when
 //! `--keda-client-ca-file` is set; plaintext only with `--dev`.
+//!
+//! The scaler reads through the [`WatchProvider`] seam of
+//! `gpuscale-signals` (the adapter hands it the poll cache every reader
+//! shares) and counts its calls through [`Counts`]; the TLS set-up is the
+//! binary's (`gpuscale-adapter`'s `tls`).
 
 pub mod clients;
 pub mod service;
 pub mod trigger;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use std::convert::Infallible;
@@ -25,11 +29,12 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::either::Either;
 use tonic::codegen::Service as _;
 
-use crate::conn::{self, Activity, InFlight, Limits};
+use gpuscale_conn::{self as conn, Activity, InFlight, Limits};
+use gpuscale_signals::watch::WatchProvider;
 
-pub use service::Scaler;
+pub use service::{Counts, Scaler};
 
-/// Generated from `adapter/proto/externalscaler.proto` by build.rs (tonic's
+/// Generated from `adapter/keda/proto/externalscaler.proto` by build.rs (tonic's
 /// server dispatch is one long function we do not write).
 #[allow(clippy::all, clippy::unwrap_used, clippy::too_many_lines)]
 pub mod proto {
@@ -44,50 +49,16 @@ use proto::external_scaler_server::ExternalScalerServer;
 /// is bounded by `--keda-max-streams-per-client` ([`clients`]).
 pub const MAX_STREAMS: u32 = 4096;
 
-/// The TLS set-up of the listener: the API's certificate resolver (so a
-/// reloaded certificate is served here too) and, with a client CA,
-/// mandatory client certificates.
-pub fn tls_config(
-    resolver: Arc<crate::tls::ReloadingResolver>,
-    client_ca: Option<&Path>,
-) -> Result<rustls::ServerConfig, crate::tls::TlsError> {
-    use crate::tls::{TlsError, provider, read_certs};
-    let p = provider();
-    let builder = rustls::ServerConfig::builder_with_provider(p.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Setup(e.to_string()))?;
-    let builder = match client_ca {
-        Some(path) => {
-            let what = format!("--keda-client-ca-file {}", path.display());
-            let mut roots = rustls::RootCertStore::empty();
-            for c in read_certs(path)? {
-                roots
-                    .add(c)
-                    .map_err(|e| TlsError::Setup(format!("{what}: {e}")))?;
-            }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), p)
-                    .build()
-                    .map_err(|e| TlsError::Setup(format!("{what}: {e}")))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-        None => builder.with_no_client_auth(),
-    };
-    let mut cfg = builder.with_cert_resolver(resolver);
-    cfg.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(cfg)
-}
-
 /// Serve the scaler on `listener` (TLS unless `tls` is `None`) until the
 /// task is dropped, under the API's connection limits: at most
 /// `--max-connections` connections, the TLS handshake timeout, HTTP/2 pings
 /// and `--idle-timeout` (an open push stream or a poll every
 /// `pollingInterval` keeps KEDA's connection busy; a closed one is
 /// re-dialled by its gRPC client).
-pub async fn serve(
+pub async fn serve<P: WatchProvider>(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
-    scaler: Scaler,
+    scaler: Scaler<P>,
     limits: Limits,
 ) {
     let grpc = ExternalScalerServer::new(scaler);
@@ -117,9 +88,9 @@ pub async fn serve(
     }
 }
 
-async fn serve_connection<I>(
+async fn serve_connection<I, P: WatchProvider>(
     io: I,
-    grpc: ExternalScalerServer<Scaler>,
+    grpc: ExternalScalerServer<Scaler<P>>,
     builder: &auto::Builder<TokioExecutor>,
     limits: Limits,
     peer: clients::Peer,

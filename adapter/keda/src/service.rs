@@ -18,13 +18,12 @@ use super::proto::{
     MetricValue, ScaledObjectRef,
 };
 use super::trigger::Trigger;
-use crate::activation::{self, Activity};
-use crate::api::quantity;
-use crate::limits::excerpt;
-use crate::metric_def::MetricDef;
-use crate::prometheus::PromProvider;
-use crate::provider::{Provider, ProviderError, Reading};
-use crate::selfmetrics::SelfMetrics;
+use gpuscale_signals::activation::{self, Activity};
+use gpuscale_signals::limits::excerpt;
+use gpuscale_signals::metric_def::MetricDef;
+use gpuscale_signals::provider::{ProviderError, Reading};
+use gpuscale_signals::quantity;
+use gpuscale_signals::watch::WatchProvider;
 
 /// A push stream re-sends its state this often (a heartbeat for proxies
 /// and for KEDA), besides sending at once when the state changes.
@@ -33,12 +32,30 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// `--keda-max-streams-per-client`'s default.
 pub const DEFAULT_STREAMS_PER_CLIENT: usize = 4096;
 
-/// The KEDA external scaler.
-#[derive(Clone)]
-pub struct Scaler {
-    provider: Arc<PromProvider>,
-    metrics: Arc<SelfMetrics>,
+/// What the scaler counts (the adapter's self-metrics implement it):
+/// each call by method and gRPC code, and the push streams open.
+pub trait Counts: Send + Sync + 'static {
+    /// One call of `method` answered with `code` (`OK`, `UNAVAILABLE`...).
+    fn keda_request(&self, method: &'static str, code: &'static str);
+    /// Push streams opened (+1) or closed (-1).
+    fn keda_streams(&self, delta: i64);
+}
+
+/// The KEDA external scaler, on any [`WatchProvider`].
+pub struct Scaler<P> {
+    provider: Arc<P>,
+    metrics: Arc<dyn Counts>,
     slots: Arc<StreamSlots>,
+}
+
+impl<P> Clone for Scaler<P> {
+    fn clone(&self) -> Self {
+        Self {
+            provider: self.provider.clone(),
+            metrics: self.metrics.clone(),
+            slots: self.slots.clone(),
+        }
+    }
 }
 
 /// One request, checked: the trigger, its definition and threshold.
@@ -68,8 +85,8 @@ fn unknown(why: &str) -> Status {
     ))
 }
 
-impl Scaler {
-    pub fn new(provider: Arc<PromProvider>, metrics: Arc<SelfMetrics>) -> Self {
+impl<P: WatchProvider> Scaler<P> {
+    pub fn new(provider: Arc<P>, metrics: Arc<dyn Counts>) -> Self {
         Self {
             provider,
             metrics,
@@ -84,7 +101,7 @@ impl Scaler {
     }
 
     fn check(&self, r: &ScaledObjectRef) -> Result<Checked, Status> {
-        crate::selector::validate_namespace(&r.namespace)
+        gpuscale_signals::selector::validate_namespace(&r.namespace)
             .map_err(|e| Status::invalid_argument(format!("ScaledObjectRef.namespace: {e}")))?;
         let trigger = Trigger::parse(&r.scaler_metadata)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -194,7 +211,7 @@ fn code_name(c: Code) -> &'static str {
 type Push = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
-impl ExternalScaler for Scaler {
+impl<P: WatchProvider> ExternalScaler for Scaler<P> {
     async fn is_active(
         &self,
         req: Request<ScaledObjectRef>,
@@ -260,8 +277,8 @@ impl ExternalScaler for Scaler {
 /// at the heartbeat), sends `true`/`false` when the state changes or the
 /// heartbeat is due, and sends nothing while the state is unknown.
 /// Dropped when the client goes away, which closes the stream's count.
-struct PushState {
-    scaler: Scaler,
+struct PushState<P> {
+    scaler: Scaler<P>,
     c: Checked,
     changes: Option<watch::Receiver<u64>>,
     sent: Option<bool>,
@@ -270,8 +287,8 @@ struct PushState {
     _slot: Slot,
 }
 
-impl PushState {
-    fn new(scaler: Scaler, c: Checked, slot: Slot) -> Self {
+impl<P: WatchProvider> PushState<P> {
+    fn new(scaler: Scaler<P>, c: Checked, slot: Slot) -> Self {
         let open = OpenStream::new(scaler.metrics.clone());
         Self {
             scaler,
@@ -353,12 +370,12 @@ impl PushState {
 /// with the code of the error that ended it, else `CANCELLED` (the client
 /// went away, the only other way a stream ends).
 struct OpenStream {
-    metrics: Arc<SelfMetrics>,
+    metrics: Arc<dyn Counts>,
     end: &'static str,
 }
 
 impl OpenStream {
-    fn new(metrics: Arc<SelfMetrics>) -> Self {
+    fn new(metrics: Arc<dyn Counts>) -> Self {
         metrics.keda_streams(1);
         Self {
             metrics,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::limits::{EXCERPT_CHARS, excerpt};
+use gpuscale_signals::limits::{EXCERPT_CHARS, excerpt};
 
 /// Keys gpuscale reads.
 pub const KEYS: &[&str] = &[
@@ -85,12 +85,12 @@ impl Trigger {
         if target.is_some_and(|t| t <= 0.0) {
             return Err(err("targetValue", "must be above 0"));
         }
-        if target.is_some_and(|t| t >= crate::api::quantity::MAX_ABS) {
+        if target.is_some_and(|t| t >= gpuscale_signals::quantity::MAX_ABS) {
             return Err(err(
                 "targetValue",
                 format!(
                     "must be below {:e} (an int64 target)",
-                    crate::api::quantity::MAX_ABS
+                    gpuscale_signals::quantity::MAX_ABS
                 ),
             ));
         }

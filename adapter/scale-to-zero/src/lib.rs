@@ -44,9 +44,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use gpuscale_signals::provider::Provider;
 use context::{Context, Settings};
 use crd::ScaleToZeroPolicy;
+use gpuscale_signals::provider::Provider;
 use lease::{Leadership, LeaseSettings};
 use report::Report;
 

@@ -4,7 +4,9 @@
 //! it (the Prometheus poll cache in `gpuscale-adapter`); [`metric_def`]s
 //! and the [`objects`] they describe; [`selector`] (label selectors, with
 //! [`limits`] on their size); [`activation`] (a reading against its
-//! threshold); [`exposition`] (self-metrics helpers); [`hash`].
+//! threshold); [`quantity`] (values as Kubernetes quantities and KEDA's
+//! int64); [`watch`] (reads that wake push streams); [`exposition`]
+//! (self-metrics helpers); [`hash`].
 //!
 //! No Kubernetes client, gRPC or TLS: the crates that need one depend on
 //! this one, never the other way round.
@@ -18,4 +20,6 @@ pub mod limits;
 pub mod metric_def;
 pub mod objects;
 pub mod provider;
+pub mod quantity;
 pub mod selector;
+pub mod watch;

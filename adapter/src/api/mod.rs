@@ -5,7 +5,7 @@
 
 pub mod custom;
 pub mod discovery;
-pub mod quantity;
+pub use gpuscale_signals::quantity;
 pub mod status;
 
 use std::sync::Arc;

@@ -22,6 +22,7 @@ use crate::provider::{
     MetricValue, ObjectReading, ObjectRequest, Provider, ProviderError, QUERY_METRIC, Reading,
 };
 use crate::selector;
+use crate::watch::{WatchProvider, Watched};
 
 pub use cache::{CacheSettings, Identity, PollCache};
 pub use client::{ClientSettings, PromClient, QueryError};
@@ -115,43 +116,12 @@ impl PromProvider {
         Ok((def.clone(), query))
     }
 
-    /// The definition of `metric`, once the selector and namespace are
-    /// known to translate.
-    pub fn check(
-        &self,
-        metric: &str,
-        namespace: &str,
-        selector_text: &str,
-    ) -> Result<Arc<MetricDef>, ProviderError> {
-        self.resolve(metric, namespace, selector_text)
-            .map(|(d, _)| d)
-    }
-
     fn reading(def: &MetricDef, items: Vec<MetricValue>) -> Reading {
         Reading {
             metric: def.name.clone(),
             items,
             window_secs: def.window.as_secs(),
         }
-    }
-
-    /// Like [`Provider::get`], plus a receiver that changes after every
-    /// re-read of the key, for push streams. `Err` for a request that can
-    /// never be served (unknown metric, bad selector or namespace) and for a
-    /// new key while the poll cache is full (`Unavailable`).
-    pub async fn watch(
-        &self,
-        metric: &str,
-        namespace: &str,
-        selector_text: &str,
-    ) -> Result<Watched, ProviderError> {
-        let (def, query) = self.resolve(metric, namespace, selector_text)?;
-        let id = identity(namespace, selector_text);
-        let (items, changes) = self.cache.get_watched(def.clone(), query, id).await?;
-        Ok(Watched {
-            reading: items.map(|items| Self::reading(&def, items)),
-            changes,
-        })
     }
 }
 
@@ -180,10 +150,32 @@ fn query_def(template: &str) -> MetricDef {
     }
 }
 
-/// A read and the signal of the next re-read.
-pub struct Watched {
-    pub reading: Result<Reading, ProviderError>,
-    pub changes: tokio::sync::watch::Receiver<u64>,
+/// KEDA's push streams wake on the poll cache's re-reads.
+impl WatchProvider for PromProvider {
+    fn check(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<Arc<MetricDef>, ProviderError> {
+        self.resolve(metric, namespace, selector_text)
+            .map(|(d, _)| d)
+    }
+
+    async fn watch(
+        &self,
+        metric: &str,
+        namespace: &str,
+        selector_text: &str,
+    ) -> Result<Watched, ProviderError> {
+        let (def, query) = self.resolve(metric, namespace, selector_text)?;
+        let id = identity(namespace, selector_text);
+        let (items, changes) = self.cache.get_watched(def.clone(), query, id).await?;
+        Ok(Watched {
+            reading: items.map(|items| Self::reading(&def, items)),
+            changes,
+        })
+    }
 }
 
 impl Provider for PromProvider {

@@ -1,8 +1,6 @@
 use super::*;
 use crate::crd::ReadState;
-use crate::crd::{
-    ActivationRule, IdleRule, MetricSource, Phase, ScaleToZeroPolicySpec, WakeSpec,
-};
+use crate::crd::{ActivationRule, IdleRule, MetricSource, Phase, ScaleToZeroPolicySpec, WakeSpec};
 use crate::decide::Memory;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
