@@ -41,6 +41,24 @@ pub struct Cli {
     #[arg(long, value_name = "PATH", requires = "username")]
     pub password_file: Option<PathBuf>,
 
+    /// PEM file of the CA that signed the source's certificate (`https://`);
+    /// default: the system's trust store.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+
+    /// PEM client certificate, for an exporter that verifies its clients.
+    #[arg(long, value_name = "PATH", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+
+    /// PEM private key of `--cert-file`.
+    #[arg(long, value_name = "PATH", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+
+    /// Do not check the source's certificate (a port-forward to a pod whose
+    /// certificate names its Service): encrypted, but not authenticated.
+    #[arg(long)]
+    pub insecure_skip_verify: bool,
+
     /// Time between refreshes (500ms to 1h), with a unit: 2s, 1m.
     #[arg(long, default_value = "2s", value_parser = interval)]
     pub interval: Duration,

@@ -6,4 +6,5 @@ pub mod expo;
 pub mod model;
 pub mod render;
 pub mod source;
+pub mod tls;
 pub mod tui;

@@ -27,9 +27,15 @@ fn main() -> ExitCode {
 }
 
 fn source(cli: &Cli) -> Result<Source, String> {
+    let tls = gpuscale_top::tls::Options {
+        ca_file: cli.ca_file.clone(),
+        cert_file: cli.cert_file.clone(),
+        key_file: cli.key_file.clone(),
+        insecure_skip_verify: cli.insecure_skip_verify,
+    };
     let src = match (&cli.exporter, &cli.prometheus) {
-        (Some(url), _) => Source::exporter(url, cli.timeout),
-        (None, Some(url)) => Source::prometheus(url, cli.node.clone(), cli.timeout),
+        (Some(url), _) => Source::exporter(url, cli.timeout, &tls),
+        (None, Some(url)) => Source::prometheus(url, cli.node.clone(), cli.timeout, &tls),
         (None, None) => return Err("give --exporter URL or --prometheus URL".into()),
     }
     .map_err(|e| e.to_string())?;
@@ -59,7 +65,7 @@ fn once(cli: &Cli, src: &Source) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let snap = model::build(&src.name(), &samples, &filter(cli));
+    let snap = model::build(&src.name(), &src.families(), &samples, &filter(cli));
     let out = match cli.output {
         Output::Text => render::text(&snap),
         Output::Json => match serde_json::to_string_pretty(&snap) {
@@ -91,7 +97,12 @@ fn watch(cli: &Cli, src: &Source) -> ExitCode {
     loop {
         let screen = match src.fetch() {
             Ok(samples) => {
-                let t = render::text(&model::build(&src.name(), &samples, &filter(cli)));
+                let t = render::text(&model::build(
+                    &src.name(),
+                    &src.families(),
+                    &samples,
+                    &filter(cli),
+                ));
                 last = Some(t.clone());
                 t
             }

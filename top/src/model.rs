@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::expo::Sample;
-use crate::source::FAMILIES;
+
+mod workloads;
 
 #[derive(Debug, Serialize)]
 pub struct Snapshot {
@@ -75,8 +76,15 @@ pub struct Workload {
     pub devices: usize,
     /// Mean SM (or GPU) utilization over the devices held.
     pub activity: Option<f64>,
+    /// The class of `namespace_workload:gpu_bottleneck:sum` holding most
+    /// of the workload's GPUs.
+    pub bottleneck: Option<String>,
     pub cost_usd_per_hour: Option<f64>,
+    pub cost_usd_per_million_tokens: Option<f64>,
     pub parked: Option<bool>,
+    /// Scale to zero: `parked`, `waking` or `awake`; `None` where no
+    /// controller acts on the workload (or none is scraped).
+    pub state: Option<String>,
 }
 
 /// What to keep.
@@ -104,14 +112,15 @@ impl<'a> Families<'a> {
     }
 }
 
-/// Builds the views of `samples` read from `source`.
-pub fn build(source: &str, samples: &[Sample], filter: &Filter) -> Snapshot {
+/// Builds the views of `samples` read from `source`, which serves
+/// `families` (those it served no series of are `missing`).
+pub fn build(source: &str, families: &[&str], samples: &[Sample], filter: &Filter) -> Snapshot {
     let mut by: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
         by.entry(s.name.as_str()).or_default().push(s);
     }
     let f = Families(by);
-    let missing = FAMILIES
+    let missing = families
         .iter()
         .filter(|n| f.of(n).is_empty())
         .map(|n| (*n).to_string())
@@ -123,7 +132,7 @@ pub fn build(source: &str, samples: &[Sample], filter: &Filter) -> Snapshot {
         .filter(|g| keep(g, filter, &pools))
         .collect();
     gpus.sort_by(|a, b| (&a.node, index(&a.gpu)).cmp(&(&b.node, index(&b.gpu))));
-    let workloads = workloads(&f, &gpus, filter);
+    let workloads = workloads::workloads(&f, &gpus, filter);
     Snapshot {
         source: source.to_string(),
         gpus,
@@ -294,84 +303,4 @@ fn holders(f: &Families, uuid: &str, mig: Option<&str>) -> Vec<Holder> {
         }
     }
     list
-}
-
-fn workloads(f: &Families, gpus: &[Gpu], filter: &Filter) -> Vec<Workload> {
-    let mut acc: BTreeMap<(String, String), Acc> = BTreeMap::new();
-    for g in gpus {
-        held(&mut acc, &g.holders, g.utilization, g.price_usd_per_hour);
-        let share = |m: &Mig| match (m.memory_total_bytes, g.memory_total_bytes) {
-            (Some(a), Some(b)) if b > 0.0 => g.price_usd_per_hour.map(|p| p * a / b),
-            _ => None,
-        };
-        for m in &g.mig {
-            held(&mut acc, &m.holders, m.sm_active, share(m));
-        }
-    }
-    for s in f.of("gpuscale_scale_to_zero_parked") {
-        let (Some(ns), Some(target)) = (s.label("namespace"), s.label("target")) else {
-            continue;
-        };
-        let name = target.rsplit('/').next().unwrap_or(target);
-        let a = acc.entry((ns.into(), name.into())).or_default();
-        a.parked = Some(s.value > 0.0);
-    }
-    acc.into_iter()
-        .filter(|((ns, _), _)| filter.namespace.as_ref().is_none_or(|n| n == ns))
-        .map(|((namespace, workload), a)| a.finish(namespace, workload))
-        .collect()
-}
-
-#[derive(Default)]
-struct Acc {
-    kind: Option<String>,
-    pods: BTreeSet<String>,
-    devices: usize,
-    activity: Vec<f64>,
-    cost: Option<f64>,
-    cost_unknown: bool,
-    parked: Option<bool>,
-}
-
-impl Acc {
-    fn finish(self, namespace: String, workload: String) -> Workload {
-        Workload {
-            namespace,
-            workload,
-            kind: self.kind,
-            pods: self.pods.len(),
-            devices: self.devices,
-            activity: (!self.activity.is_empty())
-                .then(|| self.activity.iter().sum::<f64>() / self.activity.len() as f64),
-            cost_usd_per_hour: self.cost.filter(|_| !self.cost_unknown),
-            parked: self.parked,
-        }
-    }
-}
-
-/// Adds one device's holders to their workloads; a shared device's price
-/// is split evenly between its holders.
-fn held(
-    acc: &mut BTreeMap<(String, String), Acc>,
-    holders: &[Holder],
-    activity: Option<f64>,
-    price: Option<f64>,
-) {
-    let mut seen = BTreeSet::new();
-    for h in holders {
-        let name = h.workload.clone().unwrap_or_else(|| h.pod.clone());
-        let a = acc.entry((h.namespace.clone(), name.clone())).or_default();
-        a.kind = a.kind.take().or(h.workload_kind.clone());
-        a.pods.insert(h.pod.clone());
-        match price {
-            Some(p) => *a.cost.get_or_insert(0.0) += p / holders.len() as f64,
-            None => a.cost_unknown = true,
-        }
-        if seen.insert(name) {
-            a.devices += 1;
-            if let Some(x) = activity.or(h.sm_utilization) {
-                a.activity.push(x);
-            }
-        }
-    }
 }

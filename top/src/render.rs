@@ -52,8 +52,16 @@ pub fn text(s: &Snapshot) -> String {
     let _ = writeln!(out, "\nWORKLOADS");
     let _ = writeln!(
         out,
-        "{:<40} {:<12} {:>4} {:>7} {:>8} {:>9} {:>6}",
-        "NAMESPACE/WORKLOAD", "KIND", "PODS", "DEVICES", "ACTIVITY", "USD/H", "PARKED"
+        "{:<40} {:<12} {:>4} {:>7} {:>8} {:<16} {:>9} {:>9} {:<6}",
+        "NAMESPACE/WORKLOAD",
+        "KIND",
+        "PODS",
+        "DEVICES",
+        "ACTIVITY",
+        "BOTTLENECK",
+        "USD/H",
+        "USD/MTOK",
+        "STATE"
     );
     for w in &s.workloads {
         workload(&mut out, w);
@@ -137,18 +145,23 @@ fn holders(out: &mut String, indent: &str, hs: &[Holder]) {
     }
 }
 
+/// Dollars with two decimals, `-` when unknown.
+pub fn usd(v: Option<f64>) -> String {
+    v.map_or("-".into(), |c| format!("{c:.2}"))
+}
+
 fn workload(out: &mut String, w: &Workload) {
-    let parked = w.parked.map_or("-", |p| if p { "yes" } else { "no" });
     let _ = writeln!(
         out,
-        "{:<40} {:<12} {:>4} {:>7} {:>8} {:>9} {:>6}",
+        "{:<40} {:<12} {:>4} {:>7} {:>8} {:<16} {:>9} {:>9} {:<6}",
         format!("{}/{}", w.namespace, w.workload),
         w.kind.as_deref().unwrap_or("-"),
         w.pods,
         w.devices,
         pct(w.activity),
-        w.cost_usd_per_hour
-            .map_or("-".into(), |c| format!("{c:.2}")),
-        parked,
+        w.bottleneck.as_deref().unwrap_or("-"),
+        usd(w.cost_usd_per_hour),
+        usd(w.cost_usd_per_million_tokens),
+        w.state.as_deref().unwrap_or("-"),
     );
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use base64::Engine;
 
 use crate::expo::{self, Sample};
+use crate::tls;
 
-/// The families the views read; a Prometheus is asked for these only.
+/// The device families the views read, from an exporter or a Prometheus.
 pub const FAMILIES: &[&str] = &[
     "gpu_info",
     "gpu_utilization_ratio",
@@ -31,7 +32,18 @@ pub const FAMILIES: &[&str] = &[
     "gpu_pod_sm_utilization_ratio",
     "gpu_price_usd_per_hour",
     "gpu_node_info",
+];
+
+/// The workload families only a Prometheus has: the recording rules of
+/// `alerts/` (bottleneck class, cost per hour and per million tokens) and
+/// the scale-to-zero controller's state, scraped from the adapter. Queried
+/// without the `node` matcher (they have no `node` label).
+pub const WORKLOAD_FAMILIES: &[&str] = &[
+    "namespace_workload:gpu_bottleneck:sum",
+    "namespace_workload:gpu_cost_usd_per_hour:sum",
+    "namespace_workload:gpu_cost_usd_per_million_tokens:ratio",
     "gpuscale_scale_to_zero_parked",
+    "gpuscale_scale_to_zero_waking_since_seconds",
 ];
 
 /// A source that could not be read, naming it.
@@ -60,36 +72,41 @@ enum Kind {
 
 impl Source {
     /// An exporter's `/metrics` (a base URL gets `/metrics` appended).
-    pub fn exporter(url: &str, timeout: Duration) -> Result<Self, Error> {
+    pub fn exporter(url: &str, timeout: Duration, tls: &tls::Options) -> Result<Self, Error> {
         let url = url.trim_end_matches('/');
         let url = if url.ends_with("/metrics") {
             url.to_string()
         } else {
             format!("{url}/metrics")
         };
-        Self::new(Kind::Exporter, url, timeout)
+        Self::new(Kind::Exporter, url, timeout, tls)
     }
 
     /// A Prometheus base URL; `node` restricts the queries to one node.
-    pub fn prometheus(url: &str, node: Option<String>, timeout: Duration) -> Result<Self, Error> {
-        let mut s = Self::new(Kind::Prometheus, url.trim_end_matches('/').into(), timeout)?;
+    pub fn prometheus(
+        url: &str,
+        node: Option<String>,
+        timeout: Duration,
+        tls: &tls::Options,
+    ) -> Result<Self, Error> {
+        let url = url.trim_end_matches('/').into();
+        let mut s = Self::new(Kind::Prometheus, url, timeout, tls)?;
         s.node = node;
         Ok(s)
     }
 
-    fn new(kind: Kind, url: String, timeout: Duration) -> Result<Self, Error> {
-        let name = describe(kind, &url);
-        if !url.starts_with("http://") {
-            return Err(Error {
-                source_name: name,
-                problem: "only http:// URLs are read; reach a TLS endpoint through \
-                          `kubectl port-forward` (docs/top.md)"
-                    .into(),
-            });
+    fn new(kind: Kind, url: String, timeout: Duration, tls: &tls::Options) -> Result<Self, Error> {
+        let err = |problem: String| Error {
+            source_name: describe(kind, &url),
+            problem,
+        };
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(err("the URL must start with http:// or https://".into()));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
+            .tls_config(tls::config(tls).map_err(err)?)
             .build()
             .into();
         Ok(Self {
@@ -106,6 +123,14 @@ impl Source {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         self.auth = Some(format!("Basic {token}"));
         self
+    }
+
+    /// The families this source can serve (what `missing` is told against).
+    pub fn families(&self) -> Vec<&'static str> {
+        match self.kind {
+            Kind::Exporter => FAMILIES.to_vec(),
+            Kind::Prometheus => [FAMILIES, WORKLOAD_FAMILIES].concat(),
+        }
     }
 
     /// What this source is, for the screen and error messages.
@@ -148,7 +173,11 @@ impl Source {
             .as_ref()
             .map(|n| format!(",node=\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))
             .unwrap_or_default();
-        let promql = format!("{{__name__=~\"{}\"{node}}}", FAMILIES.join("|"));
+        let promql = format!(
+            "{{__name__=~\"{}\"{node}}} or {{__name__=~\"{}\"}}",
+            FAMILIES.join("|"),
+            WORKLOAD_FAMILIES.join("|")
+        );
         let mut req = self.agent.post(&format!("{}/api/v1/query", self.url));
         if let Some(a) = &self.auth {
             req = req.header("Authorization", a);

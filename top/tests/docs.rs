@@ -2,7 +2,7 @@
 
 use clap::CommandFactory;
 use gpuscale_top::cli::Cli;
-use gpuscale_top::source::FAMILIES;
+use gpuscale_top::source::{FAMILIES, WORKLOAD_FAMILIES};
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/top.md");
@@ -25,7 +25,7 @@ fn every_flag_is_documented() {
 #[test]
 fn every_family_read_is_documented() {
     let doc = doc();
-    for f in FAMILIES {
+    for f in FAMILIES.iter().chain(WORKLOAD_FAMILIES) {
         assert!(doc.contains(&format!("`{f}`")), "docs/top.md lacks {f}");
     }
 }

@@ -4,5 +4,7 @@
 mod cluster;
 mod docs;
 mod once;
+mod rules;
 mod screen;
+mod tls;
 mod watch;

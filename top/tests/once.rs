@@ -247,7 +247,16 @@ fn bad_flags_are_refused_with_the_reason() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--interval"));
-    let out = top(&["--once", "--exporter", "https://node:9400"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("kubectl port-forward"));
+    let out = top(&["--once", "--exporter", "ftp://node:9400"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http:// or https://"));
+    let out = top(&[
+        "--once",
+        "--exporter",
+        "https://node:9400",
+        "--ca-file",
+        "no-such.pem",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ca-file no-such.pem"));
 }

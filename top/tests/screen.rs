@@ -103,6 +103,11 @@ fn at_80x24_the_holders_are_shown_and_the_keys_work() {
         s.contains("inference/chat") && s.contains("StatefulSet"),
         "{s}"
     );
+    assert!(
+        s.contains("BOTTLENECK") && s.contains("$/MTOK") && s.contains("STATE"),
+        "{s}"
+    );
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
     t.keys(&["s", "s"]);
     let s = t.wait_for("sort: activity");
     let order: Vec<&str> = s

@@ -5,10 +5,10 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Clear, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Clear, Paragraph};
 
 use super::{State, View};
-use crate::model::{Gpu, Holder, Snapshot, Workload};
+use crate::model::{Gpu, Holder, Snapshot};
 use crate::render::{gib, pct};
 
 pub fn frame(f: &mut Frame, s: &State) {
@@ -22,7 +22,7 @@ pub fn frame(f: &mut Frame, s: &State) {
     match &s.snap {
         Some(snap) => match s.view {
             View::Gpus => gpus(f, s, snap, body),
-            View::Workloads => workloads(f, s, snap, body),
+            View::Workloads => super::workloads::table(f, s, snap, body),
         },
         None => f.render_widget(Paragraph::new("reading the source…"), body),
     }
@@ -32,7 +32,7 @@ pub fn frame(f: &mut Frame, s: &State) {
     }
 }
 
-fn style(s: &State, st: Style) -> Style {
+pub(super) fn style(s: &State, st: Style) -> Style {
     if s.color { st } else { Style::default() }
 }
 
@@ -228,66 +228,6 @@ fn holder_lines(lines: &mut Vec<Line<'static>>, mark: &str, hs: &[Holder], st: S
 
 fn watts(w: Option<f64>) -> String {
     w.map_or("-".into(), |w| format!("{w:.0}"))
-}
-
-fn workloads(f: &mut Frame, s: &State, snap: &Snapshot, area: Rect) {
-    let needle = s.filter.to_lowercase();
-    let mut list: Vec<&Workload> = snap
-        .workloads
-        .iter()
-        .filter(|w| {
-            format!("{}/{}", w.namespace, w.workload)
-                .to_lowercase()
-                .contains(&needle)
-        })
-        .collect();
-    let key = |w: &Workload| match s.sort_key() {
-        "devices" => Some(w.devices as f64),
-        "activity" => w.activity,
-        "cost" => w.cost_usd_per_hour,
-        _ => None,
-    };
-    if s.sort_key() != "name" {
-        list.sort_by(|a, b| {
-            key(b)
-                .unwrap_or(f64::MIN)
-                .total_cmp(&key(a).unwrap_or(f64::MIN))
-        });
-    }
-    let rows = list.into_iter().map(|w| {
-        Row::new(vec![
-            format!("{}/{}", w.namespace, w.workload),
-            w.kind.clone().unwrap_or("-".into()),
-            w.pods.to_string(),
-            w.devices.to_string(),
-            pct(w.activity),
-            w.cost_usd_per_hour
-                .map_or("-".into(), |c| format!("{c:.2}")),
-            w.parked
-                .map_or("-", |p| if p { "parked" } else { "no" })
-                .into(),
-        ])
-    });
-    let widths = [
-        Constraint::Min(24),
-        Constraint::Length(11),
-        Constraint::Length(4),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(6),
-    ];
-    let header = Row::new([
-        "NAMESPACE/WORKLOAD",
-        "KIND",
-        "PODS",
-        "DEVICES",
-        "ACTIVITY",
-        "USD/H",
-        "PARKED",
-    ])
-    .style(style(s, Style::new().add_modifier(Modifier::REVERSED)));
-    f.render_widget(Table::new(rows, widths).header(header), area);
 }
 
 fn help(f: &mut Frame, s: &State, area: Rect) {

@@ -4,6 +4,7 @@
 //! or dead source never freezes the keys.
 
 mod draw;
+mod workloads;
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ pub enum View {
 
 /// Sort keys of each view, in the order `s` cycles through them.
 pub const GPU_SORTS: &[&str] = &["gpu", "util", "vram", "power", "temp"];
-pub const WORKLOAD_SORTS: &[&str] = &["name", "devices", "activity", "cost"];
+pub const WORKLOAD_SORTS: &[&str] = &["name", "devices", "activity", "cost", "cost/mtok"];
 
 /// What the screen shows.
 pub struct State {
@@ -95,7 +96,7 @@ pub fn run(src: Source, filter: Filter, interval: Duration) -> std::io::Result<(
         loop {
             let read = src
                 .fetch()
-                .map(|s| model::build(&src.name(), &s, &filter))
+                .map(|s| model::build(&src.name(), &src.families(), &s, &filter))
                 .map_err(|e| e.to_string());
             if tx.send(read).is_err() {
                 return;
