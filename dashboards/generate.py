@@ -277,8 +277,58 @@ def fleet():
         {"id": "merge", "options": {}},
         {"id": "organize", "options": {"excludeByName": {"Time": True},
                                        "renameByName": {"Value #A": "nodes", "Value #B": "GPUs", "Value #C": "allocated"}}}])
+    reclaimable_nodes(d)
     cost_per_work_ranking(d)
     return d
+
+
+def reclaimable_nodes(d):
+    """Fleet: GPU nodes that could go, what they cost meanwhile, what keeps them (docs/node-economics.md)."""
+    pool = f'max by (cluster, node, node_pool) (gpu_node_info{{{C}, {N}, {P}}})'
+    rec = f'max by (cluster, node, reason) (gpuscale:node_reclaimable:bool{{{C}, {N}}})'
+    cost = f'max by (cluster, node, reason) (gpuscale:node_reclaimable_cost_usd_per_hour{{{C}, {N}}})'
+    week = lambda e: f'sum by (node_pool) (sum_over_time(({e} * on (cluster, node) group_left (node_pool) {pool})[7d:5m])) * 300 / 3600'
+    d.row("Reclaimable GPU nodes")
+    d.stat("Reclaimable GPU nodes", "Nodes with no GPU allocated, or every allocated GPU idle, for 15 minutes, their facts known (gpuscale:node_reclaimable:bool).",
+           f'count({rec}) or vector(0)', thresholds=ORANGE_AT(1))
+    d.stat("Reclaimable cost / h", "The price per hour of the reclaimable nodes (gpu_node_price_usd_per_hour).",
+           f'sum({cost}) or vector(0)', unit="currencyUSD", thresholds=ORANGE_AT(1))
+    d.stat("Node facts known", "Exporters that read their node's facts (Node, its pods and budgets; gpuscale_exporter_node_facts_up 1). A node whose facts are unknown is never reclaimable.",
+           f'count(max by (cluster, node) (gpuscale_exporter_node_facts_up{{{C}, {N}}}) == 1) or vector(0)')
+    d.stat("GPU nodes on Spot", "Nodes whose capacity type label says Spot (gpu_node_capacity_info).",
+           f'count(max by (cluster, node) (gpu_node_capacity_info{{{C}, {N}, capacity_type="spot"}})) or vector(0)')
+    d.stat("Blockers", "Pods and node annotations that would keep GPU nodes if their GPU work left (gpu_node_blockers).",
+           f'sum(max by (cluster, node) (gpu_node_blockers{{{C}, {N}}})) or vector(0)')
+    d.stat("Spot price of the fleet / h", "What the GPU nodes shown would cost on Spot, from the price table (gpu_node_spot_price_usd_per_hour).",
+           f'sum(max by (cluster, node) (gpu_node_spot_price_usd_per_hour{{{C}, {N}}})) or vector(0)', unit="currencyUSD")
+    d.ts("GPUs by state (node facts)", "GPUs answering NVML, held by a pod, and active in the last collection, from the exporters' node facts.", [
+        {"expr": f'sum by (state) (max by (cluster, node, state) (gpu_node_gpus{{{C}, {N}}}))', "legend": "{{state}}"},
+    ], unit="none")
+    d.ts("Reclaimable GPU nodes by reason", "unallocated: no GPU held for 15 minutes; idle: GPUs held, none active.", [
+        {"expr": f'count by (reason) ({rec})', "legend": "{{reason}}"},
+    ], unit="none")
+    d.table("Reclaimable node-hours and cost per week by node pool",
+            "Over the last 7 days (5-minute steps): hours that nodes of each pool were reclaimable, and what those hours cost.", [
+        {"expr": week(rec)},
+        {"expr": week(cost)},
+    ], w=12, transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                       "renameByName": {"Value #A": "node-hours", "Value #B": "cost (USD)"}}}])
+    d.table("Top blockers by kind", "How many pods (or node annotations) of each blocker kind keep GPU nodes now (docs/node-economics.md).", [
+        {"expr": f'sort_desc(count by (kind) (max by (cluster, node, namespace, pod, kind, detail) (gpu_node_blocker{{{C}, {N}}})))'},
+    ], w=12)
+    d.table("What keeps each GPU node", "Per node: the blocker's kind, the pod and the budget or volume at fault (at most --node-blockers-max per node).", [
+        {"expr": f'max by (node, namespace, pod, kind, detail) (gpu_node_blocker{{{C}, {N}}})'},
+    ], w=12)
+    d.table("GPU node prices", "Per node: its instance and capacity type, its own price per hour and where it came from, and its instance type's Spot price.", [
+        {"expr": f'max by (node, instance_type, capacity_type) (gpu_node_capacity_info{{{C}, {N}}})'},
+        {"expr": f'max by (node, source) (gpu_node_price_usd_per_hour{{{C}, {N}}})'},
+        {"expr": f'max by (node) (gpu_node_spot_price_usd_per_hour{{{C}, {N}}})'},
+    ], w=12, transformations=[
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True, "Value #A": True},
+                                       "renameByName": {"Value #B": "USD per hour", "Value #C": "Spot USD per hour"}}}])
 
 
 def cost_per_work_ranking(d):

@@ -6,7 +6,6 @@
 use std::collections::HashSet;
 
 use crate::metrics::{Collected, Subject};
-use crate::pods::map::PodMap;
 
 /// The `state` values of `gpu_node_gpus`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,8 +17,8 @@ pub struct Counts {
 
 const UTILIZATION: &str = "gpu_utilization_ratio";
 
-pub fn count(map: &PodMap, collected: &Collected) -> Counts {
-    let held: HashSet<&str> = map.holdings.iter().map(|h| h.device.as_str()).collect();
+/// `held`: the GPU and MIG UUIDs pods hold (the pod mapper's holdings).
+pub fn count(held: &HashSet<&str>, collected: &Collected) -> Counts {
     let mut allocated: HashSet<&str> = collected
         .devices
         .iter()

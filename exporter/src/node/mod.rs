@@ -7,6 +7,9 @@
 //! - `gpus`: each collection counts the GPUs allocatable, allocated (the
 //!   kubelet's pod-resources, as the pod mapper reads them) and active.
 //!
+//! The pod mapper starts it and feeds it (`pods::node_facts`); nothing here
+//! imports the pod mapper.
+//!
 //! Every family names its node itself and, but for the `up` signal, is
 //! absent while any of it is unknown: never a zero for a failed read.
 
@@ -27,9 +30,9 @@ pub use args::NodeFactsArgs;
 pub use families::FAMILIES;
 
 use crate::metrics::{Collected, Family, Subject, flag};
-use crate::pods::map::PodMap;
 use families as fam;
 use read::{Read, View};
+use std::collections::HashSet;
 
 /// The latest facts, read by each collection.
 pub struct NodeFacts {
@@ -41,7 +44,8 @@ impl NodeFacts {
     /// Starts the reader on `rt`; `None` with `--no-node-facts`.
     pub fn start(
         args: &NodeFactsArgs,
-        target: read::Target,
+        node: &str,
+        connect: read::Connect,
         rt: &tokio::runtime::Handle,
     ) -> Option<Arc<Self>> {
         if args.no_node_facts {
@@ -59,7 +63,8 @@ impl NodeFacts {
         });
         let weak = Arc::downgrade(&facts);
         rt.spawn(read::run(
-            target,
+            node.to_owned(),
+            connect,
             table,
             args.node_facts_interval,
             move |v| {
@@ -71,30 +76,13 @@ impl NodeFacts {
         Some(facts)
     }
 
-    /// The facts of the pod mapper's node, on its API; `None` with
-    /// `--no-pods` or `--no-node-facts`.
-    pub fn for_pods(
-        args: &crate::pods::PodArgs,
-        node: &str,
-        rt: &tokio::runtime::Handle,
-    ) -> Option<Arc<Self>> {
-        let target = read::Target {
-            url: args.kube_api_url.clone(),
-            kubeconfig: args.kubeconfig.clone(),
-            node: node.to_owned(),
-        };
-        (!args.no_pods)
-            .then(|| Self::start(&args.node_facts, target, rt))
-            .flatten()
-    }
-
     /// This collection's families: all of them when the last read
     /// succeeded and the kubelet answered, else only the `up` signal.
     pub fn families(
         &self,
         node: &str,
         kubelet_up: bool,
-        map: &PodMap,
+        held: &HashSet<&str>,
         collected: &Collected,
     ) -> Vec<Family> {
         let view = self.view.load();
@@ -102,7 +90,7 @@ impl NodeFacts {
             (Err(reason), _) => reason.as_str(),
             (Ok(_), false) => "kubelet_unavailable",
             (Ok(read), true) => {
-                let mut out = known(node, read, &gpus::count(map, collected), self.max_blockers);
+                let mut out = known(node, read, &gpus::count(held, collected), self.max_blockers);
                 out.push(up(node, ""));
                 return out;
             }

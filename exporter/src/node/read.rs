@@ -5,7 +5,6 @@
 //! (absent, with the reason), never a partial answer.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -44,13 +43,9 @@ pub struct Read {
 /// The facts as last read: `Err(reason)` while unknown.
 pub type View = Result<Read, String>;
 
-/// Where the API is.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub url: Option<String>,
-    pub kubeconfig: Option<PathBuf>,
-    pub node: String,
-}
+/// Makes a client of the cluster's API (the pod mapper's), or says why not.
+pub type Connect =
+    Box<dyn Fn() -> futures::future::BoxFuture<'static, Result<Client, String>> + Send + Sync>;
 
 /// A failed call: the `reason` suffix and the error for the log.
 type Failure = (&'static str, String);
@@ -158,7 +153,8 @@ async fn read(client: Client, node: &str, table: &PriceTable) -> Result<Read, (S
 /// Reads the facts forever, publishing each outcome; a failure retries
 /// sooner (backoff from 1 s up to the interval).
 pub async fn run(
-    target: Target,
+    node: String,
+    connect: Connect,
     table: PriceTable,
     interval: Duration,
     publish: impl Fn(View) + Send + 'static,
@@ -166,17 +162,15 @@ pub async fn run(
     let mut retry = Backoff::new(Duration::from_secs(1), interval);
     let mut last_reason = String::from("not_read_yet");
     loop {
-        let client =
-            super::super::pods::kubeapi::client(target.url.as_deref(), target.kubeconfig.as_ref())
-                .await;
+        let client = connect().await;
         let outcome = match client {
-            Ok(c) => read(c, &target.node, &table).await,
-            Err(e) => Err(("api_unreachable".to_owned(), e.to_string())),
+            Ok(c) => read(c, &node, &table).await,
+            Err(e) => Err(("api_unreachable".to_owned(), e)),
         };
         let wait = match &outcome {
             Ok(r) => {
                 if !last_reason.is_empty() {
-                    info!(node = %target.node, blockers = r.blockers.len(), capacity_type = r.capacity.as_str(), "node facts read");
+                    info!(node = %node, blockers = r.blockers.len(), capacity_type = r.capacity.as_str(), "node facts read");
                 }
                 last_reason.clear();
                 retry.reset();
@@ -184,7 +178,7 @@ pub async fn run(
             }
             Err((reason, error)) => {
                 if *reason != last_reason {
-                    warn!(node = %target.node, reason = %reason, %error, "cannot read the node's facts: gpu_node_* left out until a read succeeds; retrying");
+                    warn!(node = %node, reason = %reason, %error, "cannot read the node's facts: gpu_node_* left out until a read succeeds; retrying");
                 }
                 last_reason.clone_from(reason);
                 retry.next_delay()

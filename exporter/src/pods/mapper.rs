@@ -95,7 +95,7 @@ impl PodMapper {
             }),
             slices: ArcSwap::from_pointee(SliceView::default()),
             node_view: ArcSwap::from_pointee(NodeView::default()),
-            node_facts: crate::node::NodeFacts::for_pods(args, node, rt),
+            node_facts: super::node_facts::start(args, node, rt),
             cache: Mutex::new(JoinCache::default()),
         });
         if args.no_pods {
@@ -204,7 +204,9 @@ impl PodMapper {
         families.extend(dra_families(&slices, &map));
         families.extend(node::families(&self.node, &self.node_view.load()));
         if let Some(facts) = &self.node_facts {
-            families.extend(facts.families(&self.node, kubelet.up, &map, collected));
+            families.extend(super::node_facts::families(
+                facts, &self.node, kubelet.up, &map, collected,
+            ));
         }
         cache.last_join_seconds = started.elapsed().as_secs_f64();
         let processes = found.processes;

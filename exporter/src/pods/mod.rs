@@ -23,6 +23,7 @@ pub mod labels;
 pub mod map;
 pub mod mapper;
 pub mod node;
+pub mod node_facts;
 pub mod owner;
 pub mod podlite;
 pub mod podresources;
