@@ -264,6 +264,25 @@ fn see_through(
     }
 }
 
+/// Its bottleneck; memory judged by `need` (vLLM's need, else the peak).
+fn limit(f: &Facts, vllm: bool, need: Option<f64>, device: Option<f64>) -> (Bottleneck, String) {
+    let (b, why) = bottleneck::classify(&Activity {
+        utilization: f.utilization_p95,
+        sm: f.sm_active_p95,
+        tensor: f.tensor_active_p95,
+        dram: f.dram_active_p95,
+        memory_used: need.zip(device).map(|(v, m)| v * GIB / m),
+    });
+    if vllm {
+        (
+            b,
+            why.replace("peak VRAM", "vLLM's need (weights + KV p99)"),
+        )
+    } else {
+        (b, why)
+    }
+}
+
 /// Whole GPUs of one model, not shared: how many.
 fn whole_gpus(
     f: &Facts,
@@ -321,17 +340,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
     let peak = f.vram_peak_bytes.map(|b| b / GIB);
     let v = see_through(f, device_memory.map(|b| b / GIB), peak, &mut notes);
     let need = v.as_ref().map(|v| v.need_gib).or(peak);
-    let (bottleneck, bottleneck_reason) = bottleneck::classify(&Activity {
-        utilization: f.utilization_p95,
-        sm: f.sm_active_p95,
-        tensor: f.tensor_active_p95,
-        dram: f.dram_active_p95,
-        memory_used: need.zip(device_memory).map(|(v, m)| v * GIB / m),
-    });
-    let bottleneck_reason = match &v {
-        Some(_) => bottleneck_reason.replace("peak VRAM", "vLLM's need (weights + KV p99)"),
-        None => bottleneck_reason,
-    };
+    let (bottleneck, bottleneck_reason) = limit(f, v.is_some(), need, device_memory);
     let confidence = confidence(h, f, &mut notes);
     let whole = whole_gpus(f, &devices, &model);
     let (tier, tier_source, node_pool) = placement(h, policy, key, f);

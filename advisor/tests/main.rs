@@ -6,4 +6,5 @@ mod hostile;
 mod plan;
 mod serving;
 mod synth;
+mod walkthrough;
 mod week;

@@ -152,15 +152,19 @@ pub fn scenario() -> Vec<Workload> {
     v
 }
 
-/// `n` workloads cycling through the scenario's shapes (for the bench,
-/// `examples/synth.rs`).
+/// `n` workloads cycling through the scenario's shapes (for the bench and
+/// the walkthrough, `examples/synth.rs`): the first seven are the
+/// scenario itself, the next seven its copies in namespaces `<ns>-1`, ...
 #[allow(dead_code)]
 pub fn fleet(n: usize) -> Vec<Workload> {
     let base = scenario();
     (0..n)
         .map(|i| {
             let mut w = base[i % base.len()].clone();
-            w.namespace = format!("team-{}", i / base.len());
+            let copy = i / base.len();
+            if copy > 0 {
+                w.namespace = format!("{}-{copy}", w.namespace);
+            }
             w
         })
         .collect()
