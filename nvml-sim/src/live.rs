@@ -28,6 +28,12 @@ pub fn processes(uuid: &str) -> Vec<(u32, u64)> {
     let Some(dir) = dir() else {
         return Vec::new();
     };
+    processes_in(&dir, uuid)
+}
+
+/// (pid, memory MiB) of the live processes on the device `uuid` under
+/// `dir`, by pid.
+pub fn processes_in(dir: &Path, uuid: &str) -> Vec<(u32, u64)> {
     read(&dir.join(uuid))
 }
 

@@ -4,4 +4,5 @@
 mod economics;
 mod kubeapi;
 mod kubectl;
+mod vllm;
 mod workloads;

@@ -12,6 +12,7 @@ pub mod economics;
 pub mod kubelet;
 pub mod objects;
 pub mod procfs;
+pub mod vllm;
 pub mod workloads;
 
 /// The kubelet pod-resources v1 API (`k8s.io/kubelet/pkg/apis/podresources/v1`):
