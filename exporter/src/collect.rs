@@ -15,8 +15,9 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use tracing::{error, info, warn};
 
+use crate::collectors::profile::Profile;
 use crate::collectors::xid::{self, XidLog};
-use crate::collectors::{self, Ctx, Gpu, MigDev, Running, Setup};
+use crate::collectors::{self, Ctx, Gpu, MigDev, Running, Setup, fleet};
 use crate::inventory::{self, Inventory};
 use crate::metrics::dcgm::{self, Exposition};
 use crate::metrics::encode::{self, Format};
@@ -401,6 +402,8 @@ impl Loop {
         let mut families = merge(std::mem::take(&mut out.families));
         families.extend(pod_families);
         let families = merge(families);
+        // `--profile fleet` serves less, while `--compat dcgm` reads it all.
+        let fleet = (self.cfg.options.profile == Profile::Fleet).then(|| fleet::serve(&families));
         self.selfm.record(&self.stats, self.reader.errors(), states);
         let reported = states.values().filter_map(|s| s.uuid.clone()).collect();
         let mut view = self.inventory.view(&reported);
@@ -410,8 +413,9 @@ impl Loop {
         }
         self.selfm.record_inventory(&view);
         let own = self.selfm.gather();
-        let text = self.render(&families, &own, &out, lookup.as_ref(), Format::Text);
-        let om = self.render(&families, &own, &out, lookup.as_ref(), Format::OpenMetrics);
+        let served = (fleet.as_deref().unwrap_or(&families), &families[..]);
+        let text = self.render(served, &own, &out, lookup.as_ref(), Format::Text);
+        let om = self.render(served, &own, &out, lookup.as_ref(), Format::OpenMetrics);
         let ready = self.stats.nvml_up && self.stats.collections_total > 0;
         self.store.publish(Snapshot::new(text, om, ready));
     }
@@ -423,7 +427,7 @@ impl Loop {
     /// dcgm-exporter families if asked for.
     fn render(
         &self,
-        families: &[Family],
+        (served, families): (&[Family], &[Family]),
         own: &[Family],
         out: &Collected,
         pods: &dyn PodLookup,
@@ -431,8 +435,8 @@ impl Loop {
     ) -> Vec<u8> {
         let exposition = self.cfg.exposition;
         let native = exposition.native;
-        let mut text = String::with_capacity(encode::capacity(families) + encode::capacity(own));
-        let served = families
+        let mut text = String::with_capacity(encode::capacity(served) + encode::capacity(own));
+        let served = served
             .iter()
             .filter(|f| native || f.name.starts_with("gpuscale_"));
         let served = served.chain(own);

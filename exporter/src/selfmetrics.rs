@@ -167,6 +167,20 @@ pub const FAMILIES: &[&Desc] = &[
     &process::THREADS,
 ];
 
+/// Self-metrics `--profile fleet` does not serve: the exporter's footprint
+/// and per-collector timings, which panels chart and no alert reads (the
+/// restart-loop alert reads `process_start_time_seconds`, kept).
+pub const FLEET_LEFT_OUT: &[&Desc] = &[
+    &COLLECTOR_DURATION,
+    &COLLECTIONS,
+    &process::CPU,
+    &process::OPEN_FDS,
+    &process::MAX_FDS,
+    &process::VIRTUAL_MEMORY,
+    &process::RESIDENT_MEMORY,
+    &process::THREADS,
+];
+
 /// NVML call failures, by (function, error kind): cumulative counts.
 pub type ErrorCounts = BTreeMap<(&'static str, &'static str), u64>;
 
@@ -174,8 +188,9 @@ pub type ErrorCounts = BTreeMap<(&'static str, &'static str), u64>;
 /// [`Self::record_inventory`] build them, [`Self::gather`] hands them out.
 pub struct SelfMetrics {
     build_info: Family,
-    /// `--profile fleet`: only the state each GPU is in, not its 0 states.
-    current_state_only: bool,
+    /// `--profile fleet`: only a state other than ok that a GPU is in,
+    /// collectors while they fail, and none of [`FLEET_LEFT_OUT`].
+    fleet: bool,
     footprint: process::Footprint,
     families: Vec<Family>,
 }
@@ -202,7 +217,7 @@ impl SelfMetrics {
         ];
         Self {
             build_info: node(&BUILD_INFO, build, 1.0),
-            current_state_only: false,
+            fleet: false,
             footprint: process::Footprint::default(),
             families: Vec::new(),
         }
@@ -211,7 +226,7 @@ impl SelfMetrics {
     /// Serves the GPU state families as `profile` asks.
     #[must_use]
     pub fn with_profile(mut self, profile: crate::collectors::profile::Profile) -> Self {
-        self.current_state_only = profile == crate::collectors::profile::Profile::Fleet;
+        self.fleet = profile == crate::collectors::profile::Profile::Fleet;
         self
     }
 
@@ -268,7 +283,8 @@ impl SelfMetrics {
         for (index, s) in gpus {
             let uuid = s.uuid.as_deref().unwrap_or("");
             for health in GpuHealth::ALL {
-                if self.current_state_only && s.state != health {
+                // Fleet: the state a GPU is in, unless ok (its gpu_info says so).
+                if self.fleet && (s.state != health || health == GpuHealth::Ok) {
                     continue;
                 }
                 let labels = state_labels(*index, health.as_str(), uuid);
@@ -321,7 +337,20 @@ impl SelfMetrics {
             f.samples
                 .sort_by(|a, b| label_values(a).cmp(label_values(b)));
         }
+        if self.fleet {
+            fleet_trim(&mut all);
+        }
         all
+    }
+}
+
+/// What `--profile fleet` leaves of the self-metrics: no
+/// [`FLEET_LEFT_OUT`], and a collector's success only while it fails (the
+/// alert reads `== 0`).
+fn fleet_trim(all: &mut Vec<Family>) {
+    all.retain(|f| !FLEET_LEFT_OUT.iter().any(|d| d.name == f.name));
+    for f in all.iter_mut().filter(|f| f.name == COLLECTOR_SUCCESS.name) {
+        f.samples.retain(|s| s.value == 0.0);
     }
 }
 

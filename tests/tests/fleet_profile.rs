@@ -15,17 +15,29 @@ use gpuscale_e2e::alerts::repo_root;
 use gpuscale_e2e::alerts::rules;
 use gpuscale_e2e::alerts::stack::{self, Prometheus};
 use gpuscale_e2e::exporter::{Exporter, Metrics};
+use gpuscale_exporter::collectors::fleet;
 use gpuscale_exporter::collectors::profile::FLEET;
+use gpuscale_exporter::selfmetrics::FLEET_LEFT_OUT;
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// Series per GPU on the built-in node, at most (measured: full 72.6 =
+/// Series per GPU on the built-in node, at most (measured: full 73.6 with
+/// the activity source's info series, 72.6 before; 72.6 =
 /// 71.6 + the default power limit, which the power-cap alert compares
 /// with; 71.6 = 64.6 + 7 hardware-state series: PCIe link generation and
 /// width with their maxima, ECC mode, NVLink links active and inactive;
-/// 69.6 before static facts became gpu_info labels; fleet 34.5). A new
-/// per-GPU family raises them on purpose, with its row in operations.md.
-const BUDGETS: &[(&str, f64)] = &[("full", 73.0), ("fleet", 35.0)];
+/// 69.6 before static facts became gpu_info labels; fleet 13.9, 34.5
+/// before it left out detail families and served limits, thresholds and
+/// error counters only while they matter). A new per-GPU family raises
+/// them on purpose, with its row in operations.md.
+const BUDGETS: &[(&str, f64)] = &[("full", 74.0), ("fleet", 15.0)];
+
+/// All of a node's series over its GPUs, Prometheus's five per target
+/// (`up`, `scrape_*`) included, as `bench/fleet-cost.sh` counts them: the
+/// fleet profile at most what dcgm-exporter's default counters cost there
+/// (25.6; the fleet profile measured 24.5 on the built-in node).
+const FLEET_ALL_IN: f64 = 25.6;
+const SCRAPE_SERIES: usize = 5;
 
 /// Series per GPU as `bench/cardinality.sh` counts them: series with a
 /// `uuid`, not of a MIG instance, a pod or a process, over the GPUs seen.
@@ -72,6 +84,14 @@ fn series_per_gpu_stay_within_each_profiles_budget() {
             per <= *budget,
             "--profile {profile}: {per:.1} series per GPU, budget {budget}"
         );
+        if *profile == "fleet" {
+            let all_in = (m.samples.len() + SCRAPE_SERIES) as f64 / gpus as f64;
+            report.push(format!("fleet, all of the node's: {all_in:.1} per GPU"));
+            assert!(
+                all_in <= FLEET_ALL_IN,
+                "--profile fleet: {all_in:.1} series per GPU with the node's, dcgm-exporter {FLEET_ALL_IN}"
+            );
+        }
     }
     eprintln!("{}", report.join("; "));
 }
@@ -81,7 +101,11 @@ fn series_per_gpu_stay_within_each_profiles_budget() {
 fn sent_while_non_zero() -> Vec<&'static str> {
     let mut names: Vec<&str> = FLEET.iter().map(|(name, _)| *name).collect();
     names.retain(|n| *n != "gpu_clock_hertz");
-    names.push("gpuscale_exporter_gpu_state");
+    names.extend(fleet::NON_ZERO);
+    names.extend([
+        "gpuscale_exporter_gpu_state",
+        "gpuscale_exporter_collector_success",
+    ]);
     names
 }
 
@@ -98,7 +122,46 @@ const HEALTHY_LEFT_OUT: &[&str] = &[
     "gpu_ecc_enabled",
     // NVLink links: both counts of a GPU while any of its links is inactive.
     "gpu_nvlink_links",
+    // Temperature thresholds: while the temperature is within 10 °C.
+    "gpu_temperature_threshold_celsius",
+    // Power limits: the enforced and default limits while they differ.
+    "gpu_power_limit_",
 ];
+
+/// NVML activity proxies and what the right-sizing rules record from them:
+/// the fleet profile serves them for GPUs without activity ratios (no GPM,
+/// no DCGM) only, so where every GPU a pod holds has them, an expression
+/// over them answers on full only;
+/// `faults_left_out_while_healthy_fire_alike_in_both_profiles` shows on a
+/// GPU without GPM that they are served alike.
+const PROXIES_LEFT_OUT: &[&str] = &[
+    "gpu_memory_utilization_ratio",
+    "gpu_pcie_transmit_bytes_per_second",
+    "gpu_pcie_receive_bytes_per_second",
+    "gpuscale:gpu_allocation_memory_duty:",
+    "gpuscale:gpu_allocation_power_of_limit:",
+    "gpuscale:gpu_allocation_pcie_bytes_per_second:",
+];
+
+/// Families `--profile fleet` never serves (docs/operations.md, "What the
+/// fleet profile leaves out"): only dashboard panels may read them, never
+/// an alert, a recording rule or a preset.
+fn never_served() -> Vec<&'static str> {
+    let mut names: Vec<&str> = fleet::LEFT_OUT.to_vec();
+    names.extend(FLEET_LEFT_OUT.iter().map(|d| d.name));
+    names
+}
+
+/// Whether `expr` reads a family in `names` (a whole family name, not a
+/// prefix of a longer one).
+fn reads(expr: &str, names: &[&str]) -> bool {
+    names.iter().any(|n| {
+        expr.match_indices(n).any(|(i, _)| {
+            let next = expr[i + n.len()..].chars().next();
+            !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    })
+}
 
 /// Prometheus with the time-scaled rules, scraping one exporter on
 /// `scenario` in `profile`, and the fake targets.
@@ -148,6 +211,8 @@ struct Expr {
     key: String,
     expr: String,
     alert: bool,
+    /// A dashboard query (not a rule or a preset).
+    panel: bool,
 }
 
 /// Every rule of the time-scaled copies.
@@ -169,6 +234,7 @@ fn scaled_rules(copies: &[PathBuf]) -> Vec<Expr> {
                     key: format!("{} {name}", file_name(path)),
                     expr: r["expr"].as_str().expect("expr").to_string(),
                     alert: r.get("alert").is_some(),
+                    panel: false,
                 });
             }
         }
@@ -192,6 +258,7 @@ fn expressions(copies: &[PathBuf]) -> Vec<Expr> {
                 key: q.key(),
                 expr: substitute(without_zero_fallback(&q.expr), &vars),
                 alert: false,
+                panel: true,
             });
         }
     }
@@ -209,6 +276,7 @@ fn expressions(copies: &[PathBuf]) -> Vec<Expr> {
             key: format!("preset {name}"),
             expr: q.replace("${matchers}", r#"namespace="ml-serve""#),
             alert: false,
+            panel: false,
         });
     }
     all
@@ -264,11 +332,21 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
     wait_for_history(&[&full, &fleet], 12);
 
     let zero_only = sent_while_non_zero();
+    let never = never_served();
     let mut failures = Vec::new();
     let (mut compared, mut answered, mut zero_rows) = (0, 0, Vec::new());
-    let mut healthy_rows = Vec::new();
-    for Expr { key, expr, alert } in expressions(&copies) {
+    let (mut healthy_rows, mut full_only, mut proxy_rows) = (Vec::new(), Vec::new(), Vec::new());
+    for Expr {
+        key,
+        expr,
+        alert,
+        panel,
+    } in expressions(&copies)
+    {
         compared += 1;
+        if !panel && reads(&expr, &never) {
+            failures.push(format!("{key} reads a family fleet never serves: {expr}"));
+        }
         let a = full.prom.query(&expr);
         let b = fleet.prom.query(&expr);
         let (a, b) = match (a, b) {
@@ -279,6 +357,9 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
             }
         };
         if a.is_empty() {
+            if alert && !b.is_empty() {
+                failures.push(format!("{key}: fires on fleet only, for {:?}", series(&b)));
+            }
             continue;
         }
         answered += 1;
@@ -300,6 +381,14 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
             healthy_rows.push(key);
             continue;
         }
+        if PROXIES_LEFT_OUT.iter().any(|n| expr.contains(n)) {
+            proxy_rows.push(key);
+            continue;
+        }
+        if panel && reads(&expr, &never) {
+            full_only.push(key);
+            continue;
+        }
         failures.push(format!(
             "{key}: {} series on full, none on fleet: {expr}",
             a.len()
@@ -313,22 +402,28 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
     );
     assert!(answered > 60, "only {answered} expressions had data");
     eprintln!(
-        "{compared} expressions, {answered} with data on full, all with data on fleet except {} that read only zeros there: {zero_rows:?}, and {} over families fleet leaves out while healthy: {healthy_rows:?}",
+        "{compared} expressions, {answered} with data on full, all with data on fleet except {} that read only zeros there: {zero_rows:?}, {} over families fleet leaves out while healthy: {healthy_rows:?}, {} over NVML proxies of GPUs with activity ratios: {proxy_rows:?}, and {} panels over families only the full profile serves: {full_only:?}",
         zero_rows.len(),
-        healthy_rows.len()
+        healthy_rows.len(),
+        proxy_rows.len(),
+        full_only.len()
     );
 }
 
 /// A node with every fault of the families the fleet profile leaves out
 /// while healthy: one NVLink link of four going down after 15 s of healthy
-/// history, all four links of another going down, ECC off now and at the
-/// next reset, a PCIe link trained at x8, one at Gen4 while busy, and a
-/// healthy GPU.
+/// history (with its first recovery error), all four links of another
+/// going down, ECC off now and at the next reset, a PCIe link trained at
+/// x8, one at Gen4 while busy, a healthy GPU, one running within 5 °C of
+/// its slowdown and memory limits, one held at a power cap lowered below
+/// its default, and an A100 without GPM or DCGM activity.
 const FAULTS: &str = r#"
 node: fault-node
+# No DCGM activity: the A100 (no GPM) has none, so its NVML proxies count.
+dcgm: { refuse: [sm_active, sm_occupancy, tensor_active, dram_active, graphics_active] }
 gpus:
   - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f0000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:18:00.0", memory_mib: 81559,
-      nvlinks: 4, nvlink_down: [{ link: 1, from_s: 15 }] }
+      nvlinks: 4, nvlink_down: [{ link: 1, from_s: 15 }], nvlink_errors: [{ at_s: 15, link: 0, type: recovery, count: 1 }] }
   - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f1000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:2A:00.0", memory_mib: 81559,
       nvlinks: 4, nvlink_down: [{ link: 0, from_s: 15 }, { link: 1, from_s: 15 }, { link: 2, from_s: 15 }, { link: 3, from_s: 15 }] }
   - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f2000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:3A:00.0", memory_mib: 81559,
@@ -341,6 +436,14 @@ gpus:
       nvlinks: 4, pcie: { generation: 4, width: 16, max_generation: 5, max_width: 16 }, load: { utilization: 90 } }
   - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f6000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:BA:00.0", memory_mib: 81559,
       nvlinks: 4 }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f7000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:CA:00.0", memory_mib: 81559,
+      nvlinks: 4, load: { utilization: 95, temperature_celsius: 84, memory_temperature_celsius: 92 } }
+  - { model: NVIDIA H100 80GB HBM3, uuid: GPU-f8000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:DA:00.0", memory_mib: 81559,
+      nvlinks: 4, power_limit_watts: 500, power_limit_default_watts: 700,
+      throttle: [{ reasons: [sw_power_cap], from_s: 0, to_s: null }], load: { utilization: 95, power_watts: 499 } }
+  - { model: NVIDIA A100 80GB PCIe, uuid: GPU-f9000000-0000-4000-8000-000000000000, pci_bus_id: "00000000:E1:00.0", memory_mib: 81920,
+      architecture: ampere, power_limit_watts: 300, nvlinks: 0,
+      load: { utilization: 70, memory_utilization: 40, power_watts: 200, pcie_tx_bytes_per_second: 2.0e9, pcie_rx_bytes_per_second: 1.0e9 } }
 "#;
 
 /// The alerts over those families, the GPUs (by index) they fire for on
@@ -352,7 +455,16 @@ const FAULT_ALERTS: &[(&str, &[&str], &[&str])] = &[
     ("GPUNVLinkDown", &["0", "1"], &[]),
     ("GPUECCDisabled", &["2", "3"], &[]),
     ("GPUPCIeLinkDegraded", &["4", "5"], &[]),
+    ("GPUTemperatureNearSlowdown", &["7"], &[]),
+    ("GPUMemoryTemperatureHigh", &["7"], &[]),
+    ("GPUPowerCapThrottling", &["8"], &[]),
 ];
+
+/// Families served while they matter (a threshold near, a limit lowered):
+/// on the fault node the GPUs where they do not matter have none, so an
+/// expression over them may miss those GPUs' series on fleet; what it
+/// gives must be what full gives, and the alerts must fire alike.
+const WHILE_THEY_MATTER: &[&str] = &["gpu_temperature_threshold_celsius", "gpu_power_limit_"];
 
 fn gpu_of(sample: &Value) -> Option<&str> {
     sample["metric"]["gpu"].as_str()
@@ -390,13 +502,14 @@ fn samples(result: &[Value]) -> BTreeMap<String, Option<f64>> {
 fn fault_difference(e: &Expr, full: &[Value], fleet: &[Value]) -> Option<String> {
     let (a, b) = (samples(full), samples(fleet));
     let zero_is_fault = e.expr.contains("== 0");
+    let may_miss = WHILE_THEY_MATTER.iter().any(|n| e.expr.contains(n));
     if e.alert {
         return (a.keys().ne(b.keys())).then(|| format!("fires for {a:?} on full, {b:?} on fleet"));
     }
     let wrong: Vec<_> = b.iter().filter(|(k, v)| a.get(*k) != Some(v)).collect();
     let missing: Vec<_> = a
         .iter()
-        .filter(|(k, v)| !b.contains_key(*k) && (zero_is_fault || **v != Some(0.0)))
+        .filter(|(k, v)| !b.contains_key(*k) && !may_miss && (zero_is_fault || **v != Some(0.0)))
         .collect();
     (!wrong.is_empty() || !missing.is_empty())
         .then(|| format!("on fleet not as on full: {wrong:?}; missing on fleet: {missing:?}"))
@@ -440,6 +553,58 @@ fn wait_for_links_down(sides: &[&Side]) {
     }
 }
 
+/// The A100 (GPU 9, no GPM) has its NVML proxies and power limit served
+/// by both profiles with the same values; the H100s' proxies are full only.
+fn proxies_of_a_gpu_without_gpm_alike(full: &Side, fleet: &Side) {
+    let q = r#"max by (gpu, __name__) ({__name__=~"gpu_memory_utilization_ratio|gpu_pcie_(transmit|receive)_bytes_per_second|gpu_power_limit_watts"})"#;
+    let of = |s: &Side| samples(&s.prom.query(q).unwrap_or_default());
+    let (a, b) = (of(full), of(fleet));
+    let a9: BTreeMap<_, _> = a
+        .into_iter()
+        .filter(|(k, _)| k.contains(r#""gpu":"9""#))
+        .collect();
+    assert_eq!(a9.len(), 4, "full: the A100's proxies and limit");
+    let b_gpus: BTreeSet<&str> = b
+        .keys()
+        .map(|k| {
+            if k.contains(r#""gpu":"9""#) {
+                "9"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    let b9: BTreeMap<_, _> = b
+        .into_iter()
+        .filter(|(k, _)| k.contains(r#""gpu":"9""#))
+        .collect();
+    assert_eq!(a9, b9, "the A100's proxies on fleet");
+    // Power limits of the H100 with a lowered cap (GPU 8) are served too.
+    assert!(b_gpus.contains("other"), "GPU 8's lowered limit on fleet");
+}
+
+/// GPU 0's first NVLink recovery error is a rise from 0 on both sides: the
+/// fleet profile sent no counter before it, and the recording rule stood in
+/// a 0 from `gpu_info` (alerts/gpu.rules.yml).
+fn first_recovery_error_rises_on_both(sides: &[&Side]) {
+    let q = r#"max_over_time(gpuscale:gpu_nvlink_errors:max{type="recovery"}[1m]) - min_over_time(gpuscale:gpu_nvlink_errors:max{type="recovery"}[1m]) > 0"#;
+    for s in sides {
+        eventually(
+            &format!(
+                "GPU 0's first recovery error seen as a rise ({})",
+                s.profile
+            ),
+            Duration::from_secs(30),
+            || {
+                let r = s.prom.query(q).ok()?;
+                let gpus: Vec<&str> = r.iter().filter_map(gpu_of).collect();
+                (gpus == ["0"]).then_some(())
+            },
+            || s.prom.proc.log_tail(20),
+        );
+    }
+}
+
 #[test]
 fn faults_left_out_while_healthy_fire_alike_in_both_profiles() {
     for bin in ["prometheus", "curl"] {
@@ -453,6 +618,8 @@ fn faults_left_out_while_healthy_fire_alike_in_both_profiles() {
     let (full, copies) = start("full", &scenario, &fakes);
     let (fleet, _) = start("fleet", &scenario, &fakes);
     wait_for_links_down(&[&full, &fleet]);
+    first_recovery_error_rises_on_both(&[&full, &fleet]);
+    proxies_of_a_gpu_without_gpm_alike(&full, &fleet);
 
     let exprs = over_healthy_left_out(expressions(&copies), &copies);
     let mut failures = Vec::new();

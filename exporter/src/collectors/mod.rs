@@ -4,6 +4,7 @@
 
 mod clocks;
 mod ecc;
+pub mod fleet;
 pub mod gpm;
 pub mod info;
 mod memory;

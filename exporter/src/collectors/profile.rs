@@ -25,8 +25,6 @@ pub enum Keep {
     Only(&'static str, &'static [&'static str]),
     /// Samples whose value is not 0: flags while set, counters once counted.
     NonZero,
-    /// `Only`, and the other values while they are not 0.
-    OnlyOrNonZero(&'static str, &'static [&'static str]),
     /// Samples whose value is 0: a 0/1 flag whose healthy value is 1.
     Zero,
 }
@@ -38,18 +36,12 @@ pub const FLEET: &[(&str, Keep)] = &[
     ("gpu_clock_event_active", Keep::NonZero),
     ("gpu_clock_event_seconds_total", Keep::NonZero),
     ("gpu_ecc_errors_total", Keep::NonZero),
-    // A first recovery must raise GPUNVLinkErrors, whose rate needs the
-    // series before it.
-    (
-        "gpu_nvlink_errors_total",
-        Keep::OnlyOrNonZero("type", &["recovery"]),
-    ),
-    // GPURowRemapUncorrectable alerts on a rise of the uncorrectable count,
-    // which it can only see from a series that was there before.
-    (
-        "gpu_remapped_rows",
-        Keep::OnlyOrNonZero("cause", &["uncorrectable"]),
-    ),
+    // Counters whose first rise an alert sees: the recording rules stand
+    // in a 0 from `gpu_info` while they are not served
+    // (alerts/gpu.rules.yml), so a rise from 0 is seen in both profiles.
+    ("gpu_nvlink_errors_total", Keep::NonZero),
+    ("gpu_remapped_rows", Keep::NonZero),
+    ("gpu_pcie_replays_total", Keep::NonZero),
     ("gpu_remapped_rows_pending", Keep::NonZero),
     ("gpu_remapped_rows_failure", Keep::NonZero),
     ("gpu_retired_pages", Keep::NonZero),
@@ -87,7 +79,6 @@ impl Keep {
         match self {
             Keep::Only(key, values) => listed(key, values),
             Keep::NonZero => value != 0.0,
-            Keep::OnlyOrNonZero(key, values) => listed(key, values) || value != 0.0,
             Keep::Zero => value == 0.0,
         }
     }
@@ -197,7 +188,7 @@ mod tests {
         let names: Vec<&str> = crate::catalog::native().iter().map(|d| d.name).collect();
         for (name, keep) in FLEET {
             assert!(names.contains(name), "fleet trims unknown family {name}");
-            if let Keep::Only(key, _) | Keep::OnlyOrNonZero(key, _) = keep {
+            if let Keep::Only(key, _) = keep {
                 let desc = crate::catalog::native()
                     .into_iter()
                     .find(|d| d.name == *name);
@@ -221,12 +212,12 @@ mod tests {
         let mut rows = family(
             "gpu_remapped_rows",
             &[
-                ("cause", "correctable", 0.0),
+                ("cause", "correctable", 2.0),
                 ("cause", "uncorrectable", 0.0),
             ],
         );
         Profile::Fleet.trim(&mut rows);
-        assert_eq!(kept(&rows), [("uncorrectable".to_string(), 0.0)]);
+        assert_eq!(kept(&rows), [("correctable".to_string(), 2.0)]);
 
         let mut events = family(
             "gpu_clock_event_active",
