@@ -29,6 +29,9 @@ pub struct Gpu {
     pub sm_active: Option<f64>,
     pub tensor_active: Option<f64>,
     pub dram_active: Option<f64>,
+    /// Where the SM/tensor/DRAM activity comes from (`gpu_activity_source_info`:
+    /// `gpm`, `dcgm`, `none`).
+    pub activity_source: Option<String>,
     pub memory_used_bytes: Option<f64>,
     pub memory_total_bytes: Option<f64>,
     pub power_watts: Option<f64>,
@@ -211,6 +214,12 @@ fn device(f: &Families, node: &str, gpu: &str, uuid: &str) -> Gpu {
         sm_active: v("gpu_sm_active_ratio"),
         tensor_active: v("gpu_tensor_active_ratio"),
         dram_active: v("gpu_dram_active_ratio"),
+        activity_source: f
+            .of("gpu_activity_source_info")
+            .iter()
+            .find(on)
+            .and_then(|s| s.label("source"))
+            .map(str::to_string),
         memory_used_bytes: v("gpu_memory_used_bytes"),
         memory_total_bytes: v("gpu_memory_total_bytes"),
         power_watts: v("gpu_power_usage_watts"),

@@ -43,8 +43,18 @@ pub fn text(s: &Snapshot) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<4} {:<12} {:<22} {:>5} {:>4} {:>6} {:>4} {:>13} {:>10} {:>5}  THROTTLE  ALARMS",
-        "GPU", "NODE", "MODEL", "UTIL", "SM", "TENSOR", "DRAM", "VRAM GiB", "POWER W", "TEMP"
+        "{:<4} {:<12} {:<22} {:>5} {:>4} {:>6} {:>4} {:<4} {:>13} {:>10} {:>5}  THROTTLE  ALARMS",
+        "GPU",
+        "NODE",
+        "MODEL",
+        "UTIL",
+        "SM",
+        "TENSOR",
+        "DRAM",
+        "SRC",
+        "VRAM GiB",
+        "POWER W",
+        "TEMP"
     );
     for g in &s.gpus {
         gpu(&mut out, g);
@@ -93,7 +103,7 @@ fn gpu(out: &mut String, g: &Gpu) {
     }
     let _ = writeln!(
         out,
-        "{:<4} {:<12} {:<22} {:>5} {:>4} {:>6} {:>4} {:>13} {:>10} {:>5}  {:<8}  {}",
+        "{:<4} {:<12} {:<22} {:>5} {:>4} {:>6} {:>4} {:<4} {:>13} {:>10} {:>5}  {:<8}  {}",
         g.gpu,
         g.node,
         model,
@@ -101,6 +111,7 @@ fn gpu(out: &mut String, g: &Gpu) {
         pct(g.sm_active),
         pct(g.tensor_active),
         pct(g.dram_active),
+        g.activity_source.as_deref().unwrap_or("-"),
         vram,
         power,
         num(g.temperature_celsius, "C"),

@@ -32,6 +32,7 @@ pub const FAMILIES: &[&str] = &[
     "gpu_pod_sm_utilization_ratio",
     "gpu_price_usd_per_hour",
     "gpu_node_info",
+    "gpu_activity_source_info",
 ];
 
 /// The workload families only a Prometheus has: the recording rules of

@@ -95,6 +95,8 @@ fn every_gpu_of_the_simulated_node_is_shown_with_its_numbers() {
         let uuid = &info.labels["uuid"];
         let g = gpu(&snap, uuid);
         assert_eq!(g["model"], info.labels["model"].as_str());
+        let src = m.find("gpu_activity_source_info", &[("uuid", uuid)]);
+        assert_eq!(g["activity_source"], src[0].labels["source"].as_str());
         for (field, family) in [
             ("utilization", "gpu_utilization_ratio"),
             ("sm_active", "gpu_sm_active_ratio"),

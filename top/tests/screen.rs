@@ -138,7 +138,8 @@ fn at_80x24_the_holders_are_shown_and_the_keys_work() {
 fn at_200x50_the_wide_columns_are_shown_and_a_stopped_exporter_is_said() {
     let e = node();
     let t = Tmux::start("wide", 200, 50, &e.url(""));
-    let s = t.wait_for("SM/TENSOR/DRAM");
+    let s = t.wait_for("SM/TENSOR/DRAM SRC");
+    assert!(s.contains(" gpm "), "the activity's source:\n{s}");
     assert!(s.contains("sim-node-1 H100 80GB HBM3"), "{s}");
     assert!(
         s.contains("└ inference/ocr-7b5d9f8c6-k2l3m (server)"),

@@ -135,8 +135,8 @@ fn gpus(f: &mut Frame, s: &State, snap: &Snapshot, area: Rect) {
     let held = style(s, Style::new().fg(Color::Cyan));
     let head = if wide {
         format!(
-            "{:<4}{:<32}{:>5} {:<14} {:<34} {:>9} {:>5}  THROTTLE / ALARMS",
-            "GPU", "NODE MODEL", "UTIL", "SM/TENSOR/DRAM", "VRAM GiB", "POWER W", "TEMP"
+            "{:<4}{:<30}{:>5} {:<19} {:<34} {:>9} {:>5}  THROTTLE / ALARMS",
+            "GPU", "NODE MODEL", "UTIL", "SM/TENSOR/DRAM SRC", "VRAM GiB", "POWER W", "TEMP"
         )
     } else {
         format!(
@@ -188,15 +188,16 @@ fn gpu_line(g: &Gpu, wide: bool) -> String {
             .unwrap_or("-")
             .trim_start_matches("NVIDIA ");
         let act = format!(
-            "{}/{}/{}",
+            "{}/{}/{} {}",
             pct(g.sm_active),
             pct(g.tensor_active),
-            pct(g.dram_active)
+            pct(g.dram_active),
+            g.activity_source.as_deref().unwrap_or("-")
         );
         let vram = bar(g.memory_used_bytes, g.memory_total_bytes, 20);
         let who = format!("{} {model}", g.node);
         format!(
-            "{:<4}{who:<32}{util:>5} {act:<14} {vram:<34} {power:>9} {temp:>5}  {flags}",
+            "{:<4}{who:<30}{util:>5} {act:<19} {vram:<34} {power:>9} {temp:>5}  {flags}",
             g.gpu
         )
     } else {
