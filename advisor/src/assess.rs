@@ -81,6 +81,10 @@ pub struct Assessment {
     pub tensor_active_p95: Option<f64>,
     pub dram_active_p95: Option<f64>,
     pub utilization_p95: Option<f64>,
+    /// NVML proxies, p95 (whole GPUs without GPM or DCGM use them).
+    pub memory_duty_p95: Option<f64>,
+    pub power_of_limit_p95: Option<f64>,
+    pub pcie_bytes_per_second_p95: Option<f64>,
     pub bottleneck: Bottleneck,
     pub bottleneck_reason: String,
     pub cost_usd_per_hour: Option<f64>,
@@ -272,6 +276,9 @@ fn limit(f: &Facts, vllm: bool, need: Option<f64>, device: Option<f64>) -> (Bott
         tensor: f.tensor_active_p95,
         dram: f.dram_active_p95,
         memory_used: need.zip(device).map(|(v, m)| v * GIB / m),
+        memory_duty: f.memory_duty_p95,
+        power_of_limit: f.power_of_limit_p95,
+        pcie_bytes_per_second: f.pcie_bytes_per_second_p95,
     });
     if vllm {
         (
@@ -281,6 +288,13 @@ fn limit(f: &Facts, vllm: bool, need: Option<f64>, device: Option<f64>) -> (Bott
     } else {
         (b, why)
     }
+}
+
+/// DRAM activity, or where there is none its NVML bound: the memory
+/// controller's duty cycle counts any access in a sample, so it is at least
+/// the DRAM activity.
+pub fn dram_or_duty(a: &Assessment) -> Option<f64> {
+    a.dram_active_p95.or(a.memory_duty_p95)
 }
 
 /// Whole GPUs of one model, not shared: how many.
@@ -372,6 +386,9 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         tensor_active_p95: f.tensor_active_p95,
         dram_active_p95: f.dram_active_p95,
         utilization_p95: f.utilization_p95,
+        memory_duty_p95: f.memory_duty_p95,
+        power_of_limit_p95: f.power_of_limit_p95,
+        pcie_bytes_per_second_p95: f.pcie_bytes_per_second_p95,
         bottleneck,
         bottleneck_reason,
         cost_usd_per_hour: cost_now,

@@ -23,6 +23,15 @@ pub enum Bottleneck {
     /// Working, but no GPM (pre-Hopper, or GPM off): SM, tensor and DRAM
     /// activity are unknown, so the advisor does not guess.
     NoGpm,
+    /// NVML proxies where there is neither GPM nor DCGM (the class names
+    /// the signal it used): memory-controller duty cycle high.
+    MemoryBandwidthProxy,
+    /// Utilization and power near the enforced limit, memory quiet.
+    ComputeProxy,
+    /// Busy, low power, memory quiet, PCIe streaming.
+    HostInputProxy,
+    /// The proxies see nothing saturated.
+    BalancedProxy,
     /// No utilization series at all.
     Unknown,
 }
@@ -37,6 +46,10 @@ impl Bottleneck {
             Self::HostInput => "host_input",
             Self::Balanced => "balanced",
             Self::NoGpm => "unknown_no_gpm",
+            Self::MemoryBandwidthProxy => "memory_bandwidth_proxy",
+            Self::ComputeProxy => "compute_proxy",
+            Self::HostInputProxy => "host_input_proxy",
+            Self::BalancedProxy => "balanced_proxy",
             Self::Unknown => "unknown",
         }
     }
@@ -51,6 +64,11 @@ pub struct Activity {
     pub dram: Option<f64>,
     /// Peak VRAM over the device's (or slice's) memory.
     pub memory_used: Option<f64>,
+    /// NVML proxies: memory-controller duty cycle, power over the
+    /// enforced limit (0-1), PCIe bytes per second both ways.
+    pub memory_duty: Option<f64>,
+    pub power_of_limit: Option<f64>,
+    pub pcie_bytes_per_second: Option<f64>,
 }
 
 /// The bottleneck and why.
@@ -79,11 +97,7 @@ pub fn classify(a: &Activity) -> (Bottleneck, String) {
         );
     }
     let (Some(sm), Some(tensor), Some(dram)) = (a.sm, a.tensor, a.dram) else {
-        return (
-            Bottleneck::NoGpm,
-            "no GPM series (pre-Hopper GPU or GPM off): SM, tensor and DRAM activity unknown"
-                .into(),
-        );
+        return proxy(a, util);
     };
     if dram >= t::DRAM_ACTIVE && tensor < t::TENSOR_ACTIVE {
         return (
@@ -120,6 +134,37 @@ pub fn classify(a: &Activity) -> (Bottleneck, String) {
     (Bottleneck::Balanced, "nothing saturated".into())
 }
 
+/// Without SM, tensor and DRAM activity (no GPM, no DCGM): NVML's
+/// memory-controller duty cycle, power and PCIe, the class named a proxy;
+/// without duty cycle or power, not guessed.
+fn proxy(a: &Activity, util: f64) -> (Bottleneck, String) {
+    let (Some(duty), Some(power)) = (a.memory_duty, a.power_of_limit) else {
+        return (
+            Bottleneck::NoGpm,
+            "no GPM or DCGM activity series and no NVML memory duty cycle or power: limit unknown"
+                .into(),
+        );
+    };
+    let p = |x: f64| x * 100.0;
+    let seen = format!(
+        "NVML proxy: memory duty cycle p95 {:.0} %, power p95 {:.0} % of the limit, utilization p95 {:.0} %",
+        p(duty),
+        p(power),
+        p(util)
+    );
+    let pcie = a.pcie_bytes_per_second.unwrap_or(0.0);
+    let class = if duty >= t::MEMORY_DUTY {
+        Bottleneck::MemoryBandwidthProxy
+    } else if util >= t::COMPUTE_UTILIZATION && power >= t::COMPUTE_POWER {
+        Bottleneck::ComputeProxy
+    } else if util >= t::BUSY_UTILIZATION && power < t::HOST_POWER && pcie >= t::HOST_PCIE {
+        Bottleneck::HostInputProxy
+    } else {
+        Bottleneck::BalancedProxy
+    };
+    (class, format!("{seen}, PCIe p95 {:.1} GB/s", pcie / 1e9))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +176,7 @@ mod tests {
             tensor: Some(tensor),
             dram: Some(dram),
             memory_used: Some(mem),
+            ..Activity::default()
         }
     }
 
@@ -167,5 +213,26 @@ mod tests {
         assert_eq!(b, Bottleneck::NoGpm);
         assert!(why.contains("GPM"));
         assert_eq!(classify(&Activity::default()).0, Bottleneck::Unknown);
+    }
+
+    #[test]
+    fn nvml_proxies_are_named_as_such() {
+        let nvml = |u, duty, power, pcie| Activity {
+            utilization: Some(u),
+            memory_used: Some(0.3),
+            memory_duty: Some(duty),
+            power_of_limit: Some(power),
+            pcie_bytes_per_second: Some(pcie),
+            ..Activity::default()
+        };
+        let c = |a| classify(&a).0;
+        assert_eq!(
+            c(nvml(0.9, 0.7, 0.6, 0.0)),
+            Bottleneck::MemoryBandwidthProxy
+        );
+        assert_eq!(c(nvml(0.9, 0.3, 0.85, 0.0)), Bottleneck::ComputeProxy);
+        assert_eq!(c(nvml(0.6, 0.1, 0.3, 2e9)), Bottleneck::HostInputProxy);
+        assert_eq!(c(nvml(0.3, 0.1, 0.3, 0.0)), Bottleneck::BalancedProxy);
+        assert!(classify(&nvml(0.9, 0.7, 0.6, 0.0)).1.contains("NVML proxy"));
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::assess::{Assessment, Confidence, Recommendation};
+use crate::assess::{Assessment, Confidence, Recommendation, dram_or_duty};
 use crate::bottleneck::Bottleneck;
 use crate::policy::Policy;
 use crate::recommend::smallest_profile;
@@ -66,7 +66,12 @@ fn candidate(tables: &Tables, a: &Assessment) -> Option<Item> {
     }
     if !matches!(
         a.bottleneck,
-        Bottleneck::Idle | Bottleneck::Balanced | Bottleneck::HostInput | Bottleneck::NoGpm
+        Bottleneck::Idle
+            | Bottleneck::Balanced
+            | Bottleneck::HostInput
+            | Bottleneck::NoGpm
+            | Bottleneck::BalancedProxy
+            | Bottleneck::HostInputProxy
     ) {
         return None;
     }
@@ -85,7 +90,7 @@ fn candidate(tables: &Tables, a: &Assessment) -> Option<Item> {
         need: a.memory_need_gib?,
         util,
         sm: a.sm_active_p95.unwrap_or(util),
-        dram: a.dram_active_p95,
+        dram: dram_or_duty(a),
         bandwidth: cur.bandwidth_gbps,
         needs_fp8: cur.fp8 && a.tensor_active_p95.is_none_or(|x| x >= t::FP8_TENSOR),
         price,

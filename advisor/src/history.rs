@@ -103,6 +103,11 @@ pub struct Facts {
     pub tensor_active_p95: Option<f64>,
     pub dram_active_p95: Option<f64>,
     pub utilization_p95: Option<f64>,
+    /// NVML proxies of its whole GPUs, p95: memory-controller duty cycle,
+    /// power over the enforced limit, PCIe bytes per second both ways.
+    pub memory_duty_p95: Option<f64>,
+    pub power_of_limit_p95: Option<f64>,
+    pub pcie_bytes_per_second_p95: Option<f64>,
     /// Share of its samples with the GPU under the idle threshold.
     pub idle_fraction: Option<f64>,
     /// Device-hours per device over the range (time-sliced GPUs split).
@@ -479,6 +484,42 @@ impl History {
             f.sm_active_p95 = sm.get(k).copied();
             f.tensor_active_p95 = tensor.get(k).copied();
             f.dram_active_p95 = dram.get(k).copied();
+        }
+        self.read_proxies(p, w)
+    }
+
+    /// The NVML proxies p95, whole GPUs only (they are device-wide).
+    fn read_proxies(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
+        let (r, st) = (&w.range, &w.step);
+        let p95 = |h: &mut Self, what: &str, bound: Bound, dev: &str| {
+            let q = format!(
+                "quantile_over_time(0.95, (max by ({KEY}) (gpu_pod_allocation{{mig_uuid=\"\"}} \
+                 * on (cluster, node, uuid) group_left () max by (cluster, node, uuid) ({dev})))[{r}:{st}])"
+            );
+            h.get(p, what, bound, &q).map(by_key)
+        };
+        let duty = p95(
+            self,
+            "memory duty cycle p95",
+            Bound::Ratio,
+            "gpu_memory_utilization_ratio",
+        )?;
+        let power = p95(
+            self,
+            "power over the limit p95",
+            Bound::NonNegative,
+            "gpu_power_usage_watts / gpu_power_limit_watts",
+        )?;
+        let pcie = p95(
+            self,
+            "PCIe p95",
+            Bound::NonNegative,
+            "gpu_pcie_transmit_bytes_per_second + gpu_pcie_receive_bytes_per_second",
+        )?;
+        for (k, f) in &mut self.workloads {
+            f.memory_duty_p95 = duty.get(k).copied();
+            f.power_of_limit_p95 = power.get(k).copied();
+            f.pcie_bytes_per_second_p95 = pcie.get(k).copied();
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Per-workload recommendations: a MIG slice of the same GPU, a cheaper
 //! GPU type, scale to zero. Each only where it fits, with its saving.
 
-use crate::assess::{Assessment, Confidence, Recommendation};
+use crate::assess::{Assessment, Confidence, Recommendation, dram_or_duty};
 use crate::bottleneck::Bottleneck;
 use crate::tables::{GpuType, MigProfile, Tables};
 use crate::thresholds as t;
@@ -36,12 +36,12 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     let gpu = tables.gpu(a.model.as_deref()?)?;
     if matches!(
         a.bottleneck,
-        Bottleneck::Compute | Bottleneck::MemoryCapacity
+        Bottleneck::Compute | Bottleneck::ComputeProxy | Bottleneck::MemoryCapacity
     ) {
         return None;
     }
     let vram = a.memory_need_gib?;
-    let p = smallest_profile(tables, gpu, vram, compute_p95(a)?, a.dram_active_p95)?;
+    let p = smallest_profile(tables, gpu, vram, compute_p95(a)?, dram_or_duty(a))?;
     let price = a.price_usd_per_hour?;
     let share = f64::from(p.compute_slices) / 7.0;
     let settings = a.vllm.as_ref().map(|v| vllm::flags(v, p.memory_gib, 1.0));
@@ -98,8 +98,10 @@ fn type_fits(a: &Assessment, cur: &GpuType, c: &GpuType, vram: f64) -> bool {
     }
     // Decode speed is bandwidth: a bandwidth-bound workload keeps at least
     // the bandwidth it has; others must stay under the ceiling on `c`.
-    let bw_ok = match (a.bottleneck, a.dram_active_p95) {
-        (Bottleneck::MemoryBandwidth, _) | (_, None) => c.bandwidth_gbps >= cur.bandwidth_gbps,
+    let bw_ok = match (a.bottleneck, dram_or_duty(a)) {
+        (Bottleneck::MemoryBandwidth | Bottleneck::MemoryBandwidthProxy, _) | (_, None) => {
+            c.bandwidth_gbps >= cur.bandwidth_gbps
+        }
         (_, Some(d)) => d * cur.bandwidth_gbps <= t::ACTIVITY_CEILING * c.bandwidth_gbps,
     };
     let fp8_ok = c.fp8 || !cur.fp8 || a.tensor_active_p95.is_some_and(|x| x < t::FP8_TENSOR);
@@ -114,7 +116,10 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
     // The table has no FLOPs: a compute-bound workload is not moved.
-    if matches!(a.bottleneck, Bottleneck::Compute | Bottleneck::Unknown) {
+    if matches!(
+        a.bottleneck,
+        Bottleneck::Compute | Bottleneck::ComputeProxy | Bottleneck::Unknown
+    ) {
         return None;
     }
     let vram = a.memory_need_gib?;
@@ -137,10 +142,14 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             best.memory_gib,
             best.bandwidth_gbps,
             cur.bandwidth_gbps,
-            a.dram_active_p95.map_or(String::new(), |d| format!(
-                " (DRAM active p95 {:.0} %)",
-                d * 100.0
-            )),
+            match (a.dram_active_p95, a.memory_duty_p95) {
+                (Some(d), _) => format!(" (DRAM active p95 {:.0} %)", d * 100.0),
+                (None, Some(d)) => format!(
+                    " (NVML memory duty cycle p95 {:.0} %, a bound on DRAM activity)",
+                    d * 100.0
+                ),
+                (None, None) => String::new(),
+            },
             best.price_usd_per_hour,
             tables.gpus.source,
             tables.gpus.date
@@ -246,6 +255,9 @@ mod tests {
             tensor_active_p95: None,
             dram_active_p95: None,
             utilization_p95: None,
+            memory_duty_p95: None,
+            power_of_limit_p95: None,
+            pcie_bytes_per_second_p95: None,
             bottleneck: Bottleneck::Balanced,
             bottleneck_reason: String::new(),
             cost_usd_per_hour: None,

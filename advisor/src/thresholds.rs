@@ -39,3 +39,16 @@ pub const SCALE_TO_ZERO_IDLE_HOURS: f64 = 6.0;
 pub const FP8_TENSOR: f64 = 0.10;
 /// Hours in a month (365 × 24 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
+/// NVML proxies (no GPM, no DCGM): memory-controller duty cycle at or over
+/// this is memory-bandwidth bound (any access in a sample counts the whole
+/// sample, so it reads higher than DRAM activity: 60 %, not 50 %).
+pub const MEMORY_DUTY: f64 = 0.60;
+/// Utilization and power over the enforced limit at or over these (duty
+/// under [`MEMORY_DUTY`]): compute bound, by power.
+pub const COMPUTE_UTILIZATION: f64 = 0.80;
+pub const COMPUTE_POWER: f64 = 0.80;
+/// Busy by utilization ([`BUSY_UTILIZATION`]) at under this power, memory
+/// quiet, with PCIe traffic at or over [`HOST_PCIE`]: fed from the host.
+pub const HOST_POWER: f64 = 0.50;
+/// Bytes per second over PCIe, both ways together (~4 % of a PCIe 4.0 x16).
+pub const HOST_PCIE: f64 = 1e9;

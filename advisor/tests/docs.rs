@@ -62,6 +62,10 @@ fn every_class_and_recorded_series_is_documented() {
         "host_input",
         "balanced",
         "unknown_no_gpm",
+        "memory_bandwidth_proxy",
+        "compute_proxy",
+        "host_input_proxy",
+        "balanced_proxy",
     ] {
         assert!(doc.contains(&format!("| `{class}` |")), "class {class}");
     }

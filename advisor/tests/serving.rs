@@ -10,7 +10,9 @@ use std::time::Duration;
 use gpuscale_advisor::tables::Tables;
 use gpuscale_advisor::{Options, Report, run};
 
-use crate::synth::{H100, L4, Vllm, Workload, workload};
+use gpuscale_advisor::bottleneck::Bottleneck;
+
+use crate::synth::{A100, H100, L4, Vllm, Workload, workload};
 use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
 
 const H: f64 = 730.0;
@@ -44,7 +46,17 @@ fn fleet() -> Vec<Workload> {
     let mut big = workload("llm", "llama-70b-tp", "Deployment", H100,
         (75.0, 75.0), (0.9, 0.5), (0.6, 0.3), (0.3, 0.1), (0.45, 0.2));
     big.gpus = 2;
-    vec![chat, small, big]
+    // A100s with neither GPM nor DCGM: NVML's proxies only.
+    let mut decoder = workload("nvml", "a100-decoder", "Deployment", A100,
+        (30.0, 30.0), (0.95, 0.5), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
+    decoder.nvml = Some(((0.7, 0.3), (0.6, 0.4), (0.2e9, 0.1e9)));
+    let mut light = workload("nvml", "a100-light", "Deployment", A100,
+        (6.0, 6.0), (0.3, 0.1), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
+    light.nvml = Some(((0.1, 0.05), (0.3, 0.2), (0.1e9, 0.0)));
+    for w in [&mut decoder, &mut light] {
+        w.cluster = Some("lab");
+    }
+    vec![chat, small, big, decoder, light]
 }
 
 #[test]
@@ -68,6 +80,47 @@ fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
     a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(&r);
     an_l4_at_97_percent_kv_is_too_small(&r);
     a_70b_model_without_headroom_is_too_small(&r);
+    nvml_only_a100s_get_proxy_classes(&r);
+}
+
+fn nvml_only_a100s_get_proxy_classes(r: &Report) {
+    let d = find(r, "a100-decoder");
+    assert_eq!(
+        d.bottleneck,
+        Bottleneck::MemoryBandwidthProxy,
+        "{}",
+        d.bottleneck_reason
+    );
+    assert_eq!(d.bottleneck.as_str(), "memory_bandwidth_proxy");
+    assert!(
+        d.bottleneck_reason
+            .contains("NVML proxy: memory duty cycle p95 70 %"),
+        "{}",
+        d.bottleneck_reason
+    );
+    // Bandwidth-bound: only a GPU with at least 2039 GB/s, all dearer.
+    assert!(!kinds(d).contains(&"gpu_type"), "{:?}", d.recommendations);
+    let l = find(r, "a100-light");
+    assert_eq!(
+        l.bottleneck,
+        Bottleneck::BalancedProxy,
+        "{}",
+        l.bottleneck_reason
+    );
+    // Duty cycle 10 % x 2039 GB/s bounds its traffic: an L40S carries it
+    // (utilization 30 % x 2039 / 864 = 71 %); a T4, L4 or A10G would be
+    // over 80 % busy.
+    let t = l
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "gpu_type")
+        .expect("a type");
+    assert!(t.action.starts_with("L40S "), "{}", t.action);
+    near(
+        t.saving_usd_per_month,
+        (2.5 - 1.861) * H,
+        "L40S for an A100",
+    );
 }
 
 fn near(got: f64, want: f64, what: &str) {

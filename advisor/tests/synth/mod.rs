@@ -84,6 +84,9 @@ pub struct Workload {
     /// Whole GPUs it holds (tensor parallel), 1 by default.
     pub gpus: usize,
     pub vllm: Option<Vllm>,
+    /// NVML's proxies: memory duty cycle, power over a 400 W limit, PCIe
+    /// bytes per second both ways.
+    pub nvml: Option<(Level, Level, Level)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -115,6 +118,7 @@ pub fn workload(
         pool: None,
         gpus: 1,
         vllm: None,
+        nvml: None,
     }
 }
 
@@ -341,7 +345,26 @@ fn add_gpu(fams: &mut Vec<Family>, w: &Workload, d: &[&str; 3], all: &[i64], ts:
         gauge(fams, "gpu_tensor_active_ratio", l.clone(), ts, |t| {
             at(tc, t)
         });
-        gauge(fams, "gpu_dram_active_ratio", l, ts, |t| at(dr, t));
+        gauge(fams, "gpu_dram_active_ratio", l.clone(), ts, |t| at(dr, t));
+    }
+    if let Some((duty, power, pcie)) = w.nvml {
+        gauge(fams, "gpu_memory_utilization_ratio", l.clone(), ts, |t| {
+            at(duty, t)
+        });
+        gauge(fams, "gpu_power_usage_watts", l.clone(), ts, |t| {
+            at(power, t) * 400.0
+        });
+        gauge(fams, "gpu_power_limit_watts", l.clone(), ts, |_| 400.0);
+        gauge(
+            fams,
+            "gpu_pcie_transmit_bytes_per_second",
+            l.clone(),
+            ts,
+            |t| at(pcie, t) / 2.0,
+        );
+        gauge(fams, "gpu_pcie_receive_bytes_per_second", l, ts, |t| {
+            at(pcie, t) / 2.0
+        });
     }
 }
 
