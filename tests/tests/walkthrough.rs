@@ -1,10 +1,13 @@
-//! The local scale-to-zero walkthrough of docs/scale-to-zero.md, run as
-//! written: its ```` ```sh walkthrough ```` blocks in one bash, with the
-//! real `gpuscale-sim`, exporter, adapter, Prometheus and kubectl. The
-//! blocks assert for themselves (`kubectl wait`, `grep` on `/metrics`): the
-//! policy parks the Deployment and its GPU goes unallocated, the
+//! The local walkthroughs of docs/scale-to-zero.md and docs/activator.md,
+//! run as written: each doc's ```` ```sh walkthrough ```` blocks in one
+//! bash, with the real `gpuscale-sim`, exporter, adapter, activator,
+//! Prometheus and kubectl. The blocks assert for themselves (`kubectl
+//! wait`, `grep` on `/metrics`). Scale to zero: the policy parks the
+//! Deployment and its GPU goes unallocated, the
 //! `sim.gpuscale.dev/pending-requests` annotation wakes it and a Ready pod
-//! holds a GPU again, and the metrics APIs answer through `kubectl get --raw`.
+//! holds a GPU again, and the metrics APIs answer through `kubectl get
+//! --raw`. The activator: a held request wakes the parked Deployment and is
+//! answered once its endpoint is Ready.
 
 use std::process::Command;
 
@@ -32,12 +35,16 @@ fn walkthrough_blocks(doc: &str) -> Vec<String> {
     blocks
 }
 
-#[test]
-fn local_scale_to_zero_walkthrough_runs_as_written() {
+/// Runs the ```` ```sh walkthrough ```` blocks of `doc` (under docs/) in
+/// one bash from the repository's root; their output, or a panic with it.
+fn run_walkthrough(doc: &str, min_blocks: usize) -> String {
     let root = repo_root();
-    let doc = std::fs::read_to_string(root.join("docs/scale-to-zero.md")).expect("read the doc");
-    let blocks = walkthrough_blocks(&doc);
-    assert!(blocks.len() >= 4, "walkthrough blocks missing: {blocks:?}");
+    let text = std::fs::read_to_string(root.join("docs").join(doc)).expect("read the doc");
+    let blocks = walkthrough_blocks(&text);
+    assert!(
+        blocks.len() >= min_blocks,
+        "{doc}: walkthrough blocks missing: {blocks:?}"
+    );
     // Background servers end with the script, pass or fail.
     let script = format!(
         "set -euxo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n{}",
@@ -56,11 +63,41 @@ fn local_scale_to_zero_walkthrough_runs_as_written() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "the walkthrough failed:\n{text}");
+    assert!(
+        out.status.success(),
+        "the {doc} walkthrough failed:\n{text}"
+    );
+    text
+}
+
+#[test]
+fn local_scale_to_zero_walkthrough_runs_as_written() {
+    let text = run_walkthrough("scale-to-zero.md", 4);
     for want in [
         "Parked",
         "\"kind\":\"ExternalMetricValueList\"",
         "\"kind\":\"MetricValueList\"",
+    ] {
+        assert!(
+            text.contains(want),
+            "no {want} in the walkthrough's output:\n{text}"
+        );
+    }
+}
+
+/// docs/activator.md's: a request held for a parked Deployment wakes it
+/// and is answered once its endpoint is Ready, counted as one wake, one
+/// forward and one observed cold start.
+#[test]
+fn local_activator_walkthrough_runs_as_written() {
+    let text = run_walkthrough("activator.md", 4);
+    for want in [
+        "gpuscale_activator_pending_requests{namespace=\"default\",route=\"vllm\"} 1",
+        "\"Qwen/Qwen2.5-0.5B-Instruct\"",
+        " HTTP 200 after ",
+        "gpuscale_activator_wakes_total{namespace=\"default\",result=\"patched\",route=\"vllm\"} 1",
+        "gpuscale_activator_forwarded_total{namespace=\"default\",route=\"vllm\"} 1",
+        "gpuscale_activator_cold_start_seconds_count{namespace=\"default\",route=\"vllm\"} 1",
     ] {
         assert!(
             text.contains(want),
