@@ -1,4 +1,4 @@
-//! `--check-prometheus`: does Prometheus hold what the configured joins
+//! `gpuscale-adapter check-prometheus`: does Prometheus hold what the configured joins
 //! need? Each joined metric's server series must carry `namespace` and `pod`
 //! (a PodMonitor or pod service discovery adds them), and the pod metadata
 //! series of its source must exist.

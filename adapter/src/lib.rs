@@ -41,7 +41,7 @@ use tokio::net::TcpListener;
 
 use crate::api::{Api, Security};
 use crate::auth::{Authenticator, Authorizer, KubeAuthApi, SharedSources, SourceFlags};
-use crate::cli::Args;
+use crate::cli::{Args, Command};
 use crate::config::MetricsConfig;
 use crate::pods::PodCache;
 use crate::prometheus::{CacheSettings, ClientSettings, PollCache, PromClient, PromProvider};
@@ -70,10 +70,12 @@ pub enum AppError {
          --keda-allow-any-client opens the listener to every client that reaches it"
     )]
     KedaNoClientCa,
-    #[error("--check-prometheus: {0}")]
+    #[error("check-prometheus: {0}")]
     Check(#[from] check::CheckError),
-    #[error("--doctor: {0}")]
+    #[error("doctor: {0}")]
     Doctor(#[from] doctor::DoctorError),
+    #[error("{0}")]
+    Usage(String),
     #[error("scale-to-zero: {0}")]
     ScaleToZero(String),
     #[error("{what}: {source}")]
@@ -83,35 +85,52 @@ pub enum AppError {
     },
 }
 
-/// Run the adapter until SIGTERM/SIGINT.
+/// Run what the command line asks: a one-shot command, or the adapter
+/// until SIGTERM/SIGINT.
 pub async fn run(args: Args) -> Result<(), AppError> {
-    if args.wake_parked {
-        let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
-        return scale_to_zero::release::command(&kube.client())
-            .await
-            .map_err(AppError::ScaleToZero);
+    let mode = args.mode().map_err(AppError::Usage)?;
+    if let Some(flag) = mode.deprecated {
+        tracing::warn!(
+            "{flag} is deprecated and will be removed in the next release: use `gpuscale-adapter {}`",
+            mode.command.name()
+        );
     }
-    if args.doctor {
-        let client = doctor::client(args.kubeconfig.as_deref()).await?;
-        return Ok(doctor::command(&client, &args.doctor_namespace, args.output).await?);
+    match mode.command {
+        Command::WakeParked => {
+            let kube = KubeAuthApi::connect(args.kubeconfig.as_deref()).await?;
+            scale_to_zero::release::command(&kube.client())
+                .await
+                .map_err(AppError::ScaleToZero)
+        }
+        Command::Doctor => {
+            let client = doctor::client(args.kubeconfig.as_deref()).await?;
+            Ok(doctor::command(&client, &args.doctor_namespace, args.output).await?)
+        }
+        Command::CheckConfig => {
+            for m in load_config(&args)?.metrics() {
+                println!("{}\t{}", m.name, m.query);
+            }
+            Ok(())
+        }
+        Command::CheckPrometheus => {
+            let config = load_config(&args)?;
+            Ok(check::run(&config, &prom_client(&args)?).await?)
+        }
+        Command::Serve => serve(args).await,
     }
+}
+
+/// `serve`: the APIs, KEDA's scaler and the controller, until a signal.
+async fn serve(args: Args) -> Result<(), AppError> {
     if !args.dev {
+        serving_certificate_given(&args)?;
         keda_client_auth(&args)?;
     }
     let config = load_config(&args)?;
-    if args.check_config {
-        for m in config.metrics() {
-            println!("{}\t{}", m.name, m.query);
-        }
-        return Ok(());
-    }
     let metrics = Arc::new(SelfMetrics::default());
     let names: Vec<&str> = config.metrics().iter().map(|m| m.name.as_str()).collect();
     metrics.serving(&names);
     let client = Arc::new(prom_client(&args)?);
-    if args.check_prometheus {
-        return Ok(check::run(&config, &client).await?);
-    }
     let cache = start_poll_cache(&args, client, metrics.clone());
     let kube = connect_kube(&args).await?;
     let config = Arc::new(config);
@@ -322,6 +341,18 @@ fn tls_configs(
     };
     let api = Arc::new(tls::server_config(resolver, client_auth)?);
     Ok(TlsConfigs { api, keda })
+}
+
+/// `serve` outside --dev needs a serving certificate: files or a Secret
+/// it manages. Checked first, as clap checked it before subcommands.
+fn serving_certificate_given(args: &Args) -> Result<(), AppError> {
+    let files = args.tls_cert_file.is_some() && args.tls_key_file.is_some();
+    if files || args.self_signed_tls.self_signed_tls_secret.is_some() {
+        return Ok(());
+    }
+    Err(AppError::Usage(
+        "serve needs --tls-cert-file and --tls-key-file, or --self-signed-tls-secret (or --dev on a workstation)".into(),
+    ))
 }
 
 /// KEDA's listener requires client certificates unless explicitly opened:

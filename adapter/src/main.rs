@@ -7,7 +7,10 @@ const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
 fn main() -> std::process::ExitCode {
     gpuscale_util::memory::limit_malloc_arenas();
     let args = gpuscale_adapter::cli::Args::parse();
-    gpuscale_adapter::logging::init(args.log_format);
+    if let Err(e) = gpuscale_adapter::logging::init(args.log_format, &args.log_level) {
+        eprintln!("gpuscale-adapter: {e}");
+        return std::process::ExitCode::from(2);
+    }
     // One worker by default: the work is small and I/O-bound, one thread
     // answers ~60k requests/s, and tokio's default (one per host CPU) puts
     // dozens of threads in a pod limited to a fraction of a core.

@@ -2,7 +2,7 @@
 //! are refused naming the limit (HTTP 400, gRPC INVALID_ARGUMENT) and never
 //! echoed; the poll cache stays within its byte budget; streams from one
 //! client never lock a new HPA key out; an out-of-range value is an error on
-//! every path; `--check-config` refuses a FIFO and deep nesting at once.
+//! every path; `check-config` refuses a FIFO and deep nesting at once.
 //! The adapter's own API handler and KEDA listener, a Prometheus fake on
 //! the wire.
 
@@ -385,11 +385,11 @@ async fn an_out_of_range_value_is_an_error_on_http_and_grpc() {
     assert_eq!(get_metrics(&mut c, so("team-a", "")).await.unwrap(), 2.0);
 }
 
-/// `--check-config` on `path`: exit status and stderr, or a failure when it
+/// `check-config` on `path`: exit status and stderr, or a failure when it
 /// has not exited within 10 s.
 fn check_config(path: &std::path::Path) -> (bool, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuscale-adapter"))
-        .args(["--check-config", "--config"])
+        .args(["check-config", "--config"])
         .arg(path)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -406,7 +406,7 @@ fn check_config(path: &std::path::Path) -> (bool, String) {
     }
     child.kill().unwrap();
     let _ = child.wait();
-    panic!("--check-config {} did not exit within 10 s", path.display());
+    panic!("check-config {} did not exit within 10 s", path.display());
 }
 
 #[test]

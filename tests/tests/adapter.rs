@@ -737,7 +737,7 @@ fn a_bad_config_file_is_reported_with_file_and_keys_at_once() {
         "metrics:\n  - name: a\n    query: up\n    emtpy: zero\n  - name: b\n    query: x{${matchers}}\n    freshness: soon\n",
     );
     let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
-        .arg("--check-config")
+        .arg("check-config")
         .arg(format!("--config={}", path.display()))
         .output()
         .expect("run adapter");
@@ -780,6 +780,9 @@ fn the_deployed_config_and_flags_are_accepted() {
         .map(|a| {
             if a.starts_with("--config=") {
                 format!("--config={}", config.display())
+            } else if a == "serve" {
+                // The same flags, checked instead of served.
+                "check-config".to_string()
             } else {
                 // The kubelet expands $(PROMETHEUS_URL) from the ConfigMap.
                 a.replace(
@@ -791,9 +794,13 @@ fn the_deployed_config_and_flags_are_accepted() {
             }
         })
         .collect();
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("check-config"),
+        "serve first: {args:?}"
+    );
     let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
         .args(&args)
-        .arg("--check-config")
         .output()
         .expect("run adapter");
     assert!(
@@ -864,14 +871,14 @@ fn cas_and_allowed_names_can_come_from_files() {
     assert_status(code, &body, 401, "Unauthorized");
 }
 
-/// `--check-prometheus` tells a user whether the joined metrics' series
+/// `check-prometheus` tells a user whether the joined metrics' series
 /// carry the labels the join needs.
 #[test]
 fn check_prometheus_finds_series_the_join_would_miss() {
     let dir = tempfile::tempdir().expect("tempdir");
     let check = |config: Option<&Path>| {
         let mut cmd = std::process::Command::new(gpuscale_e2e::bins::adapter());
-        cmd.arg("--check-prometheus")
+        cmd.arg("check-prometheus")
             .arg(format!("--prometheus-url={}", prom::shared().url));
         if let Some(c) = config {
             cmd.arg(format!("--config={}", c.display()));
@@ -964,7 +971,7 @@ fn the_scrape_and_hpa_examples_fit_the_join() {
 
 fn gpuscale_adapter_presets() -> Vec<String> {
     let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
-        .arg("--check-config")
+        .arg("check-config")
         .output()
         .expect("run adapter");
     String::from_utf8_lossy(&out.stdout)

@@ -1,4 +1,4 @@
-//! `gpuscale-adapter --doctor` against the simulated cluster: it names who
+//! `gpuscale-adapter doctor` against the simulated cluster: it names who
 //! serves each metrics APIService and suggests the chart values for the
 //! mode that fits (beside KEDA, alone), changes nothing, and says so
 //! clearly, exiting non-zero, when the API does not answer.
@@ -71,7 +71,7 @@ fn doctor(kube: &KubeFake, format: &str) -> (bool, String, String) {
     let kc = dir.path().join("kubeconfig");
     kube.write_kubeconfig(&kc).expect("kubeconfig");
     let out = Command::new(gpuscale_e2e::bins::adapter())
-        .arg("--doctor")
+        .arg("doctor")
         .arg(format!("--kubeconfig={}", kc.display()))
         .arg(format!("--output={format}"))
         .output()
@@ -195,7 +195,7 @@ fn an_api_that_does_not_answer_is_a_failed_read_never_absent() {
         "{text}"
     );
     assert!(
-        err.contains("--doctor: ") && err.contains("5 failed read(s)"),
+        err.contains("doctor: ") && err.contains("5 failed read(s)"),
         "{err}"
     );
 }

@@ -570,7 +570,7 @@ fn the_scale_to_zero_examples_validate_and_their_trigger_is_accepted() {
         cm["data"]["metrics.yaml"].as_str().expect("metrics.yaml"),
     );
     let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
-        .arg("--check-config")
+        .arg("check-config")
         .arg(format!("--config={}", config.display()))
         .output()
         .expect("run adapter");

@@ -104,14 +104,14 @@ fn an_orphan_is_woken_at_start(kube: &KubeFake) {
     });
 }
 
-/// The controller is gone (an uninstall): `--wake-parked` wakes what
+/// The controller is gone (an uninstall): `wake-parked` wakes what
 /// `first` parked, removes every finalizer, and says so.
 fn the_uninstall_command_wakes_everything(kube: &KubeFake, dir: &std::path::Path) {
     assert_eq!(replicas(kube, "shared"), 0, "still parked by first");
     let kc = dir.join("kubeconfig-uninstall");
     std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
     let out = Command::new(gpuscale_e2e::bins::adapter())
-        .arg("--wake-parked")
+        .arg("wake-parked")
         .arg(format!("--kubeconfig={}", kc.display()))
         .output()
         .expect("the adapter runs");

@@ -1,6 +1,6 @@
-//! Giving targets back in bulk: `--wake-parked` (run before an uninstall)
+//! Giving targets back in bulk: `gpuscale-adapter wake-parked` (run before an uninstall)
 //! wakes every target any policy parked and removes gpuscale's finalizers;
-//! orphan repair (at the controller's start, and in `--wake-parked`) wakes
+//! orphan repair (at the controller's start, and in `wake-parked`) wakes
 //! targets carrying the parked annotation of earlier versions whose policy
 //! is gone. (This version records a park only in the policy's status, kept
 //! by its finalizer until the target is woken.)

@@ -1,4 +1,4 @@
-//! `--doctor`: before an install, what in the cluster would conflict with
+//! `gpuscale-adapter doctor`: before an install, what in the cluster would conflict with
 //! gpuscale's defaults (who serves each metrics APIService; KEDA,
 //! prometheus-adapter, cert-manager, the Prometheus Operator; the
 //! kubelet's pod-resources directory; the namespace's Pod Security level),

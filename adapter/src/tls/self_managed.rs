@@ -49,19 +49,24 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Flags {
     /// Manage the serving certificate in this Secret, `namespace/name` (created if absent, shared by replicas, rotated), instead of --tls-cert-file and --tls-key-file.
-    #[arg(long, value_parser = object_ref, conflicts_with_all = ["tls_cert_file", "dev"], requires = "self_signed_tls_service")]
+    #[arg(long, global = true, value_parser = object_ref, conflicts_with_all = ["tls_cert_file", "dev"], requires = "self_signed_tls_service")]
     pub self_signed_tls_secret: Option<ObjectRef>,
     /// The Service the self-managed certificate is for, `namespace/name`: its DNS names are the certificate's, and only APIServices backed by it get the CA.
-    #[arg(long, value_parser = object_ref, requires = "self_signed_tls_secret")]
+    #[arg(long, global = true, value_parser = object_ref, requires = "self_signed_tls_secret")]
     pub self_signed_tls_service: Option<ObjectRef>,
     /// APIServices whose spec.caBundle is kept to the self-managed CA (comma-separated); one backed by another Service is left alone.
-    #[arg(long, value_delimiter = ',', requires = "self_signed_tls_secret")]
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        requires = "self_signed_tls_secret"
+    )]
     pub self_signed_tls_apiservices: Vec<String>,
     /// Lifetime of a self-managed serving certificate (its CA lives twice as long).
-    #[arg(long, default_value = "1y", value_parser = duration)]
+    #[arg(long, global = true, default_value = "1y", value_parser = duration)]
     pub self_signed_tls_validity: Duration,
     /// A self-managed serving certificate with less than this left is replaced (default: a third of --self-signed-tls-validity).
-    #[arg(long, value_parser = duration)]
+    #[arg(long, global = true, value_parser = duration)]
     pub self_signed_tls_renew_before: Option<Duration>,
 }
 
