@@ -76,6 +76,15 @@ impl NodeFacts {
         Some(facts)
     }
 
+    /// The node's own price per hour, when the last read found one (the
+    /// price of each of its GPUs is this over their number).
+    pub fn node_price(&self) -> Option<f64> {
+        match &**self.view.load() {
+            Ok(read) => read.price.map(|p| p.usd_per_hour),
+            Err(_) => None,
+        }
+    }
+
     /// This collection's families: all of them when the last read
     /// succeeded and the kubelet answered, else only the `up` signal.
     pub fn families(

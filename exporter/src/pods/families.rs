@@ -37,7 +37,7 @@ pub const POD_INFO: Desc = Desc::gauge(
 );
 pub const PRICE: Desc = Desc::gauge(
     "gpu_price_usd_per_hour",
-    "Configured hourly price of the GPU (--gpu-price).",
+    "Hourly price of the GPU: its node's own price (gpu_node_price_usd_per_hour) over its GPUs when the node facts know it, else --gpu-price for its model.",
     "USD/h",
     &[],
 );

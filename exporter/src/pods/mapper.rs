@@ -192,7 +192,8 @@ impl PodMapper {
             &mut found.orphans,
             Family::of(&fam::PROCESS_UNATTRIBUTED),
         ));
-        families.extend(price_family(&self.prices, &collected.devices));
+        let node_priced = super::node_facts::gpu_prices(self.node_facts.as_deref(), collected);
+        families.extend(node_priced.or_else(|| price_family(&self.prices, &collected.devices)));
         let health = Health {
             kubelet: &kubelet,
             meta: &meta,

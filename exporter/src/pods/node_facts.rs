@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::PodArgs;
 use super::map::PodMap;
-use crate::metrics::{Collected, Family};
+use crate::metrics::{Collected, Family, Subject};
 use crate::node::NodeFacts;
 
 /// The node facts of the mapper's node; `None` with `--no-pods` or
@@ -37,4 +37,20 @@ pub fn families(
 ) -> Vec<Family> {
     let held: HashSet<&str> = map.holdings.iter().map(|h| h.device.as_str()).collect();
     facts.families(node, kubelet_up, &held, collected)
+}
+
+/// `gpu_price_usd_per_hour` from the node's own price (Spot on Spot nodes)
+/// spread over its GPUs, when the node facts know it; `None` leaves the
+/// prices to `--gpu-price`.
+pub fn gpu_prices(facts: Option<&NodeFacts>, collected: &Collected) -> Option<Family> {
+    let price = facts?.node_price()?;
+    let n = collected.devices.len();
+    if n == 0 {
+        return None;
+    }
+    let mut family = Family::of(&super::families::PRICE);
+    for d in &collected.devices {
+        family.push(Subject::Device(d.clone()), Vec::new(), price / n as f64);
+    }
+    Some(family)
 }
