@@ -5,13 +5,22 @@
 # scraped as TARGETS targets, each with its own `sim` target label, so every
 # target's series are distinct as many nodes' would be (the exporter answers
 # each scrape from its encoded snapshot, so one process serves them all).
-# Run for each profile (full, fleet) and for dcgm-exporter's default
-# counters (etc/default-counters.csv: 20 gauges, 5 counters per GPU, with
-# its label names, written once per GPU and served as a file), each against
-# a fresh Prometheus scraping every INTERVAL seconds, read after SCRAPES
-# scrapes: head series, series per GPU (every series of the node over its
-# GPUs), Prometheus RSS and Go heap above an idle Prometheus, extrapolated
-# linearly to 1,000 and 10,000 GPUs.
+# Run for dcgm-exporter's default counters (etc/default-counters.csv: 20
+# gauges, 5 counters per GPU, with its label names, written once per GPU and
+# served as a file) and each profile (full, fleet), each against a fresh
+# Prometheus scraping every INTERVAL seconds, read after SCRAPES scrapes:
+# head series, series per GPU (every series of the node over its GPUs),
+# Prometheus RSS and Go heap above an idle Prometheus, per GPU and
+# extrapolated linearly to 1,000 and 10,000 GPUs; ROUNDS rounds of the three
+# in turn, then their medians.
+# Before that, one scrape of each exposition: its series by class (per GPU,
+# per MIG instance, per pod, per node, Prometheus's own per target) and its
+# size plain and gzipped (bench/fleet-cost-series.py).
+# With VARIANTS=1 also the fleet profile with `honor_timestamps: false`, and
+# its exposition served as a file as it is and with a 100-byte label more on
+# every series (label length): head memory of each. Prometheus 2.42 always
+# asks for gzip (no `enable_compression` before 2.49): the body sizes plain
+# and gzipped are in the series table.
 # Then the adapter with KEYS distinct keys (external metric, namespace,
 # selector) reading the fleet-profile Prometheus: latency of the keys' first
 # reads (p50, p99), its RSS, and the queries per second it sends while only
@@ -19,6 +28,7 @@
 # Needs prometheus (Debian package), curl (7.66 or later), python3.
 #
 #   bench/fleet-cost.sh                                 # 125 targets = 1,000 GPUs, 10,000 keys
+#   ROUNDS=3 VARIANTS=1 bench/fleet-cost.sh             # the docs/performance.md run
 #   TARGETS=25 KEYS=1000 PROFILE=debug bench/fleet-cost.sh   # smoke run
 set -euo pipefail
 
@@ -30,6 +40,8 @@ CONNS=${CONNS:-8}
 POLL=${POLL:-15s}
 STEADY=${STEADY:-30}
 PROFILE=${PROFILE:-release}
+ROUNDS=${ROUNDS:-1}
+VARIANTS=${VARIANTS:-0}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -63,23 +75,44 @@ for name, kind in names:
 open(os.path.join(d, "metrics"), "w").write("".join(out))
 PY
 
-# targets NAME ADDR: prometheus.yml scraping ADDR as TARGETS targets.
+# targets JOB ADDR [KEY]: prometheus.yml scraping ADDR as TARGETS targets,
+# KEY a further line of the scrape config (`honor_timestamps: false`).
 targets() {
   {
-    printf 'global:\n  scrape_interval: %ss\n  scrape_timeout: %ss\nscrape_configs:\n  - job_name: %s\n    static_configs:\n' \
+    printf 'global:\n  scrape_interval: %ss\n  scrape_timeout: %ss\nscrape_configs:\n  - job_name: %s\n' \
       "$INTERVAL" "$INTERVAL" "$1"
+    if [ -n "${3:-}" ]; then printf '    %s\n' "$3"; fi
+    printf '    static_configs:\n'
     for i in $(seq 0 $((TARGETS - 1))); do
       printf "      - targets: ['%s']\n        labels: {sim: '%d'}\n" "$2" "$i"
     done
   } >"$work/prometheus.yml"
 }
 
-# measure NAME ADDR: a fresh Prometheus scraping ADDR; prints its figures
-# and leaves it running (prom_pid, prom_port).
+HEADER="| exposition | head series | series per GPU | Prometheus RSS above idle | Go heap in use above idle | RSS per GPU | heap per GPU | RSS per series | 1,000 GPUs: series / RSS | 10,000 GPUs: series / RSS |
+|---|---|---|---|---|---|---|---|---|---|"
+
+# row NAME SERIES RSS HEAP: one table row, memory above the idle Prometheus.
+row() {
+  python3 - "$@" "$base_rss" "$base_heap" "$gpus" <<'PY'
+import sys
+name, series, rss, heap, base_rss, base_heap, gpus = sys.argv[1], *map(float, sys.argv[2:])
+per_gpu = series / gpus
+rss, heap = rss - base_rss, heap - base_heap
+mib = lambda b: b / 2**20
+b_rss = rss / series
+print(f"| {name} | {series:,.0f} | {per_gpu:.1f} | {mib(rss):.0f} MiB | {mib(heap):.0f} MiB | {rss / gpus / 1024:.0f} KiB | "
+      f"{heap / gpus / 1024:.0f} KiB | {b_rss:,.0f} B | {per_gpu * 1000:,.0f} / {mib(per_gpu * 1000 * b_rss):,.0f} MiB | "
+      f"{per_gpu * 10000:,.0f} / {mib(per_gpu * 10000 * b_rss) / 1024:,.1f} GiB |")
+PY
+}
+
+# measure NAME JOB ADDR [KEY]: a fresh Prometheus scraping ADDR; prints its
+# figures, adds them to $work/rows and leaves it running (prom_pid, prom_port).
 measure() {
-  local name=$1 addr=$2 dir="$work/$1"
+  local name=$1 dir="$work/$2-$RANDOM"
   mkdir -p "$dir"
-  targets "$name" "$addr"
+  targets "$2" "$3" "${4:-}"
   prom_port=$(free_port)
   start_prometheus "$prom_port" "$dir"
   wait_for "http://127.0.0.1:$prom_port/-/ready"
@@ -88,16 +121,42 @@ measure() {
   series=$(self "$prom_port" prometheus_tsdb_head_series)
   rss=$(self "$prom_port" process_resident_memory_bytes)
   heap=$(self "$prom_port" go_memstats_heap_inuse_bytes)
-  python3 - "$name" "$series" "$rss" "$heap" "$base_rss" "$base_heap" "$gpus" <<'PY' | tee -a "$work/results"
-import sys
-name, series, rss, heap, base_rss, base_heap, gpus = sys.argv[1], *map(float, sys.argv[2:])
-per_gpu = series / gpus
-b_rss = (rss - base_rss) / series
-b_heap = (heap - base_heap) / series
-mib = lambda b: b / 2**20
-print(f"| {name} | {series:.0f} | {per_gpu:.1f} | {mib(rss - base_rss):.0f} | {mib(heap - base_heap):.0f} | {b_rss:.0f} | "
-      f"{per_gpu * 1000:,.0f} / {mib(per_gpu * 1000 * b_rss):,.0f} MiB | {per_gpu * 10000:,.0f} / {mib(per_gpu * 10000 * b_rss) / 1024:,.1f} GiB |")
-PY
+  printf '%s\t%s\t%s\t%s\n' "$name" "$series" "$rss" "$heap" >>"$work/rows"
+  row "$name" "$series" "$rss" "$heap" | tee -a "$work/results"
+}
+
+stop_prometheus() { kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true; }
+
+# start_exporter PROFILE: the exporter on the built-in node (exp_port,
+# exp_pid), once its pods are mapped and its GPM ratios sampled.
+start_exporter() {
+  exp_port=$(free_port)
+  "$out/gpuscale-exporter" --simulate --simulator-lib "$out/libgpuscale_nvml_sim.so" \
+    --listen "127.0.0.1:$exp_port" --profile "$1" >"$work/exporter-$1.log" 2>&1 &
+  exp_pid=$!
+  pids+=("$exp_pid")
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$exp_port/metrics" 2>/dev/null | grep -q '^gpuscale_exporter_pods [1-9]' && break
+    sleep 0.2
+  done
+  sleep 2
+}
+
+# breakdown NAME URL: one scrape of URL, its series by class.
+breakdown() {
+  curl -fsS "$2" -o "$work/body"
+  python3 "$root/bench/fleet-cost-series.py" "$1" "$work/body" "$(wc -c <"$work/body")" \
+    "$(gzip -6 -c "$work/body" | wc -c)" | tee -a "$work/results"
+}
+
+# serve_file DIR: DIR/metrics over HTTP; its address in file_addr.
+serve_file() {
+  local port
+  port=$(free_port)
+  (cd "$1" && exec python3 -m http.server "$port" --bind 127.0.0.1) >/dev/null 2>&1 &
+  pids+=("$!")
+  wait_for "http://127.0.0.1:$port/metrics"
+  file_addr="127.0.0.1:$port"
 }
 
 # An idle Prometheus (no targets) as the baseline memory.
@@ -108,33 +167,65 @@ wait_for "http://127.0.0.1:$base_port/-/ready"
 sleep 5
 base_rss=$(self "$base_port" process_resident_memory_bytes)
 base_heap=$(self "$base_port" go_memstats_heap_inuse_bytes)
-kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true
+stop_prometheus
+
+serve_file "$work/dcgm"
+dcgm_addr=$file_addr
+start_exporter full
+full_addr="127.0.0.1:$exp_port"
+start_exporter fleet
+fleet_addr="127.0.0.1:$exp_port"
+
+echo "== one node's series by class (the built-in node: 8 GPUs, one in MIG mode with 3 instances, 10 pods)"
+echo "| exposition | GPUs | per GPU (series) | per MIG instance | per pod | per node | Prometheus's own, per target | all | **all, per GPU** | body plain / gzip -6 |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+breakdown "dcgm-exporter, default counters" "http://$dcgm_addr/metrics"
+breakdown "gpuscale \`--profile full\`" "http://$full_addr/metrics"
+breakdown "gpuscale \`--profile fleet\`" "http://$fleet_addr/metrics"
 
 echo "== $TARGETS targets x 8 GPUs = $gpus GPUs, scrape every ${INTERVAL}s, read after $SCRAPES scrapes; Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}')"
-echo "| exposition | head series | series per GPU | Prometheus RSS above idle (MiB) | Go heap in use above idle (MiB) | RSS bytes per series | 1,000 GPUs: series / RSS | 10,000 GPUs: series / RSS |"
-echo "|---|---|---|---|---|---|---|---|"
+if [ "$VARIANTS" = 1 ]; then
+  # The fleet exposition as a file: as served, and with a 100-byte label
+  # more on every series (label length).
+  mkdir -p "$work/fleet-file" "$work/fleet-long"
+  curl -fsS "http://$fleet_addr/metrics" -o "$work/fleet-file/metrics"
+  pad=$(printf 'x%.0s' $(seq 1 100))
+  sed -E "/^[^#]/ s/\{/{pad=\"$pad\",/" "$work/fleet-file/metrics" >"$work/fleet-long/metrics"
+  serve_file "$work/fleet-file"
+  fleet_file_addr=$file_addr
+  serve_file "$work/fleet-long"
+  fleet_long_addr=$file_addr
+  echo "$HEADER"
+  measure "fleet, honor_timestamps: true (the default)" fleet "$fleet_addr"; stop_prometheus
+  measure "fleet, honor_timestamps: false" fleet "$fleet_addr" 'honor_timestamps: false'; stop_prometheus
+  measure "fleet exposition served as a file" fleet "$fleet_file_addr"; stop_prometheus
+  measure "the same file, a 100-byte label more on every series" fleet "$fleet_long_addr"; stop_prometheus
+fi
 
-dcgm_port=$(free_port)
-(cd "$work/dcgm" && exec python3 -m http.server "$dcgm_port" --bind 127.0.0.1) >/dev/null 2>&1 &
-pids+=("$!")
-wait_for "http://127.0.0.1:$dcgm_port/metrics"
-measure dcgm-exporter-default "127.0.0.1:$dcgm_port"
-kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true
-
-for profile in full fleet; do
-  exp_port=$(free_port)
-  "$out/gpuscale-exporter" --simulate --simulator-lib "$out/libgpuscale_nvml_sim.so" \
-    --listen "127.0.0.1:$exp_port" --profile "$profile" >"$work/exporter-$profile.log" 2>&1 &
-  exp_pid=$!
-  pids+=("$exp_pid")
-  for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$exp_port/metrics" 2>/dev/null | grep -q '^gpuscale_exporter_pods [1-9]' && break
-    sleep 0.2
-  done
-  measure "gpuscale --profile $profile" "127.0.0.1:$exp_port"
-  [ "$profile" = fleet ] && break
-  kill "$prom_pid" "$exp_pid"; wait "$prom_pid" "$exp_pid" 2>/dev/null || true
+echo "$HEADER"
+for round in $(seq 1 "$ROUNDS"); do
+  measure "dcgm-exporter, default counters" dcgm "$dcgm_addr"; stop_prometheus
+  measure "gpuscale \`--profile full\`" full "$full_addr"; stop_prometheus
+  # The last fleet Prometheus keeps scraping for the adapter below.
+  measure "gpuscale \`--profile fleet\`" fleet "$fleet_addr"
+  [ "$round" = "$ROUNDS" ] || stop_prometheus
 done
+if [ "$ROUNDS" -gt 1 ]; then
+  echo "== medians of $ROUNDS rounds"
+  echo "$HEADER"
+  python3 - "$work/rows" <<'PY' >"$work/medians"
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, *v = line.rstrip("\n").split("\t")
+    rows.setdefault(name, []).append([float(x) for x in v])
+for name in ["dcgm-exporter, default counters", "gpuscale `--profile full`", "gpuscale `--profile fleet`"]:
+    print(name, *(statistics.median(r[i] for r in rows[name]) for i in range(3)), sep="\t")
+PY
+  while IFS=$'\t' read -r name series rss heap; do
+    row "$name, median" "$series" "$rss" "$heap" | tee -a "$work/results"
+  done <"$work/medians"
+fi
 
 # The adapter against the fleet-profile Prometheus (still scraping): KEYS
 # distinct selectors on the training pod's GPUs of every target, each with
