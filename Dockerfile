@@ -10,12 +10,6 @@
 # Pin by digest for reproducible builds: --build-arg RUST_IMAGE=rust@sha256:...
 ARG RUST_IMAGE=rust:1.95.0-bookworm
 ARG BASE_IMAGE=debian:12.12-slim
-# The DCGM client library for the exporter's DCGM reader (--dcgm-hostengine):
-# an image holding libdcgm.so.4, e.g. NVIDIA's
-#   --build-arg DCGM_IMAGE=nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04
-# copies it to /usr/local/lib/gpuscale/dcgm/ (pass --dcgm-lib that path).
-# The default, the base image, has none: the exporter then serves NVML only.
-ARG DCGM_IMAGE=${BASE_IMAGE}
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
@@ -25,13 +19,6 @@ RUN cargo build --release --locked --no-default-features \
     && mkdir -p /out/bin \
     && cp target/release/gpuscale-exporter target/release/gpuscale-adapter \
         target/release/gpuscale-activator /out/bin/
-
-# libdcgm.so.4 where DCGM_IMAGE has it; an empty directory otherwise.
-FROM ${DCGM_IMAGE} AS dcgm
-RUN mkdir -p /out/dcgm \
-    && for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib; do \
-        if [ -e "$d/libdcgm.so.4" ]; then cp -L "$d/libdcgm.so.4" /out/dcgm/ && break; fi; \
-    done
 
 # Only to fetch the CA bundle; nothing of apt reaches the final image.
 FROM ${BASE_IMAGE} AS certs
@@ -52,7 +39,6 @@ LABEL org.opencontainers.image.title="gpuscale" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=certs /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/bin/ /usr/local/bin/
-COPY --from=dcgm /out/dcgm/ /usr/local/lib/gpuscale/dcgm/
 # nobody: the adapter runs as is; the exporter's DaemonSet sets uid 0 with no
 # capabilities, which connecting to the kubelet's socket needs.
 USER 65534:65534

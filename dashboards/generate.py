@@ -563,6 +563,13 @@ def node_gpu():
            f'min(time() - process_start_time_seconds{{{X}}})', unit="s", w=12, h=8)
     d.table("Exporter versions", "gpuscale_exporter_build_info per exporter.", [
         {"expr": f'max without (job, instance) (gpuscale_exporter_build_info{{{C}, {N}}})'}])
+    d.stat("DCGM up", "With --dcgm-hostengine: 1 while every exporter's DCGM reader reads from its node's host engine (gpuscale_exporter_dcgm_up; its reason label says why not).",
+           f'min(gpuscale_exporter_dcgm_up{{{C}, {N}}})', thresholds={
+               "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
+    d.stat("GPUs without activity", "GPUs whose SM, tensor and DRAM activity comes from neither GPM nor DCGM (gpu_activity_source_info source none): the bottleneck rules class them from NVML proxies.",
+           f'count(gpu_activity_source_info{{{C}, {N}, source="none"}}) or vector(0)', thresholds=ORANGE_AT(1))
+    d.table("DCGM fields left out", "Profiling fields a host engine does not watch, by field and reason (multi_pass, not_supported, refused), and on how many GPUs.", [
+        {"expr": f'max without (job, instance) (gpuscale_exporter_dcgm_fields_left_out{{{C}, {N}}})'}], w=16)
     d.row("Pod mapping")
     d.stat("Pod mapping up", "Exporters whose last kubelet pod-resources refresh succeeded.",
            f'min(gpuscale_exporter_pod_mapping_up{{{C}, {N}}})', thresholds={

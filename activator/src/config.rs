@@ -11,6 +11,7 @@
 //!     target: {kind: Deployment, name: chat}
 //!     wakeReplicas: 1
 //!     upstreamProtocol: http1     # or h2c (HTTP/2, prior knowledge)
+//!     sleep: {}                   # optional: its pods may sleep (vLLM sleep mode)
 //! ```
 
 use std::collections::BTreeSet;
@@ -27,6 +28,7 @@ pub const ROUTE_KEYS: &[&str] = &[
     "target",
     "wakeReplicas",
     "upstreamProtocol",
+    "sleep",
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -51,6 +53,9 @@ pub struct RouteSpec {
     pub wake_replicas: i32,
     #[serde(default)]
     pub upstream_protocol: Protocol,
+    /// The pods may sleep: woken with `POST /wake_up` (`crate::sleep`).
+    #[serde(default)]
+    pub sleep: Option<crate::sleep::SleepSpec>,
 }
 
 /// What the activator speaks to the model's endpoints.

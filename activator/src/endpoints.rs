@@ -49,7 +49,7 @@ pub async fn watch(client: Client, route: Arc<Route>) {
         }
         let all: Vec<SocketAddr> = slices.values().flatten().copied().collect();
         tracing::debug!(route = %route.spec.name, ready = all.len(), "endpoints changed");
-        route.set_ready(all);
+        route.set_endpoints(all);
     }
 }
 

@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod route;
 pub mod router;
 pub mod server;
+pub mod sleep;
 pub mod wake;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub async fn run(args: Args) -> Result<(), String> {
     let client = kube_client(args.kubeconfig.as_deref()).await?;
     for r in &routes {
         tokio::spawn(endpoints::watch(client.clone(), r.clone()));
+        tokio::spawn(sleep::run(r.clone(), metrics.clone()));
         tokio::spawn(wake::run(
             client.clone(),
             r.clone(),

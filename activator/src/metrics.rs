@@ -101,6 +101,12 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "namespace, route",
         "Forwarded requests with no response head within --upstream-ttfb-timeout (answered 504).",
     ),
+    (
+        "gpuscale_activator_sleep_wake_seconds",
+        "histogram",
+        "namespace, route",
+        "Observed wake from sleep (routes with sleep:): first held request to the first endpoint whose /is_sleeping says false.",
+    ),
 ];
 
 pub struct Metrics {
@@ -119,6 +125,7 @@ pub struct Metrics {
     pub in_flight: IntGaugeVec,
     pub peeks: prometheus::IntGauge,
     pub upstream_timeouts: IntCounterVec,
+    pub sleep_wake: HistogramVec,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -176,6 +183,7 @@ impl Metrics {
                 g
             },
             upstream_timeouts: counter(&r, 13)?,
+            sleep_wake: histogram(&r, 14, HOLD_BUCKETS)?,
             registry: r,
         })
     }
@@ -190,6 +198,7 @@ impl Metrics {
         self.forwarded.with_label_values(&[ns, route]);
         self.upstream_errors.with_label_values(&[ns, route]);
         self.upstream_timeouts.with_label_values(&[ns, route]);
+        self.sleep_wake.with_label_values(&[ns, route]);
         for reason in ["queue_full", "wait_limit", "body_too_large"] {
             self.refused.with_label_values(&[ns, route, reason]);
         }

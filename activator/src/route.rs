@@ -22,6 +22,8 @@ pub struct Route {
     /// Woken when the Ready endpoints change: a waker waiting to retry
     /// stops waiting once the target is Ready (or parked again).
     pub ready_changed: Notify,
+    /// With `sleep:`, which endpoints sleep (`crate::sleep`).
+    pub sleeper: Option<Arc<crate::sleep::Sleeper>>,
     metrics: Arc<Metrics>,
 }
 
@@ -73,11 +75,15 @@ impl Route {
     pub fn new(spec: RouteSpec, metrics: Arc<Metrics>) -> Arc<Self> {
         metrics.init_route(&spec.service.namespace, &spec.name);
         Arc::new(Self {
-            spec,
             state: Mutex::new(State::default()),
             next: AtomicUsize::new(0),
             wake: Notify::new(),
             ready_changed: Notify::new(),
+            sleeper: spec
+                .sleep
+                .clone()
+                .map(|s| Arc::new(crate::sleep::Sleeper::new(s))),
+            spec,
             metrics,
         })
     }
@@ -171,6 +177,23 @@ impl Route {
                 let _ = tokio::time::timeout(HANDOFF, on_wire).await;
             }
         }
+    }
+
+    /// The Service's Ready endpoints: with `sleep:` those awake are
+    /// forwarded to, else all.
+    pub fn set_endpoints(self: &Arc<Self>, all: Vec<SocketAddr>) {
+        match self.sleeper.clone() {
+            Some(s) => s.endpoints(self, all),
+            None => self.set_ready(all),
+        }
+    }
+
+    /// A sleeping endpoint woke: the first held request's time, taken so
+    /// the cold start and the wake signal do not count this wake.
+    pub fn woke_from_sleep(&self) -> Option<Instant> {
+        let mut st = self.lock();
+        st.signal_since = None;
+        st.cold_since.take()
     }
 
     /// Requests are held and no endpoint is Ready: a wake is wanted.

@@ -137,6 +137,7 @@ mod tests {
             },
             wake_replicas: 1,
             upstream_protocol: Default::default(),
+            sleep: None,
         };
         Route::new(spec, Arc::new(Metrics::new().unwrap()))
     }

@@ -86,6 +86,7 @@ fn spec() -> RouteSpec {
         },
         wake_replicas: 1,
         upstream_protocol: Protocol::H2c,
+        sleep: None,
     }
 }
 

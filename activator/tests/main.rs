@@ -6,5 +6,6 @@ mod h2c;
 mod held;
 mod logs;
 mod peek;
+mod sleep;
 #[allow(clippy::unwrap_used)]
 mod support;

@@ -33,6 +33,7 @@ pub fn spec(model: Option<&str>) -> RouteSpec {
         },
         wake_replicas: 1,
         upstream_protocol: Protocol::Http1,
+        sleep: None,
     }
 }
 

@@ -132,7 +132,15 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulat
     };
     let store = Store::new();
     let stop = Arc::new(AtomicBool::new(false));
-    let (dcgm, _dcgm_sim) = match gpuscale_exporter::dcgm::configure(&cli, simulated.as_ref()) {
+    let dcgm_flags = gpuscale_exporter::dcgm::Flags {
+        hostengine: cli.dcgm_hostengine.as_deref(),
+        lib: &cli.dcgm_lib,
+        interval: cli.collect_interval,
+    };
+    let without_gpm = simulated
+        .as_ref()
+        .is_some_and(Simulated::has_gpus_without_gpm);
+    let (dcgm, _dcgm_sim) = match gpuscale_exporter::dcgm::configure(&dcgm_flags, without_gpm) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");

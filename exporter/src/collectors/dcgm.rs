@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Activity, Key, Reader, View, Wanted};
-use crate::collectors::gpm;
-use crate::collectors::{Collector, Ctx, Spec};
+use super::gpm;
+use super::{Collector, Ctx, Spec};
+use crate::dcgm::{Activity, Key, Reader, View, Wanted};
 use crate::metrics::{Collected, Desc, Family, Subject};
 
 pub const SPEC: Spec = Spec {

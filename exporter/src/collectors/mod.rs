@@ -3,6 +3,7 @@
 //! [`REGISTRY`]. The collection loop times each one and isolates its failures.
 
 mod clocks;
+pub mod dcgm;
 mod ecc;
 pub mod fleet;
 pub mod gpm;
@@ -83,7 +84,7 @@ pub const REGISTRY: &[Spec] = &[
     ecc::SPEC,
     mig::SPEC,
     gpm::SPEC,
-    crate::dcgm::collector::SPEC,
+    dcgm::SPEC,
     processes::SPEC,
     xid::SPEC,
 ];

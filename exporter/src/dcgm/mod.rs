@@ -10,8 +10,8 @@
 //! dropped and `gpuscale_exporter_dcgm_up` says `timeout`.
 
 pub mod calls;
-pub mod collector;
 pub mod ffi;
+mod link;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 mod watch;
@@ -163,10 +163,17 @@ impl Reader {
     }
 }
 
-/// The reader's settings from `--dcgm-hostengine` and `--dcgm-lib`; None
-/// without a host engine.
-pub fn settings(cli: &crate::cli::Cli) -> Option<Settings> {
-    let he = cli.dcgm_hostengine.as_deref()?.trim();
+/// The reader's flags: `--dcgm-hostengine`, `--dcgm-lib`, `--collect-interval`.
+#[derive(Debug, Clone, Copy)]
+pub struct Flags<'a> {
+    pub hostengine: Option<&'a str>,
+    pub lib: &'a std::path::Path,
+    pub interval: Duration,
+}
+
+/// The reader's settings from the flags; None without a host engine.
+pub fn settings(flags: &Flags<'_>) -> Option<Settings> {
+    let he = flags.hostengine?.trim();
     if he.is_empty() {
         return None;
     }
@@ -176,9 +183,9 @@ pub fn settings(cli: &crate::cli::Cli) -> Option<Settings> {
         format!("{he}:{DEFAULT_PORT}")
     };
     Some(Settings {
-        lib: cli.dcgm_lib.clone(),
+        lib: flags.lib.to_path_buf(),
         hostengine,
-        interval: cli.collect_interval,
+        interval: flags.interval,
     })
 }
 
@@ -189,27 +196,27 @@ pub struct Guard {
     _engine: Option<gpuscale_dcgm_sim::hostengine::HostEngine>,
 }
 
-/// The reader to run: the flags' host engine, or under `--simulate`, for a
-/// scenario with GPUs without GPM and no `--dcgm-hostengine`, a simulated
-/// host engine on loopback read through the DCGM simulator library.
+/// The reader to run: the flags' host engine, or, under `--simulate` with
+/// a scenario that has GPUs without GPM (`simulated_without_gpm`) and no
+/// `--dcgm-hostengine`, a simulated host engine on loopback read through
+/// the DCGM simulator library.
 pub fn configure(
-    cli: &crate::cli::Cli,
-    simulated: Option<&crate::simulate::Simulated>,
+    flags: &Flags<'_>,
+    simulated_without_gpm: bool,
 ) -> Result<(Option<Settings>, Guard), String> {
-    if let Some(s) = settings(cli) {
+    if let Some(s) = settings(flags) {
         return Ok((Some(s), Guard::default()));
     }
-    match simulated {
-        #[cfg(feature = "simulate")]
-        Some(sim) if sim.has_gpus_without_gpm() => {
-            let (s, engine) = simulate::start(cli)?;
-            Ok((
-                Some(s),
-                Guard {
-                    _engine: Some(engine),
-                },
-            ))
-        }
-        _ => Ok((None, Guard::default())),
+    #[cfg(feature = "simulate")]
+    if simulated_without_gpm {
+        let (s, engine) = simulate::start(flags)?;
+        return Ok((
+            Some(s),
+            Guard {
+                _engine: Some(engine),
+            },
+        ));
     }
+    let _ = simulated_without_gpm;
+    Ok((None, Guard::default()))
 }

@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use gpuscale_dcgm_sim::LIBRARY_FILE;
 use gpuscale_dcgm_sim::hostengine::HostEngine;
 
-use super::{DEFAULT_LIB, Settings};
-use crate::cli::Cli;
+use super::{DEFAULT_LIB, Flags, Settings};
 
 /// The DCGM simulator library: `--dcgm-lib` when given, else next to the
 /// executable (or its `deps/`), else the container image's lib dir.
-fn library(cli: &Cli) -> Option<PathBuf> {
-    if cli.dcgm_lib != Path::new(DEFAULT_LIB) {
-        return Some(cli.dcgm_lib.clone());
+fn library(flags: &Flags<'_>) -> Option<PathBuf> {
+    if flags.lib != Path::new(DEFAULT_LIB) {
+        return Some(flags.lib.to_path_buf());
     }
     let exe = std::env::current_exe().ok();
     let mut candidates = Vec::new();
@@ -35,8 +34,8 @@ fn library(cli: &Cli) -> Option<PathBuf> {
         .map(|(_, p)| p)
 }
 
-pub fn start(cli: &Cli) -> Result<(Settings, HostEngine), String> {
-    let lib = library(cli).ok_or_else(|| {
+pub fn start(flags: &Flags<'_>) -> Result<(Settings, HostEngine), String> {
+    let lib = library(flags).ok_or_else(|| {
         format!(
             "--simulate: cannot find {LIBRARY_FILE} next to the executable; build it with `cargo build -p gpuscale-dcgm-sim` or pass --dcgm-lib"
         )
@@ -48,7 +47,7 @@ pub fn start(cli: &Cli) -> Result<(Settings, HostEngine), String> {
     let settings = Settings {
         lib,
         hostengine: engine.addr().to_string(),
-        interval: cli.collect_interval,
+        interval: flags.interval,
     };
     Ok((settings, engine))
 }

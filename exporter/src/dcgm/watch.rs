@@ -10,7 +10,7 @@ use tracing::warn;
 
 use super::calls::MetricGroup;
 use super::ffi::{EntityPair, Error, FE_GPU, FI_DEV_UUID, FV_FLAG_LIVE_DATA, Handle};
-use super::worker::Link;
+use super::link::Link;
 use super::{Activity, FIELDS, Key, Wanted, lock};
 
 pub(super) struct Watches {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::ffi::{Dcgm, Error, Handle, ST_CONNECTION_NOT_VALID};
+use super::link::Link;
 use super::watch::Watches;
 use super::{Settings, State, lock, reason};
 use crate::backoff::Backoff;
@@ -17,22 +18,6 @@ use crate::clock::sleep_unless_stopped;
 
 /// How often a missing library is looked for again (without a log line).
 const RELOAD: Duration = Duration::from_secs(60);
-
-/// The reader's side of the shared state.
-pub(super) struct Link<'a> {
-    pub shared: &'a Mutex<State>,
-    pub lib: &'a Dcgm,
-}
-
-impl Link<'_> {
-    /// Runs one DCGM call with its start recorded.
-    pub fn call<T>(&self, f: impl FnOnce(&Dcgm) -> Result<T, Error>) -> Result<T, Error> {
-        lock(self.shared).in_flight = Some(Instant::now());
-        let r = f(self.lib);
-        lock(self.shared).in_flight = None;
-        r
-    }
-}
 
 pub(super) fn set_down(shared: &Mutex<State>, why: &'static str) {
     let mut s = lock(shared);

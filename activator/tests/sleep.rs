@@ -1,0 +1,119 @@
+//! The sleep tier: a route whose model server (the fake vLLM, on vLLM's
+//! wire protocol) was put to sleep holds a request, wakes the server with
+//! `POST /wake_up` and forwards the request once `/is_sleeping` says false,
+//! in about the server's wake time, counted as a wake from sleep and not a
+//! cold start. A server without sleep mode is taken as awake.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuscale_activator::metrics::Metrics;
+use gpuscale_activator::route::Route;
+use gpuscale_activator::sleep::{self, SleepSpec};
+use gpuscale_sim::node::vllm::{Config, FakeVllm};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < end, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One request through `addr`; the status line and how long it took.
+async fn send(addr: SocketAddr, method: &str, path: &str) -> (String, Duration) {
+    let began = Instant::now();
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let body = r#"{"model":"m","prompt":"hi"}"#;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut got)).await;
+    let text = String::from_utf8_lossy(&got).into_owned();
+    (
+        text.lines().next().unwrap_or_default().to_owned(),
+        began.elapsed(),
+    )
+}
+
+fn addr(v: &FakeVllm) -> SocketAddr {
+    v.url().trim_start_matches("http://").parse().unwrap()
+}
+
+fn route_with_sleep(metrics: &Arc<Metrics>) -> Arc<Route> {
+    let mut spec = support::spec(None);
+    spec.sleep = Some(SleepSpec {
+        port: None,
+        probe_interval: Duration::from_millis(100),
+        wake_timeout: Duration::from_secs(5),
+    });
+    Route::new(spec, metrics.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_request_wakes_a_sleeping_model_in_its_wake_time() {
+    let wake = Duration::from_millis(600);
+    let vllm = FakeVllm::start(Config::new("m", wake), &tokio::runtime::Handle::current()).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = route_with_sleep(&metrics);
+    route.set_endpoints(vec![addr(&vllm)]);
+    tokio::spawn(sleep::run(route.clone(), metrics.clone()));
+    let proxy = support::proxy(route.clone(), metrics.clone(), support::bounds()).await;
+    let (status, _) = send(proxy, "POST", "/v1/completions").await;
+    assert!(status.contains(" 200"), "awake: {status}");
+
+    // The controller's sleep stage puts the server to sleep.
+    let (status, _) = send(addr(&vllm), "POST", "/sleep?level=1").await;
+    assert!(status.contains(" 200"), "{status}");
+    let ready = metrics
+        .ready_endpoints
+        .with_label_values(&["inference", "chat"]);
+    until("the sleeping endpoint to be left out", || ready.get() == 0).await;
+
+    let (status, took) = send(proxy, "POST", "/v1/completions").await;
+    assert!(status.contains(" 200"), "woken and answered: {status}");
+    assert!(
+        took >= wake && took < wake + Duration::from_secs(1),
+        "{took:?}"
+    );
+    assert_eq!(vllm.transitions(), (1, 1));
+    let woke = metrics.sleep_wake.with_label_values(&["inference", "chat"]);
+    assert_eq!(woke.get_sample_count(), 1);
+    assert!(woke.get_sample_sum() >= wake.as_secs_f64() && woke.get_sample_sum() < 1.6);
+    let cold = metrics.cold_start.with_label_values(&["inference", "chat"]);
+    assert_eq!(
+        cold.get_sample_count(),
+        0,
+        "a wake from sleep is no cold start"
+    );
+    assert_eq!(ready.get(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_sleep_mode_is_taken_as_awake() {
+    let mut cfg = Config::new("m", Duration::from_millis(10));
+    cfg.sleep_mode = false;
+    let vllm = FakeVllm::start(cfg, &tokio::runtime::Handle::current()).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = route_with_sleep(&metrics);
+    route.set_endpoints(vec![addr(&vllm)]);
+    tokio::spawn(sleep::run(route.clone(), metrics.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ready = metrics
+        .ready_endpoints
+        .with_label_values(&["inference", "chat"]);
+    assert_eq!(ready.get(), 1, "404 on /is_sleeping: awake");
+    let proxy = support::proxy(route, metrics.clone(), support::bounds()).await;
+    let (status, _) = send(proxy, "POST", "/v1/completions").await;
+    assert!(status.contains(" 200"), "{status}");
+}
