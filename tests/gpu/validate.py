@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import dcgm_check  # noqa: E402 (next to this file)
 MIB = 1024.0 * 1024.0
 
 # --- tolerances (stated in the report) ---------------------------------------
@@ -758,6 +760,8 @@ def write_report(run: Run, status: int, error: str | None):
             "load | idle / reference | expectation",
             "Medians over the idle window and over the steady load window (after the settle time).\n",
         ),
+        ("dcgm", "DCGM profiling under load: exporter vs dcgmi dmon", "exporter | dcgmi dmon | tolerance",
+         "GPUs without GPM whose activity the exporter reads from the DCGM host engine (--dcgm-hostengine).\n"),
         ("run", "Run", "value | expected | expectation", ""),
     ):
         rows = [r for r in run.rows if r.section == phase]
@@ -809,6 +813,7 @@ def write_report(run: Run, status: int, error: str | None):
 
 def execute(run: Run):
     a = run.args
+    dcgm_check.prepare(run, Row)
     run.start_exporter()
     run.probe_smi_fields()
     first = run.wait_collection()
@@ -859,6 +864,7 @@ def execute(run: Run):
     cpu1 = proc_cpu_seconds(run.exporter.pid)
     s1 = run.scrapes
     run.compare_snapshot("load")
+    dcgm_check.compare(run, Row, fmt_num)
     load += sample_window(run, steady / 2, load_uuid, pid)
     if None not in (c0, c1, cpu0, cpu1) and c1 > c0:
         run.facts["cpu_ms_per_cycle"] = (cpu1 - cpu0) * 1000 / (c1 - c0)
@@ -913,6 +919,7 @@ def parse_args(argv):
     p.add_argument("--log", help="exporter log file (default: REPORT.exporter.log)")
     p.add_argument("--max-seconds", type=float, default=280.0, help="abort the run after this long (default 280)")
     p.add_argument("--exporter-arg", action="append", default=[], help="extra exporter flag (repeatable)")
+    dcgm_check.add_args(p)
     a = p.parse_args(argv)
     if a.simulate and a.nvml_lib:
         p.error("--simulate and --nvml-lib exclude each other")
