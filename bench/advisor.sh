@@ -9,6 +9,8 @@
 #   bench/advisor.sh                          # 1000 workloads
 #   WORKLOADS=7 bench/advisor.sh              # the built-in scenario alone
 #   PROFILE=debug WORKLOADS=14 bench/advisor.sh   # smoke run
+#   KEEP=/var/tmp/advisor-week bench/advisor.sh    # backfill once, keep it:
+#                                 # a later run with the same KEEP reuses it
 set -euo pipefail
 
 PROFILE=${PROFILE:-release}
@@ -16,20 +18,27 @@ WORKLOADS=${WORKLOADS:-1000}
 source "$(dirname "$0")/lib.sh"
 
 build -p gpuscale-advisor --bin gpuscale-advisor --example synth
-end=$(( $(date +%s) / 300 * 300 - 300 ))
-
-t0=$(date +%s.%N)
-"$out/examples/synth" "$WORKLOADS" "$end" >"$work/history.om"
-t1=$(date +%s.%N)
-promtool tsdb create-blocks-from openmetrics --quiet "$work/history.om" "$work/data" >/dev/null
-t2=$(date +%s.%N)
-lines=$(wc -l <"$work/history.om")
-size=$(du -m "$work/history.om" | cut -f1)
-rm -f "$work/history.om"
-echo "history: $WORKLOADS workloads, $lines samples (${size} MiB OpenMetrics); generated in $(echo "$t1 - $t0" | bc) s, backfilled in $(echo "$t2 - $t1" | bc) s"
+data=${KEEP:-$work}
+mkdir -p "$data"
+if [ -f "$data/end" ]; then
+  end=$(cat "$data/end")
+  echo "history: reused from $data (end $end)"
+else
+  end=$(( $(date +%s) / 300 * 300 - 300 ))
+  t0=$(date +%s.%N)
+  "$out/examples/synth" "$WORKLOADS" "$end" >"$work/history.om"
+  t1=$(date +%s.%N)
+  promtool tsdb create-blocks-from openmetrics --quiet "$work/history.om" "$data/data" >/dev/null
+  t2=$(date +%s.%N)
+  lines=$(wc -l <"$work/history.om")
+  size=$(du -m "$work/history.om" | cut -f1)
+  rm -f "$work/history.om"
+  echo "$end" >"$data/end"
+  echo "history: $WORKLOADS workloads, $lines samples (${size} MiB OpenMetrics); generated in $(echo "$t1 - $t0" | bc) s, backfilled in $(echo "$t2 - $t1" | bc) s"
+fi
 
 port=$(free_port)
-start_prometheus "$port"
+start_prometheus "$port" "$data"
 for _ in $(seq 1 600); do
   curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break
   sleep 0.5
@@ -38,7 +47,8 @@ done
 run() {
   local s e
   s=$(date +%s.%N)
-  "$out/gpuscale-advisor" --prometheus "http://127.0.0.1:$port" --end "$end" --output json >"$work/report.json"
+  "$out/gpuscale-advisor" --prometheus "http://127.0.0.1:$port" --end "$end" --query-timeout 10m \
+    --output json >"$work/report.json"
   e=$(date +%s.%N)
   echo "$e - $s" | bc
 }
@@ -52,5 +62,6 @@ print(f"advisor ({len(r['workloads'])} workloads, range {r['range']} step {r['st
 recs = sum(len(w['recommendations']) for w in r['workloads'])
 print(f"recommendations: {recs}; co-location groups: {len(r['colocation'])}; "
       f"saving per month: placement ${r['placement_saving_usd_per_month']:.0f}, "
-      f"scale to zero ${r['scale_to_zero_saving_usd_per_month']:.0f}")
+      f"scale to zero ${r['scale_to_zero_saving_usd_per_month']:.0f}, "
+      f"too-small moves +${r['too_small_cost_increase_usd_per_month']:.0f}")
 PY

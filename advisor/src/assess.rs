@@ -61,6 +61,9 @@ pub struct Assessment {
     /// The GPU type in the spec table, if known.
     pub gpu_type: Option<String>,
     pub history_hours: f64,
+    /// Hours its serving counters were scraped without the exporter's
+    /// series (0: none; its cost per unit is over the covered hours).
+    pub exporter_gap_hours: f64,
     pub confidence: Confidence,
     pub vram_peak_gib: Option<f64>,
     pub vram_p99_gib: Option<f64>,
@@ -169,7 +172,7 @@ fn cost(h: &History, tables: &Tables, f: &Facts) -> (Option<f64>, Option<f64>) {
 }
 
 fn confidence(h: &History, f: &Facts, notes: &mut Vec<String>) -> Confidence {
-    if f.seen_seconds < t::MIN_HISTORY_S {
+    let c = if f.seen_seconds < t::MIN_HISTORY_S {
         notes.push(format!(
             "seen {:.0} min of the {:.0} h range: under {:.0} h, no recommendation",
             f.seen_seconds / 60.0,
@@ -181,7 +184,34 @@ fn confidence(h: &History, f: &Facts, notes: &mut Vec<String>) -> Confidence {
         Confidence::Medium
     } else {
         Confidence::High
+    };
+    if f.exporter_gap_seconds > 0.0 && c == Confidence::High {
+        return Confidence::Medium;
     }
+    c
+}
+
+/// Says what an exporter gap did: the hours missing and what counting the
+/// whole range's tokens would have done to cost per token.
+fn gap_note(f: &Facts, notes: &mut Vec<String>) {
+    if f.exporter_gap_seconds <= 0.0 {
+        return;
+    }
+    let covered = f.prompt_tokens.unwrap_or(0.0) + f.generated_tokens.unwrap_or(0.0);
+    let effect = match f.tokens_whole_range {
+        Some(whole) if whole > 0.0 => format!(
+            "; the whole range's {:.1} M tokens over the covered cost would read {:.0} % lower",
+            whole / 1e6,
+            (1.0 - covered / whole) * 100.0
+        ),
+        _ => String::new(),
+    };
+    notes.push(format!(
+        "no exporter data for {:.1} h while its serving counters were scraped: cost, tokens and activity are over the {:.1} h covered ({:.1} M tokens){effect}; confidence at most medium",
+        f.exporter_gap_seconds / 3600.0,
+        f.seen_seconds / 3600.0,
+        covered / 1e6
+    ));
 }
 
 /// Cost over the range per million tokens and per 1,000 requests.
@@ -356,6 +386,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
     let need = v.as_ref().map(|v| v.need_gib).or(peak);
     let (bottleneck, bottleneck_reason) = limit(f, v.is_some(), need, device_memory);
     let confidence = confidence(h, f, &mut notes);
+    gap_note(f, &mut notes);
     let whole = whole_gpus(f, &devices, &model);
     let (tier, tier_source, node_pool) = placement(h, policy, key, f);
     Assessment {
@@ -373,6 +404,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         mig_profile: devices.iter().find_map(|d| d.profile.clone()),
         model,
         history_hours: f.seen_seconds / 3600.0,
+        exporter_gap_hours: f.exporter_gap_seconds / 3600.0,
         confidence,
         vram_peak_gib: peak,
         vram_p99_gib: f.vram_p99_bytes.map(|b| b / GIB),

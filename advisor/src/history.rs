@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::prom::{Prometheus, Sample};
 
+mod coverage;
 mod placement;
 mod serving;
 
@@ -123,6 +124,11 @@ pub struct Facts {
     pub tiers: Vec<String>,
     /// What its vLLM pods say of their KV cache, if they serve vLLM.
     pub kv: Option<Kv>,
+    /// Seconds its serving counters were scraped without the exporter's
+    /// series (0: none); its work is then counted over the covered steps.
+    pub exporter_gap_seconds: f64,
+    /// Tokens over the whole range, where a gap made them differ.
+    pub tokens_whole_range: Option<f64>,
 }
 
 /// Everything the advisor read.
@@ -280,6 +286,7 @@ impl History {
         h.read_usage(p, w)?;
         h.read_device_hours(p, w)?;
         h.read_tokens(p, w)?;
+        h.read_coverage(p, w)?;
         h.read_placement(p, w)?;
         h.read_serving(p, w)?;
         Ok(h)

@@ -206,14 +206,15 @@ fn totals(all: &[Assessment], groups: &[Group]) -> (f64, f64, f64) {
         .map(|a| best(a, &["mig", "gpu_type"]))
         .sum::<f64>()
         + groups.iter().map(|g| g.saving_usd_per_month).sum::<f64>();
-    let stz = all.iter().map(|a| best(a, &["scale_to_zero"])).sum();
+    let stz: f64 = all.iter().map(|a| best(a, &["scale_to_zero"])).sum();
     let more = all
         .iter()
         .flat_map(|a| &a.recommendations)
         .filter(|r| r.kind == "too_small")
         .map(|r| -r.saving_usd_per_month)
-        .sum();
-    (placement, stz, more)
+        .sum::<f64>();
+    // An empty sum of f64 is -0.0: totals read 0.
+    (placement + 0.0, stz + 0.0, more + 0.0)
 }
 
 #[cfg(test)]

@@ -247,6 +247,7 @@ mod tests {
             mig_profile: None,
             gpu_type: None,
             history_hours: 168.0,
+            exporter_gap_hours: 0.0,
             confidence: Confidence::High,
             vram_peak_gib: None,
             vram_p99_gib: None,

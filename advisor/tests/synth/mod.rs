@@ -87,6 +87,9 @@ pub struct Workload {
     /// NVML's proxies: memory duty cycle, power over a 400 W limit, PCIe
     /// bytes per second both ways.
     pub nvml: Option<(Level, Level, Level)>,
+    /// No exporter series from `.0` seconds before the end for `.1`
+    /// seconds (the serving counters go on).
+    pub gap: Option<(i64, i64)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -119,6 +122,7 @@ pub fn workload(
         gpus: 1,
         vllm: None,
         nvml: None,
+        gap: None,
     }
 }
 
@@ -306,20 +310,23 @@ fn add_workload(
         .seen_s
         .map_or(i64::MIN, |s| all[all.len() - 1] - s as i64 + step);
     let ts: Vec<i64> = all.iter().copied().filter(|t| *t >= first).collect();
+    // The exporter's series skip its gap; the serving counters do not.
+    let end = all[all.len() - 1];
+    let up = |t: &i64| {
+        w.gap
+            .is_none_or(|(from, len)| *t < end - from || *t >= end - from + len)
+    };
+    let all_up: Vec<i64> = all.iter().copied().filter(up).collect();
+    let ts_up: Vec<i64> = ts.iter().copied().filter(up).collect();
     let mut devs = Vec::new();
     for (k, g) in at.1.iter().enumerate() {
         let gpu = g.to_string();
         let uuid = format!("GPU-{i:08x}-{k:04x}-4000-8000-000000000000");
-        add_gpu(
-            fams,
-            w,
-            &[at.0.as_str(), gpu.as_str(), uuid.as_str()],
-            all,
-            &ts,
-        );
+        let d = [at.0.as_str(), gpu.as_str(), uuid.as_str()];
+        add_gpu(fams, w, &d, &all_up, &ts_up);
         devs.push([at.0.clone(), gpu, uuid]);
     }
-    add_pod(fams, w, &devs, &ts, step);
+    add_pod(fams, w, &devs, (&ts_up, &ts), step);
 }
 
 /// One GPU's own series: info, memory, price, utilization, GPM.
@@ -369,7 +376,13 @@ fn add_gpu(fams: &mut Vec<Family>, w: &Workload, d: &[&str; 3], all: &[i64], ts:
 }
 
 /// The pod's series: allocation, info, VRAM, and vLLM's.
-fn add_pod(fams: &mut Vec<Family>, w: &Workload, devs: &[[String; 3]], ts: &[i64], step: i64) {
+fn add_pod(
+    fams: &mut Vec<Family>,
+    w: &Workload,
+    devs: &[[String; 3]],
+    (ts, served_ts): (&[i64], &[i64]),
+    step: i64,
+) {
     let pod = format!("{}-0", w.name);
     let node = devs[0][0].as_str();
     let mut podl = vec![
@@ -422,7 +435,7 @@ fn add_pod(fams: &mut Vec<Family>, w: &Workload, devs: &[[String; 3]], ts: &[i64
             fams,
             "vllm:prompt_tokens_total",
             served.clone(),
-            ts,
+            served_ts,
             step,
             p,
         );
@@ -430,7 +443,7 @@ fn add_pod(fams: &mut Vec<Family>, w: &Workload, devs: &[[String; 3]], ts: &[i64
             fams,
             "vllm:generation_tokens_total",
             served.clone(),
-            ts,
+            served_ts,
             step,
             gen_,
         );
@@ -438,13 +451,13 @@ fn add_pod(fams: &mut Vec<Family>, w: &Workload, devs: &[[String; 3]], ts: &[i64
             fams,
             "vllm:request_success_total",
             served.clone(),
-            ts,
+            served_ts,
             step,
             rq,
         );
     }
     if let Some(v) = &w.vllm {
-        add_vllm(fams, w, v, &served, (podl[0], podl[1]), ts, step);
+        add_vllm(fams, w, v, &served, (podl[0], podl[1]), served_ts, step);
     }
 }
 
