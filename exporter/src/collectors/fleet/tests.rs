@@ -176,3 +176,23 @@ fn nvml_proxies_and_limits_are_served_for_gpus_without_activity_ratios() {
     assert_eq!(served(&out, LIMIT), [(Some(1), 300.0)]);
     assert_eq!(served(&out, DEFAULT_LIMIT), [(Some(1), 300.0)]);
 }
+
+#[test]
+fn operations_md_names_every_family_the_fleet_profile_trims() {
+    let doc = include_str!("../../../../docs/operations.md");
+    let section = doc
+        .split("### What the fleet profile leaves out")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("docs/operations.md: What the fleet profile leaves out");
+    let trimmed = crate::collectors::profile::FLEET.iter().map(|(n, _)| *n);
+    let own = crate::selfmetrics::FLEET_LEFT_OUT.iter().map(|d| d.name);
+    let all = LEFT_OUT.iter().chain(NON_ZERO).chain(PROXIES).copied();
+    let served_while = [THRESHOLD, LIMIT, DEFAULT_LIMIT, CLOCK, ACTIVITY_SOURCE];
+    for name in all.chain(trimmed).chain(own).chain(served_while) {
+        assert!(
+            section.contains(&format!("`{name}`")),
+            "docs/operations.md does not say what fleet does with {name}"
+        );
+    }
+}
