@@ -10,6 +10,8 @@
 #   BUILD=0 EXPORTER=path/to/other/gpuscale-exporter bench/exporter-rss.sh
 #   NODE=sim bench/exporter-rss.sh   # the image's exporter (no simulator
 #                                    # linked) against gpuscale-sim's node
+#   SCENARIO=pre-hopper bench/exporter-rss.sh                   # DCGM reader on
+#   SCENARIO=pre-hopper EXTRA_ARGS=--dcgm-hostengine= bench/exporter-rss.sh  # off
 #
 # The exporter gives back its start-up memory 30 s after it starts
 # (docs/performance.md, "Resident memory"), so SETTLE waits past that.
@@ -25,6 +27,8 @@ RUNS=${RUNS:-3}
 SCRAPES=${SCRAPES:-10}
 SETTLE=${SETTLE:-35}
 EXTRA_ARGS=${EXTRA_ARGS:-}
+# --simulate's scenario (a file or a built-in name); empty = the built-in node.
+SCENARIO=${SCENARIO:-}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -38,8 +42,8 @@ if [ "$NODE" = sim ]; then
   node_args="--nvml-lib $out/libgpuscale_nvml_sim.so --node-name sim-node-1 --kubeconfig $work/kubeconfig
     --pod-resources-socket $work/node/sim-node-1/kubelet.sock --proc-root $work/node/sim-node-1/proc"
 else
-  build -q -p gpuscale-exporter -p gpuscale-nvml-sim
-  node_args="--simulate --simulator-lib $out/libgpuscale_nvml_sim.so"
+  build -q -p gpuscale-exporter -p gpuscale-nvml-sim -p gpuscale-dcgm-sim
+  node_args="--simulate $SCENARIO --simulator-lib $out/libgpuscale_nvml_sim.so"
 fi
 exporter=${EXPORTER:-$out/gpuscale-exporter}
 
@@ -60,8 +64,12 @@ for run in $(seq 1 "$RUNS"); do
   cp "/proc/$pid/smaps" "$work/smaps"
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
   threads=$(awk '/^Threads/ {print $2}' "/proc/$pid/status")
-  printf 'run %d: rss=%d KiB anon=%d KiB file=%d KiB threads=%d\n' "$run" "$rss" \
-    "$(kib Anonymous "$work/rollup")" "$(( $(kib Rss "$work/rollup") - $(kib Anonymous "$work/rollup") ))" "$threads" |
+  # CPU since start (utime + stime, clock ticks) and the process's age in ticks.
+  ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  age=$(( $(awk '{print int($1 * 100)}' /proc/uptime) - $(awk '{print $22}' "/proc/$pid/stat") ))
+  printf 'run %d: rss=%d KiB anon=%d KiB file=%d KiB threads=%d cpu=%d permille\n' "$run" "$rss" \
+    "$(kib Anonymous "$work/rollup")" "$(( $(kib Rss "$work/rollup") - $(kib Anonymous "$work/rollup") ))" "$threads" \
+    "$(( ticks * 1000 / (age > 0 ? age : 1) ))" |
     tee -a "$work/runs"
   # Resident KiB per mapping name ([heap], [anon], [stack], a file's name).
   awk '/^[0-9a-f]+-[0-9a-f]+ / { name = (NF >= 6) ? $6 : "[anon]"; sub(".*/", "", name) }
@@ -73,5 +81,6 @@ done
 
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 field() { sed -n "s/.*$1=\([0-9]*\).*/\1/p" "$work/runs" | median; }
-printf 'median of %d: rss=%.1f MiB anon=%.1f MiB file=%.1f MiB\n' "$RUNS" \
-  "$(echo "$(field rss) / 1024" | bc -l)" "$(echo "$(field anon) / 1024" | bc -l)" "$(echo "$(field file) / 1024" | bc -l)"
+printf 'median of %d: rss=%.1f MiB anon=%.1f MiB file=%.1f MiB cpu=%.1f %% of a core\n' "$RUNS" \
+  "$(echo "$(field rss) / 1024" | bc -l)" "$(echo "$(field anon) / 1024" | bc -l)" "$(echo "$(field file) / 1024" | bc -l)" \
+  "$(echo "$(field cpu) / 10" | bc -l)"

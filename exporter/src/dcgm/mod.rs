@@ -199,13 +199,17 @@ pub struct Guard {
 /// The reader to run: the flags' host engine, or, under `--simulate` with
 /// a scenario that has GPUs without GPM (`simulated_without_gpm`) and no
 /// `--dcgm-hostengine`, a simulated host engine on loopback read through
-/// the DCGM simulator library.
+/// the DCGM simulator library. An empty `--dcgm-hostengine` is no reader.
 pub fn configure(
     flags: &Flags<'_>,
     simulated_without_gpm: bool,
 ) -> Result<(Option<Settings>, Guard), String> {
     if let Some(s) = settings(flags) {
         return Ok((Some(s), Guard::default()));
+    }
+    // `--dcgm-hostengine ""`: off, under `--simulate` too.
+    if flags.hostengine.is_some() {
+        return Ok((None, Guard::default()));
     }
     #[cfg(feature = "simulate")]
     if simulated_without_gpm {
