@@ -4,4 +4,5 @@
 mod common;
 mod default_scenario;
 mod features;
+mod live;
 mod signatures;
