@@ -46,7 +46,6 @@ fn a_live_process_comes_changes_its_memory_and_goes() {
     live::remove(&dir, GPU, 50_016).unwrap();
     assert_eq!(pids().len(), 1);
     assert_eq!(used(), 6000);
-    drop(d);
     drop(nvml);
     // SAFETY: as above.
     unsafe { std::env::remove_var(live::ENV_LIVE) };
