@@ -75,9 +75,12 @@ pub struct Args {
     /// Longest a request is held; past it, 503 with Retry-After.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_MAX_WAIT", default_value = "5m", value_parser = duration)]
     pub max_wait: Duration,
-    /// Largest body of a request that may be held: a larger declared Content-Length, or a body of undeclared length that grows past it while held, gets 413.
+    /// Largest body of a request that may be held (it is read while held): a larger declared Content-Length, or a body of undeclared length that grows past it while held, gets 413.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_MAX_HELD_BODY", default_value = "1Mi", value_parser = bytes)]
     pub max_held_body: usize,
+    /// Most bytes of held bodies read into memory at once, all routes together; a held request whose body would pass it gets 503.
+    #[arg(long, env = "GPUSCALE_ACTIVATOR_MAX_HELD_BYTES", default_value = "256Mi", value_parser = bytes)]
+    pub max_held_bytes: usize,
     /// Most bytes of a JSON body read to find its `model` field (routes with `model` only); a larger body gets 413.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_MODEL_PEEK_LIMIT", default_value = "1Mi", value_parser = bytes)]
     pub model_peek_limit: usize,

@@ -32,6 +32,7 @@ pub struct Bounds {
     pub queue_length: usize,
     pub max_wait: Duration,
     pub max_held_body: usize,
+    pub max_held_bytes: usize,
     pub model_peek_limit: usize,
     pub body_read_timeout: Duration,
     pub upstream_ttfb_timeout: Duration,
@@ -142,7 +143,11 @@ async fn admit(
     };
     let client = req.extensions().get::<held_body::Client>().copied();
     let (parts, body) = req.into_parts();
-    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body, client);
+    let budget = held_body::Budget {
+        limit: app.bounds.max_held_bytes,
+        gauge: app.metrics.held_body_bytes.clone(),
+    };
+    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body, &budget, client);
     match tokio::time::timeout(app.bounds.max_wait, waited).await {
         Ok(Waited::Released(release, body)) => {
             let body = proxy::on_first_poll(body, release.sent);
@@ -155,6 +160,16 @@ async fn admit(
         Ok(Waited::TooLarge) => {
             held.refuse("body_too_large");
             Err(too_large(name, app.bounds.max_held_body))
+        }
+        Ok(Waited::BudgetFull) => {
+            held.refuse("held_bytes_full");
+            Err(proxy::unavailable(
+                &format!(
+                    "route {name}: held request bodies fill --max-held-bytes ({} bytes); try again later",
+                    app.bounds.max_held_bytes
+                ),
+                app.bounds.retry_after,
+            ))
         }
         // The held request leaves the queue as abandoned (dropped here).
         Ok(Waited::BodyFailed(e)) => Err(proxy::text(

@@ -1,17 +1,24 @@
-//! The body of a held request. One of declared length was checked against
-//! `--max-held-body` on arrival and waits unread in the client's
-//! connection. One of undeclared length (HTTP/1.1 chunked, HTTP/2 without
-//! `content-length`) is read while held, up to the same bound: past it the
-//! request is refused, so no body is held without a bound either way. The
-//! part read is sent first on release, then the rest as it streams.
+//! The body of a held request, read into memory while it is held, up to
+//! `--max-held-body` (a larger declared `Content-Length` is refused on
+//! arrival, a body that grows past it while held is refused then), and
+//! within `--max-held-bytes` for all held bodies together. Reading it is
+//! what shows a client gone mid-body (the body fails) whatever its size;
+//! once it is read, the client's FIN is next in its socket, which is
+//! watched for readiness (a duplicate of the descriptor registered with
+//! the runtime: no timer per held request). The part read is sent first on
+//! release, then the rest as it streams.
 
 use std::collections::VecDeque;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::{Body as _, Frame, SizeHint};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
 use crate::proxy::{Body, BoxError};
 use crate::route::{Held, Release};
@@ -24,20 +31,61 @@ pub enum Waited {
     Dropped,
     /// The body grew past the bound while held.
     TooLarge,
-    /// Reading the body failed (the client went away, or a bad chunk).
+    /// Held bodies already fill `--max-held-bytes`.
+    BudgetFull,
+    /// Reading the body failed, or the client closed its connection.
     BodyFailed(String),
 }
 
-/// Waits for `held`'s release, reading a body of undeclared length up to
-/// `cap` bytes meanwhile. Cancel-safe for `held` (the wait limit drops
-/// this future).
-pub async fn wait(held: &mut Held, body: Body, cap: usize, client: Option<Client>) -> Waited {
-    let mut reading = undeclared(&body);
+/// Bytes of held bodies read into memory now, process-wide.
+static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The bound on all held bodies together, and the gauge that shows them.
+#[derive(Clone)]
+pub struct Budget {
+    pub limit: usize,
+    pub gauge: prometheus::IntGauge,
+}
+
+impl Budget {
+    fn take(&self, n: usize) -> bool {
+        let ok = HELD_BYTES
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+                (v.saturating_add(n) <= self.limit).then_some(v + n)
+            })
+            .is_ok();
+        if ok {
+            self.gauge.add(n as i64);
+        }
+        ok
+    }
+
+    fn give(&self, n: usize) {
+        HELD_BYTES.fetch_sub(n, Ordering::SeqCst);
+        self.gauge.sub(n as i64);
+    }
+}
+
+/// Waits for `held`'s release, reading its body (up to `cap` bytes, within
+/// `budget`) and watching its client meanwhile. Cancel-safe for `held`
+/// (the wait limit drops this future).
+pub async fn wait(
+    held: &mut Held,
+    body: Body,
+    cap: usize,
+    budget: &Budget,
+    client: Option<Client>,
+) -> Waited {
+    let mut reading = !body.is_end_stream();
     let mut read = Prefix {
         frames: VecDeque::new(),
         len: 0,
+        declared: body.size_hint().exact(),
         rest: Some(body),
+        budget: budget.clone(),
+        charged: 0,
     };
+    let watch = Watch::new(client);
     loop {
         tokio::select! {
             release = held.released() => {
@@ -46,17 +94,22 @@ pub async fn wait(held: &mut Held, body: Body, cap: usize, client: Option<Client
                     None => Waited::Dropped,
                 };
             }
-            () = gone(client) => return Waited::BodyFailed("the client closed its connection".into()),
+            () = watch.closed() => return Waited::BodyFailed("the client closed its connection".into()),
             frame = next_frame(&mut read.rest), if reading => match frame {
                 None => {
                     read.rest = None;
                     reading = false;
                 }
                 Some(Ok(f)) => {
-                    read.len += f.data_ref().map_or(0, Bytes::len);
-                    if read.len > cap {
+                    let n = f.data_ref().map_or(0, Bytes::len);
+                    if read.len + n > cap {
                         return Waited::TooLarge;
                     }
+                    if !budget.take(n) {
+                        return Waited::BudgetFull;
+                    }
+                    read.charged += n;
+                    read.len += n;
                     read.frames.push_back(f);
                 }
                 Some(Err(e)) => return Waited::BodyFailed(e.to_string()),
@@ -65,47 +118,100 @@ pub async fn wait(held: &mut Held, body: Body, cap: usize, client: Option<Client
     }
 }
 
-/// The client's socket, to see it close while its request is held and its
-/// body unread (hyper sees an end of stream only once it reads the body).
+/// The client's socket, to see it close while its request is held (hyper
+/// sees an end of stream only when it reads, and it does not read past
+/// the body while the response is pending).
 #[derive(Debug, Clone, Copy)]
-pub struct Client(pub std::os::fd::RawFd);
+pub struct Client(pub RawFd);
 
-/// Resolves once the client has closed (or half-closed) its connection.
-/// The descriptor stays open while this runs: the request's connection
-/// owns it and ends this future before closing it.
-async fn gone(client: Option<Client>) {
-    let Some(Client(fd)) = client else {
-        return std::future::pending().await;
-    };
-    loop {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLRDHUP,
-            revents: 0,
+/// A duplicate of the client's descriptor registered for readiness, so the
+/// runtime wakes the hold when something arrives on the socket (data or
+/// the FIN); `None` without a client. Without a descriptor to spare for
+/// the duplicate, the socket is polled every 100 ms instead.
+enum Watch {
+    None,
+    Ready(AsyncFd<OwnedFd>),
+    Poll(RawFd),
+}
+
+impl Watch {
+    fn new(client: Option<Client>) -> Self {
+        let Some(Client(fd)) = client else {
+            return Self::None;
         };
-        // SAFETY: `p` is one valid pollfd; a zero timeout never blocks.
-        let n = unsafe { libc::poll(&raw mut p, 1, 0) };
-        if n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
-            return;
+        // SAFETY: `fd` is the request's connection's, open while the
+        // request (and so this hold) lasts; dup does not touch it.
+        let dup = unsafe { libc::dup(fd) };
+        if dup < 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "no descriptor to watch a held client; polling it");
+            return Self::Poll(fd);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // SAFETY: `dup` is a new descriptor this value owns alone.
+        let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+        // SAFETY: an OwnedFd keeps its descriptor open, the same one, until
+        // the AsyncFd that owns it is dropped.
+        match unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) } {
+            Ok(a) => Self::Ready(a),
+            Err(_) => Self::Poll(fd),
+        }
+    }
+
+    /// Resolves once the client has closed (or half-closed) its connection.
+    async fn closed(&self) {
+        match self {
+            Self::None => std::future::pending().await,
+            Self::Poll(fd) => loop {
+                if hung_up(*fd) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            },
+            Self::Ready(a) => loop {
+                let Ok(mut guard) = a.readable().await else {
+                    return std::future::pending().await;
+                };
+                if guard.ready().is_read_closed() || hung_up(a.as_raw_fd()) {
+                    return;
+                }
+                // Data (a body not read yet, a pipelined request): wait for the next arrival.
+                guard.clear_ready();
+            },
+        }
     }
 }
 
-/// A body whose length nobody declared and that may still carry data.
-pub fn undeclared(b: &Body) -> bool {
-    b.size_hint().exact().is_none() && !b.is_end_stream()
+/// Whether the peer has closed its side of `fd` (FIN, reset or error).
+fn hung_up(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&raw mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 async fn next_frame(rest: &mut Option<Body>) -> Option<Result<Frame<Bytes>, BoxError>> {
     rest.as_mut()?.frame().await
 }
 
-/// The frames read while held, then the rest of the body.
+/// The frames read while held, then the rest of the body; the bytes read
+/// count against the budget until forwarded (or dropped).
 struct Prefix {
     frames: VecDeque<Frame<Bytes>>,
     len: usize,
+    /// The client's `Content-Length` (or HTTP/2 `content-length`).
+    declared: Option<u64>,
     rest: Option<Body>,
+    budget: Budget,
+    charged: usize,
+}
+
+impl Drop for Prefix {
+    fn drop(&mut self) {
+        self.budget.give(self.charged);
+    }
 }
 
 impl hyper::body::Body for Prefix {
@@ -118,7 +224,11 @@ impl hyper::body::Body for Prefix {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if let Some(f) = self.frames.pop_front() {
             if let Some(d) = f.data_ref() {
-                self.len -= d.len();
+                let n = d.len();
+                self.len -= n;
+                let paid = n.min(self.charged);
+                self.charged -= paid;
+                self.budget.give(paid);
             }
             return Poll::Ready(Some(Ok(f)));
         }
@@ -132,8 +242,11 @@ impl hyper::body::Body for Prefix {
         self.frames.is_empty() && self.rest.as_ref().is_none_or(|b| b.is_end_stream())
     }
 
-    /// Read to its end while held: its length is known now.
+    /// The declared length, or, read to its end while held, what was read.
     fn size_hint(&self) -> SizeHint {
+        if let Some(n) = self.declared {
+            return SizeHint::with_exact(n);
+        }
         match &self.rest {
             None => SizeHint::with_exact(self.len as u64),
             Some(b) => {
@@ -158,12 +271,22 @@ mod tests {
         StreamBody::new(futures::stream::iter(frames)).boxed()
     }
 
+    fn budget() -> Budget {
+        Budget {
+            limit: 1 << 20,
+            gauge: prometheus::IntGauge::new("g", "h").unwrap(),
+        }
+    }
+
     #[tokio::test]
     async fn the_read_part_is_sent_first_then_the_rest() {
         let mut b = Prefix {
             frames: VecDeque::from([Frame::data(Bytes::from_static(b"ab"))]),
             len: 2,
+            declared: None,
             rest: Some(chunked(&["cd", "e"])),
+            budget: budget(),
+            charged: 0,
         };
         assert!(b.size_hint().exact().is_none());
         let all = (&mut b).collect().await.unwrap().to_bytes();
@@ -171,21 +294,11 @@ mod tests {
         let done = Prefix {
             frames: VecDeque::from([Frame::data(Bytes::from_static(b"xyz"))]),
             len: 3,
+            declared: None,
             rest: None,
+            budget: budget(),
+            charged: 0,
         };
         assert_eq!(done.size_hint().exact(), Some(3));
-    }
-
-    #[test]
-    fn only_bodies_of_undeclared_length_are_read() {
-        assert!(undeclared(&chunked(&["a"])));
-        let full = http_body_util::Full::new(Bytes::from_static(b"abc"))
-            .map_err(|never| match never {})
-            .boxed();
-        assert!(!undeclared(&full));
-        let empty = http_body_util::Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed();
-        assert!(!undeclared(&empty));
     }
 }

@@ -52,6 +52,7 @@ pub async fn run(args: Args) -> Result<(), String> {
             queue_length: args.queue_length,
             max_wait: args.max_wait,
             max_held_body: args.max_held_body,
+            max_held_bytes: args.max_held_bytes,
             model_peek_limit: args.model_peek_limit,
             body_read_timeout: args.body_read_timeout,
             upstream_ttfb_timeout: args.upstream_ttfb_timeout,

@@ -33,7 +33,7 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "gpuscale_activator_refused_total",
         "counter",
         "namespace, route, reason",
-        "Requests answered 503 (queue_full, wait_limit) or 413 (body_too_large) instead of being held.",
+        "Requests answered 503 (queue_full, wait_limit, held_bytes_full) or 413 (body_too_large) instead of being held.",
     ),
     (
         "gpuscale_activator_abandoned_total",
@@ -107,6 +107,12 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "namespace, route",
         "Observed wake from sleep (routes with sleep:): first held request to the first endpoint whose /is_sleeping says false.",
     ),
+    (
+        "gpuscale_activator_held_body_bytes",
+        "gauge",
+        "",
+        "Bytes of held requests' bodies read into memory now (at most --max-held-bytes).",
+    ),
 ];
 
 pub struct Metrics {
@@ -126,6 +132,7 @@ pub struct Metrics {
     pub peeks: prometheus::IntGauge,
     pub upstream_timeouts: IntCounterVec,
     pub sleep_wake: HistogramVec,
+    pub held_body_bytes: prometheus::IntGauge,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -141,6 +148,13 @@ fn gauge(r: &Registry, i: usize) -> prometheus::Result<IntGaugeVec> {
     let v = IntGaugeVec::new(o, &l)?;
     r.register(Box::new(v.clone()))?;
     Ok(v)
+}
+
+fn plain_gauge(r: &Registry, i: usize) -> prometheus::Result<prometheus::IntGauge> {
+    let (o, _) = opts(i);
+    let g = prometheus::IntGauge::with_opts(o)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
 }
 
 fn counter(r: &Registry, i: usize) -> prometheus::Result<IntCounterVec> {
@@ -176,14 +190,10 @@ impl Metrics {
             upstream_errors: counter(&r, 9)?,
             unrouted: counter(&r, 10)?,
             in_flight: gauge(&r, 11)?,
-            peeks: {
-                let (o, _) = opts(12);
-                let g = prometheus::IntGauge::with_opts(o)?;
-                r.register(Box::new(g.clone()))?;
-                g
-            },
+            peeks: plain_gauge(&r, 12)?,
             upstream_timeouts: counter(&r, 13)?,
             sleep_wake: histogram(&r, 14, HOLD_BUCKETS)?,
+            held_body_bytes: plain_gauge(&r, 15)?,
             registry: r,
         })
     }
@@ -199,7 +209,12 @@ impl Metrics {
         self.upstream_errors.with_label_values(&[ns, route]);
         self.upstream_timeouts.with_label_values(&[ns, route]);
         self.sleep_wake.with_label_values(&[ns, route]);
-        for reason in ["queue_full", "wait_limit", "body_too_large"] {
+        for reason in [
+            "queue_full",
+            "wait_limit",
+            "body_too_large",
+            "held_bytes_full",
+        ] {
             self.refused.with_label_values(&[ns, route, reason]);
         }
         for result in ["patched", "already_up", "error"] {

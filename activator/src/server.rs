@@ -46,13 +46,13 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
 }
 
 /// Most bytes an HTTP/2 client may send on one stream, and on one
-/// connection, before the activator reads them: a held body is not read,
-/// so this is what a held HTTP/2 request can cost (docs/security.md).
+/// connection, before the activator reads them: what hyper buffers beyond
+/// the held bodies read (and counted against `--max-held-bytes`).
 pub const H2_STREAM_WINDOW: u32 = 64 << 10;
 pub const H2_CONN_WINDOW: u32 = 256 << 10;
 
 /// The shared builder, plus: a client that half-closes after its request
-/// is still answered; small HTTP/2 windows, so held bodies stay unread.
+/// is still answered; small HTTP/2 windows, so what arrives unread is small.
 fn proxy_builder() -> hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor> {
     let mut b = conn::builder(false);
     b.http1().half_close(true);

@@ -102,6 +102,7 @@ async fn activator() -> (SocketAddr, Arc<Route>, Arc<Metrics>) {
             queue_length: 10,
             max_wait: Duration::from_secs(20),
             max_held_body: 1 << 20,
+            max_held_bytes: 256 << 20,
             model_peek_limit: 1 << 20,
             upstream_ttfb_timeout: Duration::from_secs(1),
             body_read_timeout: Duration::from_secs(10),

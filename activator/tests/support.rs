@@ -43,6 +43,7 @@ pub fn bounds() -> Bounds {
         queue_length: 10,
         max_wait: Duration::from_secs(60),
         max_held_body: 1 << 20,
+        max_held_bytes: 256 << 20,
         model_peek_limit: 1 << 20,
         upstream_ttfb_timeout: Duration::from_secs(5),
         body_read_timeout: Duration::from_secs(10),
