@@ -123,3 +123,56 @@ fn client_deadline_fails_a_long_hold() {
     // Cold start plus the 1 s wake signal, plus prefill.
     assert!((o.ttft_p95 - 91.1).abs() < 1e-9, "{}", o.ttft_p95);
 }
+
+/// The settings drawn in docs/replay-frontier.svg: its points' titles
+/// ("idle on rate, idleFor 45s, minUpDuration 0s").
+fn drawn_settings(svg: &str) -> Vec<(String, u64, u64)> {
+    svg.split("<title>idle on ")
+        .skip(1)
+        .filter_map(|t| {
+            let t = &t[..t.find("</title>")?];
+            let (signal, rest) = t.split_once(", idleFor ")?;
+            let (idle, min_up) = rest.split_once("s, minUpDuration ")?;
+            Some((
+                signal.to_string(),
+                idle.parse().ok()?,
+                min_up.trim_end_matches('s').parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The frontier picture in docs/ is what `run --frontier 1m,…,10m
+/// --frontier-svg` (docs/replay.md) draws now. The whole search takes
+/// minutes in a debug build, so this searches only the settings the
+/// picture draws: each path's Pareto-efficient settings of the whole grid
+/// are the efficient ones of any part of it holding them, so a current
+/// picture is redrawn byte for byte, and any change to the replay, the
+/// KEDA model or the drawing of those points fails here. (A setting not
+/// drawn that a change made efficient shows only in the whole search.)
+#[test]
+fn the_shipped_frontier_picture_is_current() {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/replay-frontier.svg"
+    ))
+    .expect("docs/replay-frontier.svg");
+    let drawn = drawn_settings(&shipped);
+    assert!(drawn.len() > 10, "no settings in the picture's titles");
+    let part: Vec<Setting> = grid()
+        .into_iter()
+        .filter(|s| {
+            drawn
+                .iter()
+                .any(|(n, i, m)| n == s.signal.name() && *i == s.idle_for && *m == s.min_up)
+        })
+        .collect();
+    let svc = Service::default();
+    let k = Knobs::defaults(&svc);
+    let cooldowns: Vec<u64> = (1..=10).map(|i| 60 * i).collect();
+    let now = gpuscale_replay::frontier::svg(&frontier(&svc, &longtail(), &k, &cooldowns, &part));
+    assert!(
+        now == shipped,
+        "docs/replay-frontier.svg differs from what run --frontier-svg draws: regenerate it (docs/replay.md)"
+    );
+}
