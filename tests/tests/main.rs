@@ -32,6 +32,7 @@ mod pods;
 mod privileges;
 mod replay_prometheus;
 mod scale_to_zero;
+mod scale_to_zero_invalid;
 mod scale_to_zero_kinds;
 mod scale_to_zero_ownership;
 mod scale_to_zero_safety;

@@ -24,6 +24,7 @@ pub mod context;
 pub mod crd;
 mod events;
 mod inputs;
+pub mod invalid;
 pub mod lease;
 pub mod owners;
 pub mod ownership;
@@ -39,6 +40,7 @@ pub use gpuscale_decide as decide;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
@@ -47,6 +49,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use context::{Context, Settings};
 use crd::ScaleToZeroPolicy;
 use gpuscale_signals::provider::Provider;
+use invalid::Invalid;
 use lease::{Leadership, LeaseSettings};
 use report::Report;
 
@@ -72,7 +75,15 @@ pub async fn run<P: Provider>(
             instance: Some(lease.identity.clone()),
         },
     );
-    let policies: Api<ScaleToZeroPolicy> = Api::all(client.clone());
+    // Read as plain objects and decoded one by one: one policy that does
+    // not decode is reported (`invalid`), never the end of the watch.
+    let resource = ApiResource::erase::<ScaleToZeroPolicy>(&());
+    let policies: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let invalid = Arc::new(Invalid::new(
+        report.clone(),
+        recorder.clone(),
+        leadership.clone(),
+    ));
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let (store, writer) = reflector::store();
     // Status writes do not reconcile again: only a new generation (a spec
@@ -80,6 +91,18 @@ pub async fn run<P: Provider>(
     // and the activation watch do the rest.
     let edits = watcher(policies, watcher::Config::default())
         .default_backoff()
+        .filter_map({
+            let invalid = invalid.clone();
+            move |ev| {
+                let invalid = invalid.clone();
+                async move {
+                    match ev {
+                        Ok(ev) => invalid.event(ev).await.map(Ok),
+                        Err(e) => Some(Err(e)),
+                    }
+                }
+            }
+        })
         .modify(forget_bookkeeping)
         .reflect(writer)
         .applied_objects()
@@ -96,6 +119,7 @@ pub async fn run<P: Provider>(
         settings,
         controller.store(),
     ));
+    tokio::spawn(invalid.keep_publishing());
     tokio::spawn(activation_watch::watch_parked(ctx.clone(), wake));
     tokio::spawn(release::repair_orphans(ctx.clone()));
     tokio::spawn(forget_deleted(controller.store(), ctx.clone()));

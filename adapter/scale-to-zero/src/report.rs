@@ -65,6 +65,12 @@ const ACTIVATION_UNKNOWN_SINCE: Family = Family::new(
     &["namespace", "target"],
 );
 
+const INVALID: Family = Family::new(
+    "gpuscale_scale_to_zero_invalid_policies",
+    "Policies that cannot be read (each has a Warning Event InvalidPolicy naming the field) and are not acted on.",
+    &[],
+);
+
 /// Reasons of a policy that another owner keeps from acting.
 const CONFLICT_REASONS: &[&str] = &["Conflict", "OwnerConflict"];
 
@@ -113,6 +119,7 @@ struct Inner {
 pub struct Report {
     inner: Mutex<Inner>,
     leader: IntGauge,
+    invalid: IntGauge,
     refusals: IntCounterVec,
     wake_latency: Histogram,
     descs: Vec<Desc>,
@@ -132,6 +139,7 @@ impl Default for Report {
         Self {
             inner: Mutex::default(),
             leader: LEADER.gauge().with_label_values(NONE),
+            invalid: INVALID.gauge().with_label_values(NONE),
             refusals: REFUSALS.counter(),
             wake_latency: WAKE_LATENCY.histogram(WAKE_BUCKETS).with_label_values(NONE),
             descs: descs.iter().map(|f| f.desc()).collect(),
@@ -238,9 +246,15 @@ impl Report {
         })
     }
 
+    /// How many policies cannot be read now (`invalid`).
+    pub fn set_invalid(&self, n: usize) {
+        self.invalid.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// Every family of the controller.
     pub fn families(&self) -> Vec<MetricFamily> {
         let mut out = self.leader.collect();
+        out.extend(self.invalid.collect());
         out.extend(self.refusals.collect());
         out.extend(self.wake_latency.collect());
         self.with(|i| {
@@ -311,7 +325,11 @@ struct Collected(Arc<Report>);
 
 impl Collector for Collected {
     fn desc(&self) -> Vec<&Desc> {
-        let vecs = [self.0.leader.desc(), self.0.refusals.desc()];
+        let vecs = [
+            self.0.leader.desc(),
+            self.0.invalid.desc(),
+            self.0.refusals.desc(),
+        ];
         let vecs = vecs.into_iter().flatten();
         let own = self.0.descs.iter();
         vecs.chain(self.0.wake_latency.desc()).chain(own).collect()

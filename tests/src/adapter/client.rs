@@ -36,7 +36,10 @@ impl Adapter {
         cmd.args(args)
             .arg(format!("--listen=127.0.0.1:{port}"))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
-            .env("RUST_LOG", "info,gpuscale_adapter=debug");
+            .env(
+                "RUST_LOG",
+                "info,gpuscale_adapter=debug,gpuscale_scale_to_zero=debug,gpuscale_keda=debug",
+            );
         let mut guard = Proc::spawn_watched("gpuscale-adapter", cmd, &log, dir);
         procs::eventually("the adapter to listen", || {
             assert!(guard.running(), "the adapter exited:\n{}", guard.log_text());
