@@ -387,6 +387,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
     let (bottleneck, bottleneck_reason) = limit(f, v.is_some(), need, device_memory);
     let confidence = confidence(h, f, &mut notes);
     gap_note(f, &mut notes);
+    notes.extend(f.moved.clone());
     let whole = whole_gpus(f, &devices, &model);
     let (tier, tier_source, node_pool) = placement(h, policy, key, f);
     Assessment {

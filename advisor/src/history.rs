@@ -11,6 +11,7 @@ use crate::Error;
 use crate::prom::{Prometheus, Sample};
 
 mod coverage;
+mod moves;
 mod placement;
 mod serving;
 
@@ -129,6 +130,9 @@ pub struct Facts {
     pub exporter_gap_seconds: f64,
     /// Tokens over the whole range, where a gap made them differ.
     pub tokens_whole_range: Option<f64>,
+    /// Where it ran before its latest placement, if it moved: its facts
+    /// are then the latest placement's alone.
+    pub moved: Option<String>,
 }
 
 /// Everything the advisor read.
@@ -276,6 +280,13 @@ impl History {
 
     /// Reads every fact from Prometheus.
     pub fn read(p: &Prometheus, w: &Window) -> Result<Self, Error> {
+        let mut h = Self::read_range(p, w)?;
+        h.read_moves(p, w)?;
+        Ok(h)
+    }
+
+    /// Every fact over one range, without splitting it at moves.
+    fn read_range(p: &Prometheus, w: &Window) -> Result<Self, Error> {
         let mut h = Self {
             range_s: w.range_s,
             step_s: w.step_s,

@@ -7,10 +7,12 @@ pub mod bottleneck;
 pub mod cli;
 pub mod colocate;
 pub mod history;
+pub mod nodes;
 pub mod policy;
 pub mod prom;
 pub mod recommend;
 pub mod report;
+pub mod spot;
 pub mod tables;
 pub mod thresholds;
 pub mod undersized;
@@ -124,6 +126,10 @@ pub struct Report {
     pub excluded: Vec<String>,
     /// Prometheus' own `warnings`, with the query that drew them.
     pub warnings: Vec<String>,
+    /// GPU nodes that could go, per node pool, and parked workloads' nodes.
+    pub nodes: nodes::Nodes,
+    /// Spot candidates and risks.
+    pub spot: spot::Spot,
 }
 
 /// Reads the range and judges every workload.
@@ -169,6 +175,9 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
     }
     let colocation = colocate::plan(tables, &o.policy, &mut all);
     let (placement, stz, more) = totals(&all, &colocation);
+    let nodes = nodes::read(&p, &w)?;
+    let tiers = all.iter().map(|a| (a.workload.clone(), a.tier.clone())).collect();
+    let spot = spot::read(&p, &w, &o.policy, &tiers)?;
     Ok(Report {
         prometheus: o.prometheus.clone(),
         end: o.end,
@@ -185,6 +194,8 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         queries: p.queries.get(),
         excluded: h.excluded,
         warnings: p.warnings.take(),
+        nodes,
+        spot,
     })
 }
 

@@ -224,6 +224,8 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(s);
         wrap(&mut s, "excluded:", 4, x);
     }
+    crate::nodes::table(&mut s, &r.nodes);
+    crate::spot::table(&mut s, &r.spot);
     let _ = writeln!(s);
     wrap(&mut s, "", 4, &totals_text(r));
     s
@@ -295,6 +297,8 @@ pub fn markdown(r: &Report) -> String {
     for x in r.warnings.iter().chain(&r.excluded) {
         let _ = writeln!(s, "\n- {}", cell(x));
     }
+    crate::nodes::table(&mut s, &r.nodes);
+    crate::spot::table(&mut s, &r.spot);
     let _ = writeln!(s, "\n{}", totals_text(r));
     s
 }

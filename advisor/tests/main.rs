@@ -4,6 +4,7 @@
 mod coverage;
 mod docs;
 mod hostile;
+mod moved;
 mod plan;
 mod serving;
 mod synth;

@@ -90,6 +90,8 @@ pub struct Workload {
     /// No exporter series from `.0` seconds before the end for `.1`
     /// seconds (the serving counters go on).
     pub gap: Option<(i64, i64)>,
+    /// Its series stop this many seconds before the end (it moved away).
+    pub until_s: Option<i64>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -123,6 +125,7 @@ pub fn workload(
         vllm: None,
         nvml: None,
         gap: None,
+        until_s: None,
     }
 }
 
@@ -309,7 +312,12 @@ fn add_workload(
     let first = w
         .seen_s
         .map_or(i64::MIN, |s| all[all.len() - 1] - s as i64 + step);
-    let ts: Vec<i64> = all.iter().copied().filter(|t| *t >= first).collect();
+    let last = all[all.len() - 1] - w.until_s.unwrap_or(0);
+    let ts: Vec<i64> = all
+        .iter()
+        .copied()
+        .filter(|t| *t >= first && *t <= last)
+        .collect();
     // The exporter's series skip its gap; the serving counters do not.
     let end = all[all.len() - 1];
     let up = |t: &i64| {
