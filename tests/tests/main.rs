@@ -34,6 +34,7 @@ mod replay_prometheus;
 mod scale_to_zero;
 mod scale_to_zero_invalid;
 mod scale_to_zero_kinds;
+mod scale_to_zero_orphans;
 mod scale_to_zero_ownership;
 mod scale_to_zero_safety;
 mod scale_to_zero_support;

@@ -7,9 +7,9 @@
 
 use std::fmt::Write as _;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{Discovery, Scope};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 
@@ -139,9 +139,9 @@ async fn drop_finalizer(client: &Client, p: &ScaleToZeroPolicy) -> Result<bool, 
     Ok(true)
 }
 
-/// Deployments and StatefulSets at 0 carrying the parked annotation that
-/// no policy in `policies` (or, when empty, none in the cluster) targets:
-/// woken to the annotated count.
+/// Objects of any kind with a `scale` subresource, at 0 and carrying the
+/// parked annotation, that no policy in `policies` (or, when empty, none
+/// in the cluster) targets: woken to the annotated count.
 pub async fn wake_orphans(
     client: &Client,
     kinds: &Kinds,
@@ -159,8 +159,10 @@ pub async fn wake_orphans(
     } else {
         policies
     };
-    let mut parked = annotated::<Deployment>(client, "apps/v1", "Deployment").await?;
-    parked.extend(annotated::<StatefulSet>(client, "apps/v1", "StatefulSet").await?);
+    let mut parked = Vec::new();
+    for kind in scalable_kinds(client).await {
+        parked.extend(annotated(client, &kind).await?);
+    }
     for (ns, target, n) in parked {
         let owned = policies.iter().any(|p| {
             p.namespace().as_deref() == Some(ns.as_str())
@@ -212,29 +214,69 @@ async fn orphan_event(recorder: &Recorder, ns: &str, t: &TargetRef, note: &str) 
     }
 }
 
-/// Objects per page of orphan repair's list.
-const LIST_PAGE: u32 = 500;
+/// Deployments and StatefulSets: what is listed when discovery fails.
+fn builtin_kinds() -> Vec<ApiResource> {
+    use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+    vec![
+        ApiResource::erase::<Deployment>(&()),
+        ApiResource::erase::<StatefulSet>(&()),
+    ]
+}
 
-/// Objects of one kind with the parked annotation: (namespace, target, count).
-async fn annotated<K>(
+/// Every namespaced kind the cluster serves with a `scale` subresource, at
+/// its preferred version: what a policy can target, so what an earlier
+/// version can have parked. Deployments and StatefulSets when discovery
+/// fails (logged).
+async fn scalable_kinds(client: &Client) -> Vec<ApiResource> {
+    let discovery = bounded(
+        "discovering kinds with a scale subresource",
+        Discovery::new(client.clone()).run(),
+    )
+    .await;
+    let discovery = match discovery {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "orphan repair: discovery failed; listing Deployments and StatefulSets only");
+            return builtin_kinds();
+        }
+    };
+    let mut kinds = Vec::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            let scalable = caps.subresources.iter().any(|(s, _)| s.plural == "scale");
+            if scalable && caps.scope == Scope::Namespaced {
+                kinds.push(ar);
+            }
+        }
+    }
+    kinds
+}
+
+/// Objects per page of orphan repair's list.
+pub const LIST_PAGE: u32 = 500;
+
+/// Objects of one kind with the parked annotation: (namespace, target,
+/// count). A kind the controller may not list (no `list` in the chart's
+/// `targetRules` for it) cannot be one it parked: skipped, logged.
+async fn annotated(
     client: &Client,
-    api_version: &str,
-    kind: &str,
-) -> Result<Vec<(String, TargetRef, i32)>, kube::Error>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+    kind: &ApiResource,
+) -> Result<Vec<(String, TargetRef, i32)>, kube::Error> {
     // Metadata only, a page at a time, keeping the annotated: a cluster's
     // Deployments in full would be the controller's largest read by far.
-    let api: Api<K> = Api::all(client.clone());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), kind);
     let mut parked = Vec::new();
     let mut lp = ListParams::default().limit(LIST_PAGE);
     loop {
-        let page = bounded("listing parked workloads", api.list_metadata(&lp)).await?;
+        let page = match bounded("listing parked workloads", api.list_metadata(&lp)).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => {
+                tracing::info!(kind = %kind.kind, group = %kind.group, code = s.code,
+                    "orphan repair: kind not listed (not granted, or gone)");
+                return Ok(parked);
+            }
+            Err(e) => return Err(e),
+        };
         parked.extend(page.items.iter().filter_map(|o| {
             let v = o.annotations().get(PARKED_FROM)?;
             let Ok(n) = v.parse() else {
@@ -243,8 +285,8 @@ where
                 return None;
             };
             let target = TargetRef {
-                api_version: api_version.into(),
-                kind: kind.into(),
+                api_version: kind.api_version.clone(),
+                kind: kind.kind.clone(),
                 name: o.name_any(),
             };
             Some((o.namespace().unwrap_or_default(), target, n))
