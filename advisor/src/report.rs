@@ -203,6 +203,19 @@ fn totals_text(r: &Report) -> String {
     )
 }
 
+/// The node and Spot sections (`nodes.rs`, `spot.rs`), wrapped.
+fn node_sections(s: &mut String, r: &Report) {
+    let lines = crate::nodes::lines(&r.nodes)
+        .into_iter()
+        .chain(crate::spot::lines(&r.spot));
+    for (first, text) in lines {
+        if first.is_empty() {
+            let _ = writeln!(s);
+        }
+        wrap(s, &first, 6, &text);
+    }
+}
+
 /// One block per workload, then the co-location groups and the totals.
 pub fn table(r: &Report) -> String {
     let mut s = String::new();
@@ -224,8 +237,7 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(s);
         wrap(&mut s, "excluded:", 4, x);
     }
-    crate::nodes::table(&mut s, &r.nodes);
-    crate::spot::table(&mut s, &r.spot);
+    node_sections(&mut s, r);
     let _ = writeln!(s);
     wrap(&mut s, "", 4, &totals_text(r));
     s
@@ -297,8 +309,7 @@ pub fn markdown(r: &Report) -> String {
     for x in r.warnings.iter().chain(&r.excluded) {
         let _ = writeln!(s, "\n- {}", cell(x));
     }
-    crate::nodes::table(&mut s, &r.nodes);
-    crate::spot::table(&mut s, &r.spot);
+    node_sections(&mut s, r);
     let _ = writeln!(s, "\n{}", totals_text(r));
     s
 }
