@@ -5,14 +5,15 @@
 //! started again on the same port, or made to stop answering (a host
 //! engine that hangs) and to answer again.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often blocked loops look at the stop and hang switches.
+/// How often a request held by a hang looks at the stop and hang switches.
 const TICK: Duration = Duration::from_millis(10);
 
 #[derive(Default)]
@@ -20,7 +21,9 @@ struct Inner {
     stop: AtomicBool,
     hang: AtomicBool,
     log: Mutex<Vec<String>>,
-    streams: Mutex<Vec<TcpStream>>,
+    /// Open connections by id (to close them on stop); each removes itself.
+    streams: Mutex<HashMap<u64, TcpStream>>,
+    next: AtomicU64,
 }
 
 /// A running simulated host engine; stopped (its connections closed) on drop.
@@ -34,7 +37,6 @@ impl HostEngine {
     /// Listens on `addr` (`127.0.0.1:0` picks a free port).
     pub fn start(addr: &str) -> std::io::Result<HostEngine> {
         let listener = TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let inner = Arc::new(Inner::default());
         let shared = inner.clone();
@@ -71,7 +73,9 @@ impl HostEngine {
 
     fn shutdown(&mut self) {
         self.inner.stop.store(true, Ordering::SeqCst);
-        for s in lock(&self.inner.streams).drain(..) {
+        // Wakes the blocking accept, which then sees `stop`.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        for (_, s) in lock(&self.inner.streams).drain() {
             let _ = s.shutdown(Shutdown::Both);
         }
         if let Some(t) = self.accept.take() {
@@ -91,17 +95,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn accept_loop(listener: &TcpListener, inner: &Arc<Inner>) {
-    while !inner.stop.load(Ordering::SeqCst) {
-        match listener.accept() {
+    loop {
+        let accepted = listener.accept();
+        if inner.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        match accepted {
             Ok((stream, _)) => {
-                let _ = stream.set_nonblocking(false);
+                let id = inner.next.fetch_add(1, Ordering::SeqCst);
                 if let Ok(copy) = stream.try_clone() {
-                    lock(&inner.streams).push(copy);
+                    lock(&inner.streams).insert(id, copy);
                 }
                 let inner = inner.clone();
                 let _ = std::thread::Builder::new()
                     .name("hostengine-conn".into())
-                    .spawn(move || serve(stream, &inner));
+                    .spawn(move || {
+                        serve(stream, &inner);
+                        lock(&inner.streams).remove(&id);
+                    });
             }
             Err(_) => std::thread::sleep(TICK),
         }

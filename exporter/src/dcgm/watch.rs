@@ -9,7 +9,9 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::calls::MetricGroup;
-use super::ffi::{EntityPair, Error, FE_GPU, FI_DEV_UUID, FV_FLAG_LIVE_DATA, Handle};
+use super::ffi::{
+    EntityPair, Error, FE_GPU, FI_DEV_UUID, FV_FLAG_LIVE_DATA, Handle, ST_CONNECTION_NOT_VALID,
+};
 use super::link::Link;
 use super::{Activity, FIELDS, Key, Wanted, lock};
 
@@ -67,6 +69,37 @@ fn plan(groups: &[MetricGroup]) -> Plan {
     (lists, left_out)
 }
 
+/// Fields left out: (field, reason) -> GPUs.
+type LeftOut = BTreeMap<(&'static str, &'static str), usize>;
+
+/// The GPUs grouped by their plan (the field lists to watch). A GPU DCGM
+/// has no profiling metric groups for (module not loaded, not supported)
+/// gets an empty plan: its fields are left out, the others still watched.
+fn plans(
+    link: &Link<'_>,
+    h: Handle,
+    gpus: &[(u32, Arc<str>)],
+    left_out: &mut LeftOut,
+) -> Result<BTreeMap<Vec<Vec<u16>>, Vec<u32>>, Error> {
+    let mut plans: BTreeMap<Vec<Vec<u16>>, Vec<u32>> = BTreeMap::new();
+    for (gpu, _) in gpus {
+        let groups = match link.call(|l| l.metric_groups(h, *gpu)) {
+            Ok(g) => g,
+            Err(e) if e.code == ST_CONNECTION_NOT_VALID => return Err(e),
+            Err(e) => {
+                warn!(error = %e, gpu, "DCGM has no profiling metric groups for this GPU");
+                Vec::new()
+            }
+        };
+        let (lists, out) = plan(&groups);
+        for (id, why) in out {
+            *left_out.entry((name_of(id), why)).or_default() += 1;
+        }
+        plans.entry(lists).or_default().push(*gpu);
+    }
+    Ok(plans)
+}
+
 fn name_of(id: u16) -> &'static str {
     FIELDS
         .iter()
@@ -98,56 +131,77 @@ impl Watches {
         }
         let gpus = w.find_gpus(link, h)?;
         w.find_instances(link, h)?;
-        let mut plans: BTreeMap<Vec<Vec<u16>>, Vec<u32>> = BTreeMap::new();
-        let mut left_out: BTreeMap<(&'static str, &'static str), usize> = BTreeMap::new();
-        for (gpu, _) in &gpus {
-            let groups = link.call(|l| l.metric_groups(h, *gpu))?;
-            let (lists, out) = plan(&groups);
-            for (id, why) in out {
-                *left_out.entry((name_of(id), why)).or_default() += 1;
-            }
-            plans.entry(lists).or_default().push(*gpu);
-        }
+        let mut left_out = LeftOut::new();
+        let plans = plans(link, h, &gpus, &mut left_out)?;
         let mut field_groups: BTreeMap<Vec<u16>, usize> = BTreeMap::new();
+        let every_us = i64::try_from(every.as_micros()).unwrap_or(i64::MAX);
         for (n, (lists, members)) in plans.iter().enumerate() {
+            if lists.is_empty() {
+                continue;
+            }
             let group = link.call(|l| l.group_create(h, &format!("gpuscale-{n}")))?;
             w.groups.push(group);
             for e in w.members(members) {
                 link.call(|l| l.group_add(h, group, e))?;
             }
             for list in lists {
-                let fg = match field_groups.get(list) {
-                    Some(fg) => *fg,
-                    None => {
-                        let name = format!("gpuscale-{}", field_groups.len());
-                        let fg = link.call(|l| l.field_group_create(h, list, &name))?;
-                        w.field_groups.push(fg);
-                        field_groups.insert(list.clone(), fg);
-                        fg
-                    }
-                };
-                let every_us = i64::try_from(every.as_micros()).unwrap_or(i64::MAX);
-                match link.call(|l| l.watch(h, group, fg, every_us)) {
-                    Ok(()) => {
-                        for f in list {
-                            if !w.fields.contains(f) {
-                                w.fields.push(*f);
-                            }
-                        }
-                    }
-                    Err(e) if e.code == super::ffi::ST_CONNECTION_NOT_VALID => return Err(e),
-                    Err(e) => {
-                        let names: Vec<&str> = list.iter().map(|&f| name_of(f)).collect();
-                        warn!(error = %e, fields = ?names, "DCGM refused to watch these fields; they are left out");
-                        for &f in list {
-                            *left_out.entry((name_of(f), "refused")).or_default() += members.len();
-                        }
-                    }
-                }
+                let fg = w.field_group(link, h, list, &mut field_groups)?;
+                let target = (group, fg, members.len());
+                w.watch(link, h, target, list, every_us, &mut left_out)?;
             }
         }
         lock(link.shared).left_out = left_out;
         Ok(w)
+    }
+
+    /// The field group of `list`, made once per connection.
+    fn field_group(
+        &mut self,
+        link: &Link<'_>,
+        h: Handle,
+        list: &[u16],
+        made: &mut BTreeMap<Vec<u16>, usize>,
+    ) -> Result<usize, Error> {
+        if let Some(fg) = made.get(list) {
+            return Ok(*fg);
+        }
+        let name = format!("gpuscale-{}", made.len());
+        let fg = link.call(|l| l.field_group_create(h, list, &name))?;
+        self.field_groups.push(fg);
+        made.insert(list.to_vec(), fg);
+        Ok(fg)
+    }
+
+    /// Watches field group `fg` on entity group `group` (of `gpus` GPUs); a
+    /// refusal leaves its fields out for those GPUs (logged, counted).
+    fn watch(
+        &mut self,
+        link: &Link<'_>,
+        h: Handle,
+        (group, fg, gpus): (usize, usize, usize),
+        list: &[u16],
+        every_us: i64,
+        left_out: &mut LeftOut,
+    ) -> Result<(), Error> {
+        match link.call(|l| l.watch(h, group, fg, every_us)) {
+            Ok(()) => {
+                for f in list {
+                    if !self.fields.contains(f) {
+                        self.fields.push(*f);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.code == ST_CONNECTION_NOT_VALID => Err(e),
+            Err(e) => {
+                let names: Vec<&str> = list.iter().map(|&f| name_of(f)).collect();
+                warn!(error = %e, fields = ?names, "DCGM refused to watch these fields; they are left out");
+                for &f in list {
+                    *left_out.entry((name_of(f), "refused")).or_default() += gpus;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The wanted GPUs DCGM lists: (DCGM gpu id, UUID).
