@@ -16,6 +16,7 @@ pub mod spot;
 pub mod tables;
 pub mod thresholds;
 pub mod undersized;
+pub mod unitcost;
 pub mod vllm;
 
 use std::time::Duration;
@@ -176,7 +177,10 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
     let colocation = colocate::plan(tables, &o.policy, &mut all);
     let (placement, stz, more) = totals(&all, &colocation);
     let nodes = nodes::read(&p, &w)?;
-    let tiers = all.iter().map(|a| (a.workload.clone(), a.tier.clone())).collect();
+    let tiers = all
+        .iter()
+        .map(|a| (a.workload.clone(), a.tier.clone()))
+        .collect();
     let spot = spot::read(&p, &w, &o.policy, &tiers)?;
     Ok(Report {
         prometheus: o.prometheus.clone(),

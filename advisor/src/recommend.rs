@@ -122,6 +122,13 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     ) {
         return None;
     }
+    // Decode: ranked by what serving its tokens costs (`unitcost`).
+    if matches!(
+        a.bottleneck,
+        Bottleneck::MemoryBandwidth | Bottleneck::MemoryBandwidthProxy
+    ) {
+        return crate::unitcost::decode(tables, a);
+    }
     let vram = a.memory_need_gib?;
     let price = a.price_usd_per_hour?;
     let best = tables

@@ -2,6 +2,7 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod coverage;
+mod decode;
 mod docs;
 mod hostile;
 mod moved;
