@@ -39,4 +39,5 @@ mod scale_to_zero_ownership;
 mod scale_to_zero_safety;
 mod scale_to_zero_support;
 mod self_tls;
+mod sleep_tier;
 mod victoriametrics;
