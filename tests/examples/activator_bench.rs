@@ -1,10 +1,13 @@
 //! Figures of gpuscale-activator (bench/activator.sh): the wake signal's
 //! latency (request held → scale patch accepted by the Kubernetes API) over
 //! WAKES parks and wakes, the cost in the path when warm (wrk against the
-//! same backend directly and through the activator, alternated in one run),
+//! same backend directly, through a bare hyper reverse proxy, through nginx
+//! as a reverse proxy and through the activator, alternated in one run),
 //! and its RSS idle and with HELD requests held. The activator binary is
-//! `$ACTIVATOR_BIN` (bench/activator.sh builds it in release); the fake
-//! Kubernetes API and the backend are the tests' own.
+//! `$ACTIVATOR_BIN`, the bare proxy `$BARE_PROXY_BIN` (bench/activator.sh
+//! builds both in release); the backend is nginx's own `return 200` (one
+//! worker) when `nginx` is installed, else the tests' backend; the fake
+//! Kubernetes API is the tests' own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -94,27 +97,60 @@ fn wrk(url: &str, secs: u64, threads: u32, conns: u32) -> (f64, f64) {
     (rps, p99)
 }
 
-/// wrk at `conns` connections against the backend directly and through
-/// the activator, alternated three times; medians.
-fn compare(direct: &str, via: &str, secs: u64, threads: u32, conns: u32) {
-    let (mut d_rps, mut d_p99, mut v_rps, mut v_p99) = (vec![], vec![], vec![], vec![]);
+/// wrk at `conns` connections against each target, alternated three
+/// times; medians, and the activator's ratios to the others.
+fn compare(targets: &[(&str, String)], secs: u64, threads: u32, conns: u32) {
+    let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(vec![], vec![]); targets.len()];
     for _ in 0..3 {
-        let (r, p) = wrk(direct, secs, threads, conns);
-        d_rps.push(r);
-        d_p99.push(p);
-        let (r, p) = wrk(via, secs, threads, conns);
-        v_rps.push(r);
-        v_p99.push(p);
+        for ((_, url), (rps, p99)) in targets.iter().zip(runs.iter_mut()) {
+            let (r, p) = wrk(url, secs, threads, conns);
+            rps.push(r);
+            p99.push(p);
+        }
     }
-    let (dr, dp) = (median(&mut d_rps), median(&mut d_p99));
-    let (vr, vp) = (median(&mut v_rps), median(&mut v_p99));
     println!("warm, wrk -t{threads} -c{conns}, median of 3 runs of {secs} s each, alternated:");
-    println!("  direct:  {dr:.0} req/s, p99 {dp:.3} ms");
-    println!(
-        "  through: {vr:.0} req/s, p99 {vp:.3} ms  (throughput ratio {:.2}, p99 {:+.3} ms)",
-        vr / dr,
-        vp - dp
+    let medians: Vec<(f64, f64)> = runs
+        .iter_mut()
+        .map(|(r, p)| (median(r), median(p)))
+        .collect();
+    let (ar, ap) = medians[medians.len() - 1];
+    for ((name, _), (r, p)) in targets.iter().zip(&medians) {
+        println!(
+            "  {name:<18} {r:>8.0} req/s, p99 {p:.3} ms  (activator: throughput x{:.2}, p99 x{:.2}, {:+.3} ms)",
+            ar / r,
+            ap / p,
+            ap - p
+        );
+    }
+}
+
+/// nginx with one worker serving `server` (a `server { … }` block) on its
+/// own prefix in `dir`; ended when dropped.
+fn nginx(dir: &std::path::Path, name: &str, server: &str) -> Proc {
+    let prefix = dir.join(name);
+    std::fs::create_dir_all(&prefix).unwrap();
+    let p = prefix.display();
+    let conf = format!(
+        "worker_processes 1;\ndaemon off;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {p}/body;\n  proxy_temp_path {p}/proxy;\n\
+         fastcgi_temp_path {p}/fastcgi;\n  uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n  {server}\n}}\n"
     );
+    let file = gpuscale_e2e::write_file(&prefix, "nginx.conf", &conf);
+    let mut cmd = Command::new("nginx");
+    cmd.arg("-p").arg(&prefix).arg("-c").arg(&file);
+    Proc::spawn(name, cmd, &prefix.join("stderr.log"))
+}
+
+fn has(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn answers(url: &str) -> bool {
+    ureq::get(url).call().is_ok_and(|r| r.status() == 200)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -133,9 +169,25 @@ fn main() {
         tokens: Default::default(),
         sar: Arc::new(|_: &Value| (true, String::new())),
     });
-    let backend = Backend::start("chat");
+    let with_nginx = has("nginx");
+    let (_tests_backend, _nginx_backend, backend) = if with_nginx {
+        let port = gpuscale_e2e::free_port();
+        let server =
+            format!("server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} }}");
+        let n = nginx(dir.path(), "nginx-backend", &server);
+        wait("the nginx backend", 10, || {
+            answers(&format!("http://127.0.0.1:{port}/"))
+        });
+        println!("backend: nginx return 200, one worker");
+        (None, Some(n), port)
+    } else {
+        let b = Backend::start("chat");
+        let port = b.port;
+        println!("backend: the tests' backend (nginx not installed)");
+        (Some(b), None, port)
+    };
     fake.put(&deployments(), deployment("inference", "chat", 0));
-    fake.put(&slices(), slice("inference", "chat", backend.port, false));
+    fake.put(&slices(), slice("inference", "chat", backend, false));
     let routes = "routes:\n- name: chat\n  service: {namespace: inference, name: chat, port: http}\n  target: {kind: Deployment, name: chat}\n";
     let config = gpuscale_e2e::write_file(dir.path(), "routes.yaml", routes);
     let kubeconfig = gpuscale_e2e::write_file(dir.path(), "kubeconfig", &fake.kubeconfig());
@@ -153,25 +205,60 @@ fn main() {
     let pid = proc.child.id();
     let idle = rss_mib(pid);
 
-    wake_signal(&fake, port, mport, backend.port, wakes);
+    wake_signal(&fake, port, mport, backend, wakes);
 
-    // Warm: the same backend directly and through the activator, alternated.
+    // Warm: the same backend directly, through the baselines and through
+    // the activator, alternated.
     wait("ready", 10, || {
         scrape(
             mport,
             "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}",
         ) == Some(1.0)
     });
-    let (direct_url, via_url) = (
-        format!("http://127.0.0.1:{}/", backend.port),
-        format!("http://127.0.0.1:{port}/"),
-    );
-    for (threads, conns) in [(2, 32), (1, 1)] {
-        compare(&direct_url, &via_url, secs, threads, conns);
+    let baselines = baselines(dir.path(), backend, with_nginx);
+    let mut targets = vec![("direct", format!("http://127.0.0.1:{backend}/"))];
+    targets.extend(baselines.iter().map(|(n, u, _)| (*n, u.clone())));
+    targets.push(("activator", format!("http://127.0.0.1:{port}/")));
+    for (threads, conns) in [(1, 32), (1, 1)] {
+        compare(&targets, secs, threads, conns);
     }
+    drop(baselines);
 
-    held_rss(&fake, port, mport, backend.port, held, pid, idle);
+    held_rss(&fake, port, mport, backend, held, pid, idle);
     drop(proc);
+}
+
+/// The bare hyper proxy (`$BARE_PROXY_BIN`) and, when installed, nginx as a
+/// reverse proxy (one worker, upstream keep-alive) in front of `backend`.
+fn baselines(
+    dir: &std::path::Path,
+    backend: u16,
+    with_nginx: bool,
+) -> Vec<(&'static str, String, Proc)> {
+    let mut out = Vec::new();
+    if let Ok(bare) = std::env::var("BARE_PROXY_BIN") {
+        let port = gpuscale_e2e::free_port();
+        let mut cmd = Command::new(bare);
+        cmd.arg(format!("127.0.0.1:{port}"))
+            .arg(format!("127.0.0.1:{backend}"));
+        let p = Proc::spawn("bare-proxy", cmd, &dir.join("bare-proxy.log"));
+        let url = format!("http://127.0.0.1:{port}/");
+        wait("the bare proxy", 10, || answers(&url));
+        out.push(("bare hyper proxy", url, p));
+    }
+    if with_nginx {
+        let port = gpuscale_e2e::free_port();
+        let server = format!(
+            "upstream backend {{ server 127.0.0.1:{backend}; keepalive 64; }}\n  \
+             server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://backend; \
+             proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }}"
+        );
+        let p = nginx(dir, "nginx-proxy", &server);
+        let url = format!("http://127.0.0.1:{port}/");
+        wait("the nginx proxy", 10, || answers(&url));
+        out.push(("nginx proxy", url, p));
+    }
+    out
 }
 
 /// Park, hold one request, time the scale patch; `wakes` times.

@@ -263,6 +263,49 @@ fn a_client_gone_while_held_leaves_the_queue_and_is_counted() {
     );
 }
 
+/// The probe of a client that sends a body of nearly 1 MiB (the default
+/// `--max-held-body`) and hangs up while held:
+/// the body is read while held, the hang-up seen, the request never
+/// reaches the woken model (a generation nobody would read).
+#[test]
+fn a_client_gone_after_a_large_body_is_never_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = cluster(&["chat"]);
+    let a = chat_activator(dir.path(), &fake, &[]);
+    let big = format!(
+        r#"{{"model":"m","prompt":"{}"}}"#,
+        "x".repeat((1 << 20) - 1024)
+    );
+    let s = send(
+        a.port,
+        "/v1/completions",
+        "models.test",
+        "x-seq: 0\r\n",
+        &big,
+    );
+    let kept = chat(a.port, 1, "m");
+    a.wait_value(&pending("chat"), 2.0);
+    // Both bodies read while held: the large one and chat()'s.
+    let small = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#.len();
+    a.wait_value(
+        "gpuscale_activator_held_body_bytes",
+        (big.len() + small) as f64,
+    );
+    drop(s);
+    a.wait_value(
+        "gpuscale_activator_abandoned_total{namespace=\"inference\",route=\"chat\"}",
+        1.0,
+    );
+    let (backend, _) = wake_when_patched(&fake, "chat", Duration::ZERO);
+    assert_eq!(response(kept).0, 200);
+    assert_eq!(
+        backend.seqs(),
+        ["1"],
+        "the abandoned request is not forwarded"
+    );
+    a.wait_value("gpuscale_activator_held_body_bytes", 0.0);
+}
+
 #[test]
 fn a_replica_killed_during_a_wake_leaves_the_other_holding() {
     let dir = tempfile::tempdir().unwrap();
