@@ -333,6 +333,24 @@ fn exit_codes_tell_usage_runtime_and_no_workloads_apart() {
     );
     assert_eq!(binary(&empty, &["--range", "7x"]).status.code(), Some(2));
     assert_eq!(binary(&empty, &["--bogus"]).status.code(), Some(2));
+    // Every flag's value is checked before Prometheus is asked: a duration
+    // without a unit, a time that is not one, a tier that is no label value.
+    for (args, says) in [
+        (&["--query-timeout", "120"][..], "not a duration"),
+        (&["--end", "2026-13-01T00:00:00Z"][..], "RFC 3339"),
+        (&["--tier", "lab"][..], "NAMESPACE=TIER"),
+        (&["--tier", "lab=no good"][..], "is not a tier"),
+        (&["--default-tier", ""][..], "is not a tier"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuscale-advisor"))
+            .args(["--prometheus", "http://127.0.0.1:9"])
+            .args(args)
+            .output()
+            .expect("test set-up");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
     // Nothing listens on port 9 of loopback: a runtime error.
     assert_eq!(binary("http://127.0.0.1:9", &[]).status.code(), Some(1));
 }
