@@ -95,18 +95,20 @@ pub enum Port {
 }
 
 /// The workload woken through its `scale` subresource (in the Service's
-/// namespace).
+/// namespace): any kind that has one (a Deployment, a StatefulSet, an Argo
+/// Rollout, a CRD's kind), found by discovery.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TargetRef {
-    pub kind: Kind,
+    /// The kind's `group/version` (`v1` for the core group).
+    #[serde(rename = "apiVersion", default = "apps_v1")]
+    pub api_version: String,
+    pub kind: String,
     pub name: String,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum Kind {
-    Deployment,
-    StatefulSet,
+fn apps_v1() -> String {
+    "apps/v1".into()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -204,8 +206,15 @@ fn validate(file: &File) -> Result<(), (String, String)> {
         if r.model.as_deref().is_some_and(str::is_empty) {
             return fail("model must not be empty");
         }
-        if r.service.namespace.is_empty() || r.service.name.is_empty() || r.target.name.is_empty() {
-            return fail("service namespace and name, and target name, must not be empty");
+        if r.service.namespace.is_empty()
+            || r.service.name.is_empty()
+            || r.target.name.is_empty()
+            || r.target.kind.is_empty()
+            || r.target.api_version.is_empty()
+        {
+            return fail(
+                "service namespace and name, and target apiVersion, kind and name, must not be empty",
+            );
         }
         if matches!(&r.service.port, Port::Number(0))
             || matches!(&r.service.port, Port::Name(n) if n.is_empty())
@@ -254,8 +263,10 @@ mod tests {
         assert!(parse(&dup).unwrap_err().contains("second route"));
         let e = parse(&OK.replace("port: 8000", "port: 0")).unwrap_err();
         assert!(e.contains("port"), "{e}");
-        let e = parse(&OK.replace("Deployment", "Job")).unwrap_err();
-        assert!(e.contains("Job"), "{e}");
+        // Any kind parses (discovery says at the first wake whether it has
+        // a scale subresource); an empty one does not.
+        let e = parse(&OK.replace("kind: Deployment", "kind: \"\"")).unwrap_err();
+        assert!(e.contains("kind"), "{e}");
         let e = parse(&OK.replace("model: m", "modle: m")).unwrap_err();
         assert!(e.contains("modle"), "{e}");
         assert!(parse("routes: []\n").unwrap_err().contains("no routes"));

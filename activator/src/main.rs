@@ -25,7 +25,7 @@ fn main() -> std::process::ExitCode {
             Ok(f) => {
                 for r in f.routes {
                     println!(
-                        "{}: host={} pathPrefix={} model={} -> {}/{} ({:?} {})",
+                        "{}: host={} pathPrefix={} model={} -> {}/{} ({} {})",
                         r.name,
                         r.host.as_deref().unwrap_or("*"),
                         r.path_prefix,

@@ -117,7 +117,7 @@ pub fn model_of(body: &[u8]) -> Result<Option<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Kind, Port, RouteSpec, ServiceRef, TargetRef};
+    use crate::config::{Port, RouteSpec, ServiceRef, TargetRef};
     use crate::metrics::Metrics;
 
     fn route(name: &str, host: Option<&str>, prefix: &str, model: Option<&str>) -> Arc<Route> {
@@ -132,7 +132,8 @@ mod tests {
                 port: Port::Number(80),
             },
             target: TargetRef {
-                kind: Kind::Deployment,
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
                 name: name.into(),
             },
             wake_replicas: 1,

@@ -7,12 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Api, Client, discovery};
 use serde_json::json;
 
-use crate::config::Kind;
+use crate::config::TargetRef;
 use crate::metrics::Metrics;
 use crate::route::Route;
 
@@ -30,10 +29,13 @@ enum Outcome {
 pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry: Duration) {
     let name = route.spec.name.clone();
     let ns = route.spec.service.namespace.clone();
+    // The target's kind, found by discovery at the first wake and kept.
+    let mut kind: Option<ApiResource> = None;
     loop {
         route.wake.notified().await;
         while route.needs_wake() {
-            let result = match tokio::time::timeout(CALL_TIMEOUT, attempt(&client, &route)).await {
+            let call = attempt(&client, &route, &mut kind);
+            let result = match tokio::time::timeout(CALL_TIMEOUT, call).await {
                 Ok(r) => r.map_err(|e| api_error(&e)),
                 Err(_) => Err(format!(
                     "the Kubernetes API did not answer within {CALL_TIMEOUT:?}"
@@ -65,7 +67,7 @@ pub async fn run(client: Client, route: Arc<Route>, metrics: Arc<Metrics>, retry
                 retry
             };
             if let Err(e) = &result {
-                let target = format!("{:?}/{}", route.spec.target.kind, route.spec.target.name);
+                let target = format!("{}/{}", route.spec.target.kind, route.spec.target.name);
                 tracing::warn!(route = %name, %target, retry_in = ?wait, "wake failed: {e}");
             }
             tokio::select! {
@@ -85,16 +87,45 @@ fn api_error(e: &kube::Error) -> String {
     }
 }
 
-async fn attempt(client: &Client, route: &Route) -> Result<Outcome, kube::Error> {
+async fn attempt(
+    client: &Client,
+    route: &Route,
+    kind: &mut Option<ApiResource>,
+) -> Result<Outcome, kube::Error> {
+    let ar = match kind {
+        Some(ar) => ar.clone(),
+        None => {
+            let ar = resolve(client, &route.spec.target).await?;
+            *kind = Some(ar.clone());
+            ar
+        }
+    };
     let ns = &route.spec.service.namespace;
-    match route.spec.target.kind {
-        Kind::Deployment => {
-            scale_up(&Api::<Deployment>::namespaced(client.clone(), ns), route).await
-        }
-        Kind::StatefulSet => {
-            scale_up(&Api::<StatefulSet>::namespaced(client.clone(), ns), route).await
-        }
+    scale_up(
+        &Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar),
+        route,
+    )
+    .await
+}
+
+/// The target's kind by discovery; an error naming it when the cluster
+/// does not serve it or it has no `scale` subresource.
+async fn resolve(client: &Client, target: &TargetRef) -> Result<ApiResource, kube::Error> {
+    let (group, version) = target
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", target.api_version.as_str()));
+    let gvk = GroupVersionKind::gvk(group, version, &target.kind);
+    let (ar, caps) = discovery::pinned_kind(client, &gvk).await?;
+    if caps.subresources.iter().any(|(s, _)| s.plural == "scale") {
+        return Ok(ar);
     }
+    Err(kube::Error::Discovery(
+        kube::error::DiscoveryError::MissingResource(format!(
+            "{} ({}) has no scale subresource",
+            target.kind, target.api_version
+        )),
+    ))
 }
 
 async fn scale_up<K>(api: &Api<K>, route: &Route) -> Result<Outcome, kube::Error>

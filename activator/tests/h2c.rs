@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
+use gpuscale_activator::config::{Port, Protocol, RouteSpec, ServiceRef, TargetRef};
 use gpuscale_activator::handler::{App, Bounds};
 use gpuscale_activator::metrics::Metrics;
 use gpuscale_activator::proxy::{Body, BoxError, Upstream};
@@ -81,7 +81,8 @@ fn spec() -> RouteSpec {
             port: Port::Number(9000),
         },
         target: TargetRef {
-            kind: Kind::Deployment,
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
             name: "grpc".into(),
         },
         wake_replicas: 1,

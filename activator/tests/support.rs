@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuscale_activator::config::{Kind, Port, Protocol, RouteSpec, ServiceRef, TargetRef};
+use gpuscale_activator::config::{Port, Protocol, RouteSpec, ServiceRef, TargetRef};
 use gpuscale_activator::handler::{App, Bounds};
 use gpuscale_activator::metrics::Metrics;
 use gpuscale_activator::proxy::Upstream;
@@ -28,7 +28,8 @@ pub fn spec(model: Option<&str>) -> RouteSpec {
             port: Port::Number(8000),
         },
         target: TargetRef {
-            kind: Kind::Deployment,
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
             name: "chat".into(),
         },
         wake_replicas: 1,
