@@ -63,6 +63,10 @@ const THRESHOLD: &str = "gpu_temperature_threshold_celsius";
 const LIMIT: &str = "gpu_power_limit_watts";
 const DEFAULT_LIMIT: &str = "gpu_power_limit_default_watts";
 const CLOCK: &str = "gpu_clock_hertz";
+const MEMORY_TEMPERATURE: &str = "gpu_memory_temperature_celsius";
+
+/// The clocks fleet serves, with the `gpu_info` label of their maximum.
+const MAX_CLOCKS: [(&str, &str); 2] = [("sm", "max_sm_hertz"), ("memory", "max_memory_hertz")];
 const ACTIVITY_SOURCE: &str = "gpu_activity_source_info";
 
 fn label<'a>(s: &'a Sample, key: &str) -> Option<&'a str> {
@@ -96,8 +100,11 @@ struct Context<'a> {
     defaults: HashMap<&'a str, f64>,
     /// GPUs with activity ratios this collection.
     active: HashSet<&'a str>,
-    /// `max_memory_hertz` of each GPU's `gpu_info`.
-    max_memory_clock: HashMap<&'a str, f64>,
+    /// Each GPU's maximum SM and memory clocks (`gpu_info`'s
+    /// `max_sm_hertz`, `max_memory_hertz`).
+    max_clocks: HashMap<(&'a str, &'static str), f64>,
+    /// Each GPU's memory_max threshold.
+    memory_max: HashMap<&'a str, f64>,
     /// Processes a GPU or MIG instance shares with another, and those
     /// without a pod.
     processes: HashSet<ProcKey>,
@@ -140,21 +147,31 @@ fn shared_or_unattributed(families: &[Family]) -> HashSet<ProcKey> {
 
 impl<'a> Context<'a> {
     fn new(families: &'a [Family]) -> Self {
-        let max_memory_clock = families
+        let max_clocks = families
             .iter()
             .filter(|f| f.name == "gpu_info")
             .flat_map(|f| &f.samples)
-            .filter_map(|s| {
-                let hz = label(s, "max_memory_hertz")?.parse().ok()?;
-                Some((&**uuid(s)?, hz))
+            .flat_map(|s| {
+                MAX_CLOCKS.iter().filter_map(move |(clock, key)| {
+                    let hz = label(s, key)?.parse().ok()?;
+                    Some(((&**uuid(s)?, *clock), hz))
+                })
             })
+            .collect();
+        let memory_max = families
+            .iter()
+            .filter(|f| f.name == THRESHOLD)
+            .flat_map(|f| &f.samples)
+            .filter(|s| label(s, "threshold") == Some("memory_max"))
+            .filter_map(|s| Some((&**uuid(s)?, s.value)))
             .collect();
         Self {
             temperatures: THRESHOLDS.map(|(_, t)| values(families, t)),
             limits: values(families, LIMIT),
             active: values(families, ACTIVITY).into_keys().collect(),
             defaults: values(families, DEFAULT_LIMIT),
-            max_memory_clock,
+            max_clocks,
+            memory_max,
             processes: shared_or_unattributed(families),
         }
     }
@@ -165,14 +182,12 @@ impl<'a> Context<'a> {
         match name {
             THRESHOLD => self.near_threshold(gpu, s),
             LIMIT | DEFAULT_LIMIT => self.limit_lowered(gpu, name),
-            CLOCK => match label(s, "clock") {
-                Some("sm") => true,
-                // The memory clock while it runs below its maximum.
-                Some("memory") => gpu
-                    .and_then(|g| self.max_memory_clock.get(g))
-                    .is_none_or(|max| s.value < *max),
-                _ => false,
-            },
+            // The SM and memory clocks while they run below their maximum.
+            CLOCK => label(s, "clock").is_some_and(|c| self.below_max(gpu, c, s.value)),
+            // The memory temperature while within NEAR_CELSIUS of its limit.
+            MEMORY_TEMPERATURE => gpu
+                .and_then(|g| self.memory_max.get(g))
+                .is_none_or(|max| s.value >= max - NEAR_CELSIUS),
             n if n.starts_with("gpu_process_") && n != "gpu_process_unattributed" => {
                 proc_key(s).is_some_and(|k| self.processes.contains(&k))
             }
@@ -195,6 +210,16 @@ impl<'a> Context<'a> {
         };
         let temperature = gpu.and_then(|g| self.temperatures[i].get(g));
         temperature.is_none_or(|t| *t >= s.value - NEAR_CELSIUS)
+    }
+
+    /// Whether `clock` (sm or memory) runs below its maximum (always where
+    /// the maximum is not known; never for the other clocks).
+    fn below_max(&self, gpu: Option<&str>, clock: &str, hz: f64) -> bool {
+        let Some((clock, _)) = MAX_CLOCKS.iter().find(|(c, _)| *c == clock) else {
+            return false;
+        };
+        gpu.and_then(|g| self.max_clocks.get(&(g, *clock)))
+            .is_none_or(|max| hz < *max)
     }
 
     /// A GPU without activity ratios: the right-sizing rules read its NVML

@@ -70,6 +70,27 @@ fn a_threshold_is_served_while_its_temperature_is_near() {
 }
 
 #[test]
+fn the_memory_temperature_is_served_near_its_limit_only() {
+    let memory_max = |i| {
+        (
+            Subject::Device(gpu(i)),
+            vec![("threshold", "memory_max".to_string())],
+            95.0,
+        )
+    };
+    let families = vec![
+        per_gpu(MEMORY_TEMPERATURE, &[60.0, 90.0, 70.0]),
+        family(THRESHOLD, vec![memory_max(0), memory_max(1)]),
+    ];
+    let out = serve(&families);
+    // GPU 2 has no threshold read: its temperature is served.
+    assert_eq!(
+        served(&out, MEMORY_TEMPERATURE),
+        [(Some(1), 90.0), (Some(2), 70.0)]
+    );
+}
+
+#[test]
 fn power_limits_are_served_while_the_limit_is_lowered() {
     // GPU 0 at its default, GPU 1 lowered to 500 W; both with GPM.
     let families = vec![
@@ -86,11 +107,14 @@ fn power_limits_are_served_while_the_limit_is_lowered() {
 }
 
 #[test]
-fn the_memory_clock_is_served_below_its_maximum_only() {
+fn clocks_are_served_below_their_maximum_only() {
     let info = |i| {
         (
             Subject::Device(gpu(i)),
-            vec![("max_memory_hertz", "2619000000".to_string())],
+            vec![
+                ("max_sm_hertz", "1980000000".to_string()),
+                ("max_memory_hertz", "2619000000".to_string()),
+            ],
             1.0,
         )
     };
@@ -108,12 +132,14 @@ fn the_memory_clock_is_served_below_its_maximum_only() {
             vec![
                 clock(0, "sm", 1.98e9),
                 clock(0, "memory", 2.619e9),
+                clock(1, "sm", 3.45e8),
                 clock(1, "memory", 1.5e9),
+                clock(1, "video", 1.5e9),
             ],
         ),
     ];
     let out = serve(&families);
-    assert_eq!(served(&out, CLOCK), [(Some(0), 1.98e9), (Some(1), 1.5e9)]);
+    assert_eq!(served(&out, CLOCK), [(Some(1), 3.45e8), (Some(1), 1.5e9)]);
 }
 
 #[test]
@@ -188,7 +214,14 @@ fn operations_md_names_every_family_the_fleet_profile_trims() {
     let trimmed = crate::collectors::profile::FLEET.iter().map(|(n, _)| *n);
     let own = crate::selfmetrics::FLEET_LEFT_OUT.iter().map(|d| d.name);
     let all = LEFT_OUT.iter().chain(NON_ZERO).chain(PROXIES).copied();
-    let served_while = [THRESHOLD, LIMIT, DEFAULT_LIMIT, CLOCK, ACTIVITY_SOURCE];
+    let served_while = [
+        THRESHOLD,
+        LIMIT,
+        DEFAULT_LIMIT,
+        CLOCK,
+        MEMORY_TEMPERATURE,
+        ACTIVITY_SOURCE,
+    ];
     for name in all.chain(trimmed).chain(own).chain(served_while) {
         assert!(
             section.contains(&format!("`{name}`")),
