@@ -74,6 +74,21 @@ impl Exporter {
         me
     }
 
+    /// As [`Exporter::simulate`], with `env` set for the exporter (e.g. the
+    /// NVML simulator's live processes' directory).
+    pub fn simulate_env(scenario: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Self {
+        let s = scenario.to_str().expect("utf-8 path");
+        let mut args = vec!["--simulate", s, "--collect-interval", "200ms"];
+        args.extend_from_slice(extra);
+        let mut cmd = Command::new(bins::exporter());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let me = Self::start(cmd, &args, true);
+        me.wait_ready();
+        me
+    }
+
     /// As [`Exporter::simulate`], for an exporter several tests share from a
     /// static: killed (and its log removed) when the test process exits.
     pub fn simulate_shared(scenario: &Path, extra: &[&str]) -> Self {

@@ -3,15 +3,18 @@
 //! sleep mode on). A model put to sleep is left out of forwarding; a held
 //! request wakes it in about its wake time and is answered; an activator
 //! restarted while the model sleeps finds it asleep from the pod itself;
-//! a sleeping server restarted is seen awake.
+//! a sleeping server restarted is seen awake. And the exporter on the NVML
+//! simulator sees the sleeping server's VRAM go and come back.
 
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::activator::{
     Activator, deployment, deployments, response, routes, send, slice, slices,
 };
+use gpuscale_e2e::exporter::Exporter;
 use gpuscale_e2e::kubeapi::{Cluster, KubeFake};
-use gpuscale_sim::node::vllm::{Config, FakeVllm};
+use gpuscale_nvml_sim::live;
+use gpuscale_sim::node::vllm::{Config, FakeVllm, Vram};
 use serde_json::Value;
 
 const NS: &str = "inference";
@@ -109,4 +112,51 @@ fn a_held_request_wakes_a_sleeping_model_and_restarts_read_the_state_from_the_po
     assert_eq!(code, 200);
     assert!(took < wake, "no wake after a restart: {took:?}");
     assert_eq!(b.value(WOKEN), Some(1.0));
+}
+
+const GPU: &str = "GPU-5a000000-0000-4000-8000-000000000000";
+const SCENARIO: &str = r#"
+node: sleep-node
+gpus:
+  - model: NVIDIA H100 80GB HBM3
+    uuid: GPU-5a000000-0000-4000-8000-000000000000
+    pci_bus_id: "00000000:18:00.0"
+    memory_mib: 81559
+"#;
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[test]
+fn the_exporter_sees_a_sleeping_models_vram_released_and_taken_back() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(&scenario, SCENARIO).expect("the scenario");
+    let live_dir = dir.path().join("live");
+    let mut cfg = Config::new("chat", Duration::from_millis(300));
+    cfg.vram = Some(Vram {
+        dir: live_dir.clone(),
+        uuid: GPU.into(),
+        pid: 4242,
+        awake_mib: 24_576,
+        asleep_mib: 2_458,
+    });
+    let vllm = FakeVllm::start(cfg, rt.handle()).expect("the fake vLLM");
+    let port: u16 = vllm
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    let e = Exporter::simulate_env(&scenario, &[], &[(live::ENV_LIVE, &live_dir)]);
+    let used = |want: f64| {
+        move |m: &gpuscale_e2e::exporter::Metrics| {
+            m.get("gpu_memory_used_bytes", &[("uuid", GPU)]) == Some(want * MIB)
+                && m.get("gpu_process_memory_used_bytes", &[("pid", "4242")]) == Some(want * MIB)
+        }
+    };
+    e.scrape_until("the awake server's 24 GiB", used(24_576.0));
+    assert_eq!(to_server(port, "/sleep?level=1"), 200);
+    e.scrape_until("the sleeping server's VRAM released", used(2_458.0));
+    assert_eq!(to_server(port, "/wake_up"), 200);
+    e.scrape_until("the woken server's VRAM back", used(24_576.0));
 }
