@@ -8,8 +8,10 @@
 //!   naming the pod and the budget; deleting the budget clears that
 //!   blocker; the accrued cost matches a hand computation.
 //! - `daemonset-node`: only a DaemonSet pod: reclaimable, no blocker.
-//! - `idle-node`: a Karpenter Spot node whose one GPU is held and idle:
-//!   reclaimable for the idle reason, its GPU priced at the Spot price.
+//! - `idle-node`: a Karpenter Spot node whose two GPUs are held (a Job, a
+//!   single-replica Deployment) and idle: reclaimable for the idle reason,
+//!   its GPUs priced at the Spot price; the advisor lists the Job as a Spot
+//!   candidate and the Deployment as a risk.
 //! - `waking-node`: reclaimable until a GPU pod arrives, then not within
 //!   one interval.
 //! - `blind-node`: its API does not answer: facts absent, the reason said,
@@ -50,6 +52,32 @@ fn pod_yaml(pod: &str, n: u8, uuid: &str) -> String {
         "pods:\n  - namespace: ml\n    name: {pod}\n    uid: 0000000{n}-0000-4000-8000-00000000cafe\n    phase: Running\n    owner: {{ kind: Deployment, name: chat }}\n    containers:\n      - name: vllm\n        id: {id}\n        devices:\n          - {{ resource: nvidia.com/gpu, ids: [{uuid}] }}\n",
         id = format!("{n}").repeat(64)
     )
+}
+
+/// A Karpenter Spot node with two idle GPUs: one held by the single
+/// replica of Deployment `assistant`, one by the pod of Job `embed-batch`.
+fn spot_scenario() -> String {
+    let mut y = String::from("node: idle-node\ngpus:\n");
+    for g in 0..2 {
+        y.push_str(&format!(
+            "  - model: NVIDIA H100 80GB HBM3\n    uuid: GPU-e3{g}00000-0000-4000-8000-000000000000\n    pci_bus_id: \"00000000:{:02x}:00.0\"\n    memory_mib: 81559\n    load: {{ utilization: 0, memory_used_mib: 20000 }}\n",
+            0x18 + g
+        ));
+    }
+    y.push_str("pods:\n");
+    for (g, (kind, workload, pod)) in [
+        ("Deployment", "assistant", "assistant-6d5f8c7b9-q2w3e"),
+        ("Job", "embed-batch", "embed-batch-x8k2p"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        y.push_str(&format!(
+            "  - namespace: ml\n    name: {pod}\n    uid: 0000003{g}-0000-4000-8000-00000000cafe\n    phase: Running\n    owner: {{ kind: {kind}, name: {workload} }}\n    containers:\n      - name: main\n        id: {id}\n        devices:\n          - {{ resource: nvidia.com/gpu, ids: [GPU-e3{g}00000-0000-4000-8000-000000000000] }}\n",
+            id = format!("3{g}").repeat(32)
+        ));
+    }
+    y
 }
 
 /// One node of the story: its simulated node and its exporter.
@@ -148,15 +176,10 @@ fn start_nodes(dir: &std::path::Path) -> Vec<Node> {
                 .put(&core("pods"), exporter.object("daemonset-node"));
         },
     );
-    let idle = start_node(
-        dir,
-        "idle-node",
-        &scenario("idle-node", 3, 0, Some("chat-7c4b9d8f6-vwxyz")),
-        |n| {
-            let spot = [P5[0], ("karpenter.sh/capacity-type", "spot")];
-            economics::label_node(n.sim.api(), "idle-node", &spot, &[]);
-        },
-    );
+    let idle = start_node(dir, "idle-node", &spot_scenario(), |n| {
+        let spot = [P5[0], ("karpenter.sh/capacity-type", "spot")];
+        economics::label_node(n.sim.api(), "idle-node", &spot, &[]);
+    });
     let waking = start_node(
         dir,
         "waking-node",
@@ -278,6 +301,7 @@ fn gpu_nodes_that_could_go_are_found_with_what_keeps_them() {
     the_accrued_cost_is_the_price_times_the_time(&prom);
     the_blind_node_is_never_reclaimable(&prom, &webhook, &nodes[4]);
     the_fleet_dashboard_row_has_data(&prom);
+    the_advisor_names_spot_candidates_and_risks_and_the_waste(&prom);
 }
 
 fn the_spot_node_prices_its_gpu_at_the_spot_price(idle: &Node) {
@@ -304,8 +328,8 @@ fn the_spot_node_prices_its_gpu_at_the_spot_price(idle: &Node) {
     );
     let gpu = m.find("gpu_price_usd_per_hour", &[]);
     assert!(
-        gpu.len() == 1 && gpu[0].value == P5_SPOT,
-        "the one GPU costs the Spot node's price: {gpu:?}"
+        gpu.len() == 2 && gpu.iter().all(|s| s.value == P5_SPOT / 2.0),
+        "each of the two GPUs costs half the Spot node's price: {gpu:?}"
     );
 }
 
@@ -576,4 +600,87 @@ fn the_fleet_dashboard_row_has_data(prom: &Prometheus) {
         }
     }
     assert!(empty.is_empty(), "no data:\n{}", empty.join("\n"));
+}
+
+/// `gpuscale-advisor` on the same Prometheus: the Spot node's batch Job is a
+/// candidate, its single-replica production Deployment a risk; the node
+/// section counts reclaimable node-hours and the budget seen.
+fn the_advisor_names_spot_candidates_and_risks_and_the_waste(prom: &Prometheus) {
+    let bin = gpuscale_e2e::bins::target_dir().join("gpuscale-advisor");
+    let out = std::process::Command::new(&bin)
+        .args([
+            "--prometheus",
+            &prom.url,
+            "--range",
+            "10m",
+            "--step",
+            "1s",
+            "-o",
+            "json",
+        ])
+        .output()
+        .expect("run gpuscale-advisor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "advisor: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&text).expect("advisor JSON");
+    let named =
+        |v: &Value, name: &str| v["workload"]["name"] == name && v["workload"]["namespace"] == "ml";
+    let candidates = r["spot"]["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let job = candidates
+        .iter()
+        .find(|c| named(c, "embed-batch"))
+        .unwrap_or_else(|| panic!("no Job candidate: {}", r["spot"]));
+    assert_eq!(
+        (job["workload"]["kind"].as_str(), job["on_spot"].as_bool()),
+        (Some("Job"), Some(true)),
+        "{job}"
+    );
+    assert!(
+        job["evidence"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("retries its pods")),
+        "{job}"
+    );
+    let risks = r["spot"]["risks"].as_array().cloned().unwrap_or_default();
+    let risk = risks
+        .iter()
+        .find(|x| named(x, "assistant"))
+        .unwrap_or_else(|| panic!("no risk: {}", r["spot"]));
+    assert!(
+        risk["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("a single-replica production service on Spot")),
+        "{risk}"
+    );
+    assert!(
+        !candidates.iter().any(|c| named(c, "assistant")),
+        "a single-replica production service offered for Spot"
+    );
+    let pools = r["nodes"]["pools"].as_array().cloned().unwrap_or_default();
+    let hours: f64 = pools
+        .iter()
+        .filter_map(|p| p["reclaimable_node_hours"].as_f64())
+        .sum();
+    let nodes: u64 = pools
+        .iter()
+        .filter_map(|p| p["reclaimable_nodes"].as_u64())
+        .sum();
+    assert!(hours > 0.0 && nodes >= 3, "{}", r["nodes"]);
+    let blockers: Vec<&str> = pools
+        .iter()
+        .flat_map(|p| p["blockers"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        blockers.contains(&format!("pdb web/{FRONTEND} (frontend)").as_str()),
+        "{}",
+        r["nodes"]
+    );
 }
