@@ -275,3 +275,53 @@ pub fn lines(n: &Nodes) -> Vec<(String, String)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> Facts {
+        let k = |n: &str| (String::new(), n.to_owned());
+        Facts {
+            pools: BTreeMap::from([
+                (k("a"), "gpu".into()),
+                (k("b"), "gpu".into()),
+                (k("c"), String::new()),
+            ]),
+            hours: BTreeMap::from([(k("a"), 2.0), (k("b"), 1.0)]),
+            cost: BTreeMap::from([(k("a"), 110.08), (k("b"), 55.04)]),
+            blockers: BTreeMap::from([(k("a"), vec!["pdb web/f (f)".into()])]),
+            blockers_now: BTreeMap::from([(k("a"), vec!["pdb web/f (f)".into()])]),
+            allocated_now: BTreeMap::from([(k("a"), 0.0), (k("b"), 0.0), (k("c"), 2.0)]),
+        }
+    }
+
+    #[test]
+    fn pools_sum_their_nodes_hours_and_cost_and_scale_to_a_month() {
+        let p = pools(&facts(), 24.0);
+        let gpu = p.iter().find(|p| p.node_pool == "gpu").expect("pool gpu");
+        assert_eq!((gpu.nodes, gpu.reclaimable_nodes), (2, 2));
+        assert!((gpu.reclaimable_node_hours - 3.0).abs() < 1e-9);
+        assert!((gpu.cost_usd_per_month - 165.12 / 24.0 * 730.0).abs() < 1e-6);
+        assert_eq!(gpu.blockers, ["pdb web/f (f)"]);
+        let none = p.iter().find(|p| p.node_pool.is_empty()).expect("no pool");
+        assert_eq!((none.nodes, none.reclaimable_nodes), (1, 0));
+    }
+
+    #[test]
+    fn a_parked_workloads_node_went_or_says_why_it_stayed() {
+        let f = facts();
+        let t = Sample {
+            labels: vec![
+                ("namespace".into(), "ml".into()),
+                ("target".into(), "Deployment/chat".into()),
+            ],
+            value: 1.0,
+        };
+        let j = |n: &str| judge(&t, &(String::new(), n.to_owned()), &f);
+        assert!(j("gone").node_went);
+        assert_eq!(j("a").why, "kept by pdb web/f (f)");
+        assert_eq!(j("c").why, "other pods hold 2 of its GPUs");
+        assert!(j("b").why.starts_with("no blocker"), "{}", j("b").why);
+    }
+}

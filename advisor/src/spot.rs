@@ -325,3 +325,154 @@ pub fn lines(spot: &Spot) -> Vec<(String, String)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(kind: &str, name: &str) -> Key {
+        Key {
+            cluster: String::new(),
+            namespace: "ml".into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    fn placed(pods: &[&str], nodes: &[(&str, f64)], restarts: f64) -> Placed {
+        Placed {
+            pods: pods.iter().map(|p| (*p).to_owned()).collect(),
+            nodes: nodes.iter().map(|(n, g)| ((*n).to_owned(), *g)).collect(),
+            restarts,
+        }
+    }
+
+    fn nodes() -> NodeFacts {
+        let m = |v: &[(&str, f64)]| v.iter().map(|(n, x)| ((*n).to_owned(), *x)).collect();
+        NodeFacts {
+            capacity: [
+                ("od-1", "on-demand"),
+                ("od-2", "on-demand"),
+                ("spot-1", "spot"),
+            ]
+            .iter()
+            .map(|(n, c)| ((*n).to_owned(), (*c).to_owned()))
+            .collect(),
+            price: m(&[("od-1", 55.04), ("od-2", 55.04), ("spot-1", 22.02)]),
+            spot: m(&[("od-1", 22.02), ("od-2", 22.02), ("spot-1", 22.02)]),
+            gpus: m(&[("od-1", 8.0), ("od-2", 8.0), ("spot-1", 8.0)]),
+        }
+    }
+
+    #[test]
+    fn jobs_and_spread_services_are_candidates_with_the_spot_saving() {
+        let mut out = Spot::default();
+        judge(
+            &mut out,
+            &k("Job", "embed"),
+            &placed(&["e-1"], &[("spot-1", 1.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        judge(
+            &mut out,
+            &k("Deployment", "web"),
+            &placed(&["w-1", "w-2"], &[("od-1", 1.0), ("od-2", 1.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        let job = &out.candidates[0];
+        assert!(
+            job.on_spot && job.saving_usd_per_month == Some(0.0),
+            "{job:?}"
+        );
+        let web = &out.candidates[1];
+        let want = 2.0 * (55.04 - 22.02) / 8.0 * 730.0;
+        assert!(
+            web.saving_usd_per_month
+                .is_some_and(|v| (v - want).abs() < 1e-6),
+            "{web:?}"
+        );
+        assert!(out.risks.is_empty() && out.not_ready.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn a_single_replica_production_service_is_never_a_candidate_and_a_risk_on_spot() {
+        let mut out = Spot::default();
+        judge(
+            &mut out,
+            &k("Deployment", "chat"),
+            &placed(&["c-1"], &[("spot-1", 1.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        assert!(out.candidates.is_empty());
+        assert!(
+            out.risks[0]
+                .why
+                .starts_with("a single-replica production service on Spot"),
+            "{out:?}"
+        );
+        assert!(out.not_ready[0].contains("never moved to Spot"), "{out:?}");
+        let mut dev = Spot::default();
+        judge(
+            &mut dev,
+            &k("Deployment", "chat"),
+            &placed(&["c-1"], &[("spot-1", 1.0)], 0.0),
+            &nodes(),
+            "dev",
+        );
+        assert!(dev.risks.is_empty() && dev.candidates.is_empty(), "{dev:?}");
+    }
+
+    #[test]
+    fn replicas_on_one_node_and_statefulsets_without_a_survived_restart_are_not_ready() {
+        let mut out = Spot::default();
+        judge(
+            &mut out,
+            &k("Deployment", "a"),
+            &placed(&["a-1", "a-2"], &[("od-1", 2.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        judge(
+            &mut out,
+            &k("StatefulSet", "t"),
+            &placed(&["t-0", "t-1"], &[("od-1", 1.0), ("od-2", 1.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        judge(
+            &mut out,
+            &k("StatefulSet", "r"),
+            &placed(&["r-0", "r-1"], &[("od-1", 1.0), ("od-2", 1.0)], 3.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        assert!(
+            out.not_ready[0].contains("on one node")
+                && out.not_ready[1].contains("no restart survived"),
+            "{out:?}"
+        );
+        assert_eq!(out.candidates.len(), 1);
+        assert!(
+            out.candidates[0]
+                .evidence
+                .iter()
+                .any(|e| e.contains("survived 3")),
+            "{out:?}"
+        );
+        let mut all_spot = Spot::default();
+        judge(
+            &mut all_spot,
+            &k("Deployment", "s"),
+            &placed(&["s-1", "s-2"], &[("spot-1", 2.0)], 0.0),
+            &nodes(),
+            PRODUCTION,
+        );
+        assert!(
+            all_spot.risks[0].why.starts_with("all 2 replicas"),
+            "{all_spot:?}"
+        );
+    }
+}
