@@ -129,7 +129,7 @@ fn via_aggregator(path: &str, user: &str, groups: &[&str]) -> (u16, Value) {
 /// workload, workload kind or an allowlisted pod label goes through the join
 /// on pod metadata; a server's own label (`model_name`) is matched on its
 /// series. The same answers with either metadata source.
-const STORIES: &[(&str, &str, &str)] = &[
+pub(crate) const STORIES: &[(&str, &str, &str)] = &[
     ("vllm_queue_depth", "workload=chat", "7"),
     ("vllm_queue_depth", "label_app_kubernetes_io_name=chat", "7"),
     (

@@ -88,52 +88,55 @@ fn refused(ns: &str, metric: &str, selector: &str) -> String {
     out.stderr
 }
 
+/// Each holder preset with its selectors and the value the scripted
+/// series imply.
+pub(crate) const STORIES: &[(&str, &str, &str)] = &[
+    // Two flows of one pool and model.
+    (
+        "gateway_flow_control_queue_size",
+        "inference_pool=chat-pool",
+        "5",
+    ),
+    (
+        "gateway_flow_control_queue_size",
+        "inference_pool=chat-pool,fairness_id=tenant-b",
+        "2",
+    ),
+    (
+        "gateway_flow_control_queue_size",
+        "target_model_name=llama-8b",
+        "5",
+    ),
+    ("gateway_pool_average_queue_size", "name=chat-pool", "2500m"),
+    // A pool with no ready pod reads 0: the gauge is there.
+    ("gateway_pool_ready_pods", "name=chat-pool", "0"),
+    // Two interceptor replicas; the route of `other` is not counted.
+    ("keda_http_pending_requests", "route_name=llama-8b", "3"),
+    (
+        "knative_activator_request_concurrency",
+        "configuration_name=llama-8b",
+        "4",
+    ),
+    (
+        "knative_activator_request_concurrency",
+        "revision_name=llama-8b-00001",
+        "4",
+    ),
+    (
+        "knative_revision_request_concurrency",
+        "kn_revision_name=llama-8b-00001",
+        "6",
+    ),
+    ("activator_pending_requests", "route=llama-8b", "3"),
+    ("activator_pending_requests", "route=qwen-coder", "0"),
+];
+
 #[test]
 fn each_holder_preset_reads_its_upstream_series() {
-    let cases = [
-        // Two flows of one pool and model.
-        (
-            "gateway_flow_control_queue_size",
-            "inference_pool=chat-pool",
-            "5",
-        ),
-        (
-            "gateway_flow_control_queue_size",
-            "inference_pool=chat-pool,fairness_id=tenant-b",
-            "2",
-        ),
-        (
-            "gateway_flow_control_queue_size",
-            "target_model_name=llama-8b",
-            "5",
-        ),
-        ("gateway_pool_average_queue_size", "name=chat-pool", "2500m"),
-        // A pool with no ready pod reads 0: the gauge is there.
-        ("gateway_pool_ready_pods", "name=chat-pool", "0"),
-        // Two interceptor replicas; the route of `other` is not counted.
-        ("keda_http_pending_requests", "route_name=llama-8b", "3"),
-        (
-            "knative_activator_request_concurrency",
-            "configuration_name=llama-8b",
-            "4",
-        ),
-        (
-            "knative_activator_request_concurrency",
-            "revision_name=llama-8b-00001",
-            "4",
-        ),
-        (
-            "knative_revision_request_concurrency",
-            "kn_revision_name=llama-8b-00001",
-            "6",
-        ),
-        ("activator_pending_requests", "route=llama-8b", "3"),
-        ("activator_pending_requests", "route=qwen-coder", "0"),
-    ];
-    for (metric, selector, want) in cases {
+    for (metric, selector, want) in STORIES {
         assert_eq!(
             read(NAMESPACE, metric, selector),
-            want,
+            *want,
             "{metric}{{{selector}}}"
         );
     }

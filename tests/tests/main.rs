@@ -29,6 +29,7 @@ mod keda;
 mod leader_election;
 mod node_economics;
 mod pods;
+mod preset_stories;
 mod privileges;
 mod replay_prometheus;
 mod scale_to_zero;

@@ -147,7 +147,7 @@ fn external(kubeconfig: &Path, adapter: &Adapter, ns: &str, metric: &str, sel: &
 /// label, workload kind and the servers' own labels, with the value the
 /// scripted data implies. Rates and quantiles are exact on either engine
 /// (counters grow by a fixed step per scrape).
-const STORIES: &[(&str, &str, &str)] = &[
+pub(crate) const STORIES: &[(&str, &str, &str)] = &[
     ("vllm_queue_depth", "workload=chat", "7"),
     ("vllm_queue_depth", "label_app_kubernetes_io_name=chat", "7"),
     (
@@ -157,6 +157,7 @@ const STORIES: &[(&str, &str, &str)] = &[
     ),
     ("vllm_queue_depth", "model_name=bge-m3", "10"),
     ("vllm_kv_cache_usage", "workload=chat", "600m"),
+    ("vllm_request_activity", "workload=chat", "9"),
     ("vllm_ttft_p95_seconds", "workload=chat", "750m"),
     ("vllm_ttft_p95_seconds", "model_name=llama-3-8b", "750m"),
     (
