@@ -278,3 +278,38 @@ impl Dcgm {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(field_type: u16, status: Return, bytes: [u8; 8]) -> FieldValueV2 {
+        let mut v = FieldValueV2::ZERO;
+        v.fieldType = field_type;
+        v.status = status;
+        v.value.0[..8].copy_from_slice(&bytes);
+        v
+    }
+
+    /// Blank values (DCGM_FP64_BLANK and above, DCGM_INT64_BLANK and above)
+    /// and failed statuses are no value, never 0.
+    #[test]
+    fn blanks_and_failed_reads_are_no_value() {
+        let d = |x: f64| value(FT_DOUBLE, ST_OK, x.to_ne_bytes());
+        let i = |x: i64| value(FT_INT64, ST_OK, x.to_ne_bytes());
+        assert_eq!(d(0.25).number(), Some(0.25));
+        assert_eq!(d(0.0).number(), Some(0.0));
+        assert_eq!(d(FP64_BLANK).number(), None);
+        assert_eq!(d(FP64_BLANK + 2.0).number(), None);
+        assert_eq!(d(f64::NAN).number(), None);
+        assert_eq!(i(2_000_000_000).number(), Some(2e9));
+        assert_eq!(i(INT64_BLANK).number(), None);
+        assert_eq!(i(INT64_BLANK + 1).number(), None);
+        let watched_not = value(FT_DOUBLE, ST_NOT_WATCHED, 0.5f64.to_ne_bytes());
+        assert_eq!(watched_not.number(), None);
+        let mut s = value(FT_STRING, ST_OK, *b"GPU-1\0\0\0");
+        assert_eq!(s.text().as_deref(), Some("GPU-1"));
+        s.value.0[..11].copy_from_slice(b"<<<NULL>>>\0");
+        assert_eq!(s.text(), None);
+    }
+}

@@ -299,3 +299,37 @@ impl Watches {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(major: u16, minor: u16, fields: &[u16]) -> MetricGroup {
+        MetricGroup {
+            major,
+            minor,
+            fields: fields.to_vec(),
+        }
+    }
+
+    /// Per major group the minor with most of our fields is watched; the
+    /// fields only in another minor need a second pass, the ones in no
+    /// group are not supported.
+    #[test]
+    fn the_plan_watches_the_largest_minor_of_each_major() {
+        let groups = [
+            group(0, 0, &[1001, 1002, 1004]),
+            group(0, 1, &[1003]),
+            group(1, 0, &[1009, 1010]),
+            group(2, 0, &[1005]),
+        ];
+        let (lists, left_out) = plan(&groups);
+        assert_eq!(lists, vec![vec![1001, 1002, 1004], vec![1005]]);
+        assert_eq!(left_out, vec![(1003, "multi_pass")]);
+        let (lists, left_out) = plan(&[group(0, 0, &[1002])]);
+        assert_eq!(lists, vec![vec![1002]]);
+        let reasons: Vec<&str> = left_out.iter().map(|(_, r)| *r).collect();
+        assert_eq!(reasons, ["not_supported"; 4]);
+        assert_eq!(plan(&[]).0, Vec::<Vec<u16>>::new());
+    }
+}
