@@ -24,6 +24,9 @@ use serde_json::Value;
 /// strictly without those CRDs, and only their gpuscale parts are ours.
 const FOREIGN_GROUPS: [&str; 2] = ["keda.sh", "monitoring.coreos.com"];
 
+/// Fields of the exporter's `--node-price-file`.
+const NODE_PRICE_KEYS: [&str; 4] = ["source", "date", "types", "nodes"];
+
 /// Fields of a kustomization (kustomize reads one with or without
 /// `apiVersion` and `kind`).
 const KUSTOMIZE_KEYS: [&str; 10] = [
@@ -329,6 +332,11 @@ impl Checker {
             self.prometheus_config(origin, doc, &file);
         } else if !keys.is_empty() && keys.iter().all(|k| KUSTOMIZE_KEYS.contains(k)) {
             self.counted("kustomizations, parsed only (kubectl reads them, not the API)");
+        } else if !keys.is_empty() && keys.iter().all(|k| NODE_PRICE_KEYS.contains(k)) {
+            self.counted("node price files through the exporter's parser");
+            if let Err(e) = gpuscale_exporter::node::prices::PriceTable::load(Some(&file)) {
+                self.fail(origin, e);
+            }
         } else if has("route") && has("receivers") {
             self.tool(
                 origin,
