@@ -2,6 +2,7 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod alerts_and_dashboards;
+mod architecture;
 mod dependencies;
 mod dockerfile;
 mod generated;
