@@ -78,6 +78,8 @@ pub struct Assessment {
     /// vLLM KV-cache use p99 (0-1) and preemptions over the range.
     pub kv_usage_p99: Option<f64>,
     pub preemptions: Option<f64>,
+    /// vLLM requests waiting p95 (the busiest pod).
+    pub requests_waiting_p95: Option<f64>,
     /// Judged too small (a `too_small` recommendation says what to).
     pub too_small: bool,
     pub sm_active_p95: Option<f64>,
@@ -193,7 +195,9 @@ fn confidence(h: &History, f: &Facts, notes: &mut Vec<String>) -> Confidence {
 
 /// Says what an exporter gap did: the hours missing and what counting the
 /// whole range's tokens would have done to cost per token.
+/// A move, too: where it ran before its latest placement.
 fn gap_note(f: &Facts, notes: &mut Vec<String>) {
+    notes.extend(f.moved.clone());
     if f.exporter_gap_seconds <= 0.0 {
         return;
     }
@@ -387,7 +391,6 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
     let (bottleneck, bottleneck_reason) = limit(f, v.is_some(), need, device_memory);
     let confidence = confidence(h, f, &mut notes);
     gap_note(f, &mut notes);
-    notes.extend(f.moved.clone());
     let whole = whole_gpus(f, &devices, &model);
     let (tier, tier_source, node_pool) = placement(h, policy, key, f);
     Assessment {
@@ -414,6 +417,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         vllm: v,
         kv_usage_p99: f.kv.as_ref().and_then(|k| k.usage_p99),
         preemptions: f.kv.as_ref().and_then(|k| k.preemptions),
+        requests_waiting_p95: f.kv.as_ref().and_then(|k| k.waiting_p95),
         too_small: false,
         sm_active_p95: f.sm_active_p95,
         tensor_active_p95: f.tensor_active_p95,

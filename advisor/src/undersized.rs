@@ -8,6 +8,9 @@ use crate::thresholds as t;
 
 /// KV-cache use p99 at or over this: requests wait for blocks.
 pub const KV_FULL: f64 = 0.95;
+/// Utilization p95 at or over this with requests waiting: the GPU is at
+/// its ceiling and the queue grows.
+pub const BUSY: f64 = 0.95;
 /// Peak VRAM at or over this share of the device (not vLLM, whose peak is
 /// its reservation): the next allocation fails.
 pub const VRAM_FULL: f64 = 0.95;
@@ -26,6 +29,16 @@ fn reasons(a: &Assessment) -> Vec<String> {
     if let Some(n) = a.preemptions.filter(|n| *n > 0.0) {
         why.push(format!(
             "{n:.0} vLLM preemptions (vllm:num_preemptions_total) in the range"
+        ));
+    }
+    if let (Some(q), Some(u)) = (a.requests_waiting_p95, a.utilization_p95)
+        && q >= 1.0
+        && u >= BUSY
+    {
+        why.push(format!(
+            "{q:.0} requests waiting at p95 (vllm:num_requests_waiting) with utilization p95 {:.0} % >= {:.0} %",
+            u * 100.0,
+            BUSY * 100.0
         ));
     }
     let (Some(peak), Some(dev)) = (a.vram_peak_gib, a.device_memory_gib) else {
@@ -89,8 +102,11 @@ pub fn judge(tables: &Tables, a: &mut Assessment) {
         ));
         return;
     };
-    // KV pressure: 20 % more memory than today; capacity: the peak x 1.2.
-    let kv = a.kv_usage_p99.is_some_and(|u| u >= KV_FULL) || a.preemptions.is_some_and(|p| p > 0.0);
+    // KV pressure or a queue at the ceiling: 20 % more memory (and at least
+    // today's bandwidth) than today; capacity: the peak x 1.2.
+    let kv = a.kv_usage_p99.is_some_and(|u| u >= KV_FULL)
+        || a.preemptions.is_some_and(|p| p > 0.0)
+        || why.iter().any(|w| w.contains("requests waiting"));
     let dev = a
         .device_memory_gib
         .unwrap_or(cur.memory_gib)

@@ -27,6 +27,7 @@ fn vllm(model: &'static str, kv: (f64, f64), f: f64, blocks: u32) -> Vllm {
         block_size: 16,
         preemptions: (0.0, 0.0),
         new_name: false,
+        waiting: (0.0, 0.0),
     }
 }
 
@@ -56,7 +57,13 @@ fn fleet() -> Vec<Workload> {
     for w in [&mut decoder, &mut light] {
         w.cluster = Some("lab");
     }
-    vec![chat, small, big, decoder, light]
+    // Busy all day with requests queueing: its KV cache is not the limit.
+    let mut busy = workload("queue", "busy-8b", "Deployment", H100,
+        (72.04, 72.04), (0.98, 0.5), (0.7, 0.3), (0.3, 0.1), (0.45, 0.2));
+    let mut v = vllm("meta-llama/Llama-3.1-8B-Instruct", (0.3, 0.1), 0.9, 30_000);
+    v.waiting = (3.0, 0.0);
+    busy.vllm = Some(v);
+    vec![chat, small, big, decoder, light, busy]
 }
 
 #[test]
@@ -81,6 +88,26 @@ fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
     an_l4_at_97_percent_kv_is_too_small(&r);
     a_70b_model_without_headroom_is_too_small(&r);
     nvml_only_a100s_get_proxy_classes(&r);
+    a_queue_at_the_ceiling_is_too_small(&r);
+}
+
+fn a_queue_at_the_ceiling_is_too_small(r: &Report) {
+    let a = find(r, "busy-8b");
+    assert!(
+        a.too_small,
+        "{:?} {:?}",
+        a.requests_waiting_p95, a.utilization_p95
+    );
+    let t = a
+        .recommendations
+        .iter()
+        .find(|x| x.kind == "too_small")
+        .expect("too small");
+    assert!(t.why.contains("3 requests waiting at p95"), "{}", t.why);
+    // 1.2 x 74.5 GiB (the table's H100) = 89.4 GiB at >= 3350 GB/s: an
+    // H200 ($7.91) beats two H100s ($8.00).
+    assert!(t.action.contains("1 x H200"), "{}", t.action);
+    near(-t.saving_usd_per_month, (7.91 - 4.0) * H, "cost increase");
 }
 
 fn nvml_only_a100s_get_proxy_classes(r: &Report) {
@@ -214,9 +241,7 @@ fn a_70b_model_without_headroom_is_too_small(r: &Report) {
         (2.0 * 7.91 - 2.0 * 4.0) * H,
         "cost increase",
     );
-    near(
-        r.too_small_cost_increase_usd_per_month,
-        (2.0 * 7.91 - 8.0) * H + 0.805 * H,
-        "total",
-    );
+    // The three too-small moves: 2 x H200, a second L4, an H200.
+    let total = (2.0 * 7.91 - 8.0) * H + 0.805 * H + (7.91 - 4.0) * H;
+    near(r.too_small_cost_increase_usd_per_month, total, "total");
 }

@@ -24,6 +24,8 @@ pub struct Kv {
     pub served_model: Option<String>,
     /// `vllm:num_preemptions_total` increase over the range.
     pub preemptions: Option<f64>,
+    /// `vllm:num_requests_waiting` p95 over the range, the busiest pod.
+    pub waiting_p95: Option<f64>,
 }
 
 /// The KV usage gauges, under either name.
@@ -73,6 +75,18 @@ impl History {
                 r,
             ),
         )?);
+        let waiting = by_key(self.get(
+            p,
+            "vllm:num_requests_waiting p95",
+            Bound::NonNegative,
+            &to_workload(
+                &format!(
+                    "quantile_over_time(0.95, (max by (cluster, namespace, pod) (vllm:num_requests_waiting))[{r}:{st}])"
+                ),
+                "",
+                r,
+            ),
+        )?);
         let keep = "gpu_memory_utilization, num_gpu_blocks, block_size";
         let config = p.query(&to_workload(
             &format!("max by (cluster, namespace, pod, {keep}) (last_over_time(vllm:cache_config_info[{r}]))"),
@@ -88,9 +102,10 @@ impl History {
             let kv = Kv {
                 usage_p99: usage.get(k).copied(),
                 preemptions: pre.get(k).copied(),
+                waiting_p95: waiting.get(k).copied(),
                 ..Kv::default()
             };
-            if kv.usage_p99.is_some() || kv.preemptions.is_some() {
+            if kv.usage_p99.is_some() || kv.preemptions.is_some() || kv.waiting_p95.is_some() {
                 f.kv = Some(kv);
             }
         }

@@ -54,6 +54,8 @@ pub struct Vllm {
     pub preemptions: Level,
     /// The later name, `vllm:kv_cache_usage_perc`.
     pub new_name: bool,
+    /// `vllm:num_requests_waiting`.
+    pub waiting: Level,
 }
 
 /// (day, night) levels.
@@ -501,6 +503,14 @@ fn add_vllm(
         ],
     );
     gauge(fams, "vllm:cache_config_info", config, ts, |_| 1.0);
+    let q = v.waiting;
+    gauge(
+        fams,
+        "vllm:num_requests_waiting",
+        served.to_string(),
+        ts,
+        |t| at(q, t),
+    );
     counter(
         fams,
         "vllm:num_preemptions_total",
