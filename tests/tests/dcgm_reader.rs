@@ -191,38 +191,45 @@ fn pre_hopper_with(dir: &Path, extra: &str) -> PathBuf {
     gpuscale_e2e::write_file(dir, "scenario.yaml", &format!("{yaml}{extra}"))
 }
 
-/// DCGM refuses the field group of dram_active (a metric group of its own)
-/// and cannot watch sm_occupancy with the others: both are left out and
-/// counted, the other fields are served.
+/// DCGM refuses the field group of dram_active (a metric group of its own),
+/// cannot watch sm_occupancy with the others and has no profiling for the
+/// idle L4: those are left out and counted, the other fields and GPUs are
+/// served.
 #[test]
 fn fields_dcgm_refuses_or_cannot_watch_together_are_left_out_and_the_others_served() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let extra = "dcgm:\n  own_group: [dram_active]\n  refuse: [dram_active]\n  multi_pass: [sm_occupancy]\n";
+    let extra = "dcgm:\n  own_group: [dram_active]\n  refuse: [dram_active]\n  multi_pass: [sm_occupancy]\n  no_profiling: [GPU-14000030-0000-4000-8000-000000000000]\n";
     let file = pre_hopper_with(dir.path(), extra);
     let engine = HostEngine::start("127.0.0.1:0").expect("host engine");
     let exporter = start(&file, &engine.addr().to_string(), &[]);
-    let m = exporter.scrape_until("DCGM values", |m| served(m, "gpu_sm_active_ratio") == 4);
+    let m = exporter.scrape_until("DCGM values", |m| served(m, "gpu_sm_active_ratio") == 3);
     assert_eq!(served(&m, "gpu_dram_active_ratio"), 0);
     assert_eq!(served(&m, "gpu_sm_occupancy_ratio"), 0);
     assert_eq!(served(&m, "gpu_mig_dram_active_ratio"), 0);
-    assert_eq!(served(&m, "gpu_tensor_active_ratio"), 4);
+    assert_eq!(served(&m, "gpu_tensor_active_ratio"), 3);
     assert_eq!(served(&m, "gpu_mig_sm_active_ratio"), 2);
+    let none = m.find("gpu_activity_source_info", &[("source", "none")]);
+    assert_eq!(none.len(), 1, "the L4 without profiling: {none:?}");
+    assert_eq!(none[0].labels["gpu"], "3");
     let left = "gpuscale_exporter_dcgm_fields_left_out";
     assert_eq!(
         m.value(left, &[("field", "dram_active"), ("reason", "refused")]),
-        4.0
+        3.0
     );
     assert_eq!(
         m.value(left, &[("field", "sm_occupancy"), ("reason", "multi_pass")]),
-        4.0
+        3.0
+    );
+    assert_eq!(
+        m.value(left, &[("field", "sm_active"), ("reason", "not_supported")]),
+        1.0
     );
     assert_eq!(up(&m), Some(1.0));
+    let log = exporter.log();
+    assert!(log.contains("DCGM refused to watch these fields"), "{log}");
     assert!(
-        exporter
-            .log()
-            .contains("DCGM refused to watch these fields"),
-        "{}",
-        exporter.log()
+        log.contains("no profiling metric groups for this GPU"),
+        "{log}"
     );
 }
 

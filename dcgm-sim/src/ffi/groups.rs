@@ -304,6 +304,9 @@ pub unsafe extern "C" fn dcgmProfGetSupportedMetricGroups(
         }
         let t = w.now();
         match w.scenario.gpus.get(g.gpuId as usize) {
+            Some(gpu) if w.scenario.dcgm.no_profiling.contains(&gpu.uuid) => {
+                return Err(DCGM_ST_PROFILING_NOT_SUPPORTED);
+            }
             Some(gpu) if !gpu.is_lost(t) => {}
             _ => return Err(DCGM_ST_BADPARAM),
         }

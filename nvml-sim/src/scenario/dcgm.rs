@@ -70,6 +70,11 @@ pub struct Dcgm {
     /// own: watched in a field group of their own, beside the others.
     #[serde(default)]
     pub own_group: Vec<DcgmField>,
+    /// GPUs (by UUID) without DCGM profiling, as a GPU whose host engine
+    /// lacks the profiling module: `dcgmProfGetSupportedMetricGroups`
+    /// answers DCGM_ST_PROFILING_NOT_SUPPORTED for them.
+    #[serde(default)]
+    pub no_profiling: Vec<String>,
     /// Watched, but every value is blank (`DCGM_FP64_BLANK`,
     /// `DCGM_INT64_BLANK`), as before a profiling sample exists.
     #[serde(default)]
