@@ -69,7 +69,12 @@ pub struct Cli {
 
     /// DCGM library the reader loads (with --dcgm-hostengine); the exporter
     /// serves NVML without it when it cannot be loaded.
-    #[arg(long, env = "GPUSCALE_DCGM_LIB", value_name = "PATH", default_value = "libdcgm.so.4")]
+    #[arg(
+        long,
+        env = "GPUSCALE_DCGM_LIB",
+        value_name = "PATH",
+        default_value = "libdcgm.so.4"
+    )]
     pub dcgm_lib: PathBuf,
 
     /// Collectors to run, comma-separated.

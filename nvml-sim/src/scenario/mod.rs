@@ -31,8 +31,10 @@ pub const DEFAULT_SCENARIO_ORIGIN: &str = "<built-in default scenario>";
 
 /// The built-in scenarios other than the default, by name: the GPUs
 /// without GPM whose activity DCGM serves (A100 with MIG, L4).
-pub const BUILTIN_SCENARIOS: &[(&str, &str)] =
-    &[("pre-hopper", include_str!("../../scenarios/pre-hopper.yaml"))];
+pub const BUILTIN_SCENARIOS: &[(&str, &str)] = &[(
+    "pre-hopper",
+    include_str!("../../scenarios/pre-hopper.yaml"),
+)];
 
 /// Environment variable naming a built-in scenario (`pre-hopper`), read by
 /// the simulators when `GPUSCALE_SIM_SCENARIO` names no file.
