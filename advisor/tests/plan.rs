@@ -157,6 +157,12 @@ fn notebooks_share_one_t4(r: &Report) {
     // Three H100s at $4.00 become one T4 at $0.526.
     near(g.saving_usd_per_month, (3.0 * 4.0 - 0.526) * H);
     near(g.memory_gib, (2.0 + 3.0 + 4.0) * 1.2);
+    // Utilization 1 % each on an H100, x 3350 / 320 on the T4.
+    assert!(
+        (g.utilization - 3.0 * 0.01 * 3350.0 / 320.0).abs() < 1e-6,
+        "{}",
+        g.utilization
+    );
     // Members keep their own advice, and the group's saving is not theirs.
     let own = find(r, "nb-1");
     assert!(kinds(own).contains(&"gpu_type") && kinds(own).contains(&"colocate"));
