@@ -78,6 +78,10 @@ pub struct ScaleToZeroPolicySpec {
     /// Do nothing while true.
     #[serde(default)]
     pub paused: bool,
+    /// The stage before zero: the target's Ready pods put to sleep (vLLM's
+    /// sleep mode) after `sleep.after` of idle, woken when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<crate::sleep::SleepStage>,
 }
 
 /// How a parked target is woken.
@@ -278,6 +282,10 @@ pub struct ScaleToZeroPolicyStatus {
     /// The generation of the spec the status describes, errors included.
     #[serde(default)]
     pub observed_generation: Option<i64>,
+    /// With `spec.sleep`: each Ready pod of the target, `Sleeping` or
+    /// `Awake`, and why a pod of an idle target is awake.
+    #[serde(default)]
+    pub sleep: Vec<crate::sleep::PodSleep>,
 }
 
 /// The CRD as YAML, as shipped in `deploy/adapter/`.

@@ -31,6 +31,7 @@ pub mod ownership;
 pub mod reconcile;
 pub mod release;
 pub mod report;
+pub mod sleep;
 mod status;
 pub mod target;
 pub mod unknown;

@@ -200,7 +200,8 @@ async fn conclude<P: Provider>(
     d: &Decision,
 ) -> Result<Requeue, ReconcileError> {
     ctx.remember(policy, d.memory);
-    record(policy, ctx, r, d).await?;
+    let sleep = super::sleep::stage(policy, ctx, d, r.seen.now).await;
+    record(policy, ctx, r, d, sleep).await?;
     Ok(Requeue::requeue(match d.phase {
         Phase::Parked => ctx.settings.resync_interval,
         Phase::Waking => ctx.settings.wake_interval,

@@ -190,6 +190,7 @@ pub(super) async fn record<P: Provider>(
     ctx: &Context<P>,
     r: &Round,
     d: &Decision,
+    sleep: Vec<crate::sleep::PodSleep>,
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
     let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
@@ -252,6 +253,7 @@ pub(super) async fn record<P: Provider>(
         observed_generation: generation,
         idle: Some(idle),
         activation: Some(activation),
+        sleep,
     };
     report(policy, ctx, r, d, (&idle_name, &act_name));
     write_status(policy, &ctx.client, status).await

@@ -37,6 +37,7 @@ fn policy(name: &str, on: &str, created: i64) -> ScaleToZeroPolicy {
             wake_replicas: None,
             min_up_duration: None,
             paused: false,
+            sleep: None,
         },
     );
     p.metadata.namespace = Some("ns".into());

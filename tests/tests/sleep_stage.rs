@@ -1,0 +1,132 @@
+//! The controller's `sleep` stage: the real adapter binary with
+//! `--scale-to-zero` against the in-memory Kubernetes API, a real
+//! Prometheus, and the fake vLLM (vLLM's wire protocol) as the target's
+//! pod. An idle target's pod is put to sleep (status `Sleeping`, Event
+//! `Slept`) and woken when the target is busy again; a pod without sleep
+//! mode is reported (`SleepModeNotEnabled`) and left awake; a sleeping
+//! server restarted is seen awake.
+
+use std::time::Duration;
+
+use crate::scale_to_zero_support::*;
+use gpuscale_e2e::adapter::procs::eventually;
+use gpuscale_e2e::adapter::prom::Prometheus;
+use gpuscale_e2e::adapter::series::Series;
+use gpuscale_e2e::kubeapi::KubeFake;
+use gpuscale_sim::node::vllm::{Config, FakeVllm};
+use serde_json::{Value, json};
+
+fn port_of(v: &FakeVllm) -> u16 {
+    v.url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port")
+}
+
+/// A Deployment `name` at one Ready replica, with its one pod on
+/// 127.0.0.1 (the fake vLLM).
+fn put_target(kube: &KubeFake, name: &str) {
+    kube.put(
+        &deployments(),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": NS, "generation": 1},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "server"}]}}},
+            "status": {"replicas": 1, "readyReplicas": 1}}),
+    );
+    kube.put(
+        &gvr("", "v1", "pods"),
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{name}-0"), "namespace": NS, "labels": {"app": name}},
+            "spec": {"containers": [{"name": "server"}]},
+            "status": {"phase": "Running", "podIP": "127.0.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+    );
+}
+
+/// A policy on `target` idle on its pod's queue for 5 min (so it does
+/// not park here), its pods put to sleep after 2 s of idle.
+fn sleep_policy(target: &str, port: u16) -> Value {
+    policy(
+        &format!("{target}-policy"),
+        "Deployment",
+        target,
+        "other-gw",
+        json!({
+            "idle": {"metric": "queue_depth", "labelSelector": format!("pod={target}-0"), "threshold": 0, "for": "300s"},
+            "sleep": {"after": "2s", "level": 1, "port": port},
+        }),
+    )
+}
+
+fn pod_phase(kube: &KubeFake, policy: &str) -> Option<(String, Option<String>)> {
+    let s = status(kube, policy);
+    let p = s["sleep"].as_array()?.first()?.clone();
+    Some((
+        p["phase"].as_str()?.to_string(),
+        p["reason"].as_str().map(String::from),
+    ))
+}
+
+#[test]
+fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reported() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let chat = FakeVllm::start(Config::new("chat", Duration::from_millis(300)), rt.handle())
+        .expect("the fake vLLM");
+    let mut plain_cfg = Config::new("bursty", Duration::from_millis(300));
+    plain_cfg.sleep_mode = false;
+    let plain = FakeVllm::start(plain_cfg, rt.handle()).expect("a fake vLLM without sleep mode");
+    let mut load = Load::default();
+    let (series, prom_port) = Series::serve(&exposition(load));
+    let prom = Prometheus::start(prom_port);
+    let kube = fake();
+    put_target(&kube, "chat");
+    put_target(&kube, "bursty");
+    kube.put(&policies(), sleep_policy("chat", port_of(&chat)));
+    kube.put(&policies(), sleep_policy("bursty", port_of(&plain)));
+    let _adapter = controller(&kube, &prom.url, "a", &dir(), &[]);
+
+    let asleep = Some(("Sleeping".to_string(), None));
+    eventually("chat's pod asleep", || {
+        (pod_phase(&kube, "chat-policy") == asleep && chat.is_sleeping()).then_some(())
+    });
+    assert!(
+        events(&kube)
+            .iter()
+            .any(|(r, n)| r == "Slept" && n.contains("chat-0"))
+    );
+    assert_eq!(replicas(&kube, "chat"), 1, "asleep, not parked");
+    let reported = Some(("Awake".to_string(), Some("SleepModeNotEnabled".to_string())));
+    eventually("bursty's pod reported", || {
+        (pod_phase(&kube, "bursty-policy") == reported).then_some(())
+    });
+    assert!(
+        events(&kube)
+            .iter()
+            .any(|(r, n)| r == "CannotSleep" && n.contains("bursty-0"))
+    );
+    assert!(!plain.is_sleeping());
+
+    // Busy again: the controller wakes the pod.
+    load.chat_queue = 3;
+    series.set(&exposition(load));
+    let awake = Some(("Awake".to_string(), None));
+    eventually("chat's pod woken", || {
+        (pod_phase(&kube, "chat-policy") == awake && !chat.is_sleeping()).then_some(())
+    });
+    assert!(events(&kube).iter().any(|(r, _)| r == "WokenFromSleep"));
+
+    // Idle again, asleep again; then the server restarts: seen awake,
+    // and put back to sleep by the next rounds.
+    load.chat_queue = 0;
+    series.set(&exposition(load));
+    eventually("chat's pod asleep again", || {
+        (chat.is_sleeping() && chat.transitions().0 == 2).then_some(())
+    });
+    chat.restart();
+    eventually("the restarted pod put back to sleep", || {
+        (chat.is_sleeping() && chat.transitions().0 == 1).then_some(())
+    });
+    drop(prom);
+}
