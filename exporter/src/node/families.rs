@@ -7,7 +7,7 @@ use crate::metrics::Desc;
 
 pub const GPUS: Desc = Desc::gauge(
     "gpu_node_gpus",
-    "GPUs of the node by state: allocatable (answering NVML), allocated (held by a pod through the kubelet), active (any kernel time in the last collection).",
+    "GPUs of the node by state: allocatable (answering NVML), allocated (held by a pod through the kubelet), active (any kernel time in the last collection; absent while an allocated GPU has no activity reading).",
     "",
     &["node", "state"],
 );

@@ -116,16 +116,19 @@ fn up(node: &str, reason: &str) -> Family {
 fn known(node: &str, read: &Read, gpus: &gpus::Counts, max_blockers: usize) -> Vec<Family> {
     let n = || ("node", node.to_owned());
     let mut counts = Family::of(&fam::GPUS);
-    for (state, v) in [
-        ("allocatable", gpus.allocatable),
-        ("allocated", gpus.allocated),
+    let states = [
+        ("allocatable", Some(gpus.allocatable)),
+        ("allocated", Some(gpus.allocated)),
         ("active", gpus.active),
-    ] {
-        counts.push(
-            Subject::Global,
-            vec![n(), ("state", state.to_owned())],
-            v as f64,
-        );
+    ];
+    for (state, v) in states {
+        if let Some(v) = v {
+            counts.push(
+                Subject::Global,
+                vec![n(), ("state", state.to_owned())],
+                v as f64,
+            );
+        }
     }
     let info = vec![
         n(),
