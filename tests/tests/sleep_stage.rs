@@ -4,7 +4,8 @@
 //! pod. An idle target's pod is put to sleep (status `Sleeping`, Event
 //! `Slept`) and woken when the target is busy again; a pod without sleep
 //! mode is reported (`SleepModeNotEnabled`) and left awake; a sleeping
-//! server restarted is seen awake.
+//! server restarted is seen awake; a controller restarted while the pod
+//! sleeps finds the state from the pod.
 
 use std::time::Duration;
 
@@ -85,7 +86,8 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
     put_target(&kube, "bursty");
     kube.put(&policies(), sleep_policy("chat", port_of(&chat)));
     kube.put(&policies(), sleep_policy("bursty", port_of(&plain)));
-    let _adapter = controller(&kube, &prom.url, "a", &dir(), &[]);
+    let work = dir();
+    let adapter = controller(&kube, &prom.url, "a", &work, &[]);
 
     let asleep = Some(("Sleeping".to_string(), None));
     eventually("chat's pod asleep", || {
@@ -107,6 +109,18 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
             .any(|(r, n)| r == "CannotSleep" && n.contains("bursty-0"))
     );
     assert!(!plain.is_sleeping());
+
+    // The controller goes while the pod sleeps; a new one finds the state
+    // from the pod: still asleep, not put to sleep a second time.
+    drop(adapter);
+    let slept = chat.transitions();
+    let adapter = controller(&kube, &prom.url, "b", &work, &[]);
+    eventually("the new controller to lead", || {
+        leads(&adapter).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(pod_phase(&kube, "chat-policy"), asleep);
+    assert_eq!(chat.transitions(), slept, "nothing done twice");
 
     // Busy again: the controller wakes the pod.
     load.chat_queue = 3;
