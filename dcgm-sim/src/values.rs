@@ -60,7 +60,7 @@ pub(crate) fn read(s: &Scenario, entity: &Entity<'_>, field: u16, t: f64) -> Rea
             | DcgmField::NvlinkTxBytes
             | DcgmField::NvlinkRxBytes
     );
-    let value = if s.dcgm.blank.contains(&f) {
+    let value = if s.dcgm().blank.contains(&f) {
         None
     } else {
         profiling(entity, f, t)
@@ -114,12 +114,12 @@ pub(crate) fn metric_groups(s: &Scenario) -> Vec<(u16, u16, Vec<u16>)> {
     let mut groups: Vec<(u16, u16, Vec<u16>)> = Vec::new();
     for (k, f) in DcgmField::ALL.into_iter().enumerate() {
         let major = match f.id() {
-            _ if s.dcgm.own_group.contains(&f) => 10 + k as u16,
+            _ if s.dcgm().own_group.contains(&f) => 10 + k as u16,
             1001..=1005 => 0,
             1009 | 1010 => 1,
             _ => 2,
         };
-        let minor = u16::from(s.dcgm.multi_pass.contains(&f));
+        let minor = u16::from(s.dcgm().multi_pass.contains(&f));
         match groups.iter_mut().find(|g| g.0 == major && g.1 == minor) {
             Some(g) => g.2.push(f.id()),
             None => groups.push((major, minor, vec![f.id()])),

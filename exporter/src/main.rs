@@ -137,10 +137,8 @@ async fn run(cli: Cli, lib: LibSource, web: WebConfig, simulated: Option<Simulat
         lib: &cli.dcgm_lib,
         interval: cli.collect_interval,
     };
-    let without_gpm = simulated
-        .as_ref()
-        .is_some_and(Simulated::has_gpus_without_gpm);
-    let (dcgm, _dcgm_sim) = match gpuscale_exporter::dcgm::configure(&dcgm_flags, without_gpm) {
+    let sim_dcgm = simulated.as_ref().is_some_and(Simulated::has_dcgm);
+    let (dcgm, _dcgm_sim) = match gpuscale_exporter::dcgm::configure(&dcgm_flags, sim_dcgm) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("error: {e}");

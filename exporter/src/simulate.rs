@@ -29,12 +29,10 @@ mod with {
             &self.0.node
         }
 
-        /// Whether a GPU has no GPM (its activity then comes from DCGM).
-        pub fn has_gpus_without_gpm(&self) -> bool {
-            let gpm = |g: &scenario::Gpu| {
-                g.architecture.has_gpm() && !g.unsupported(scenario::Feature::Gpm)
-            };
-            self.0.gpus.iter().any(|g| !gpm(g))
+        /// Whether the scenario has a `dcgm:` section (a simulated DCGM
+        /// host engine for its GPUs without GPM).
+        pub fn has_dcgm(&self) -> bool {
+            self.0.dcgm.is_some()
         }
     }
 
@@ -127,7 +125,7 @@ mod without {
             match *self {}
         }
 
-        pub fn has_gpus_without_gpm(&self) -> bool {
+        pub fn has_dcgm(&self) -> bool {
             match *self {}
         }
     }

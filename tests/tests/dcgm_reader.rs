@@ -182,13 +182,19 @@ fn a_stopped_host_engine_leaves_its_families_out_and_a_restarted_one_brings_them
     assert_scenario_values(&m, &pre_hopper());
 }
 
-/// A scenario file: the built-in pre-hopper node plus `extra` YAML.
+/// A scenario file: the built-in pre-hopper node with `extra` as its
+/// `dcgm:` section.
 fn pre_hopper_with(dir: &Path, extra: &str) -> PathBuf {
     let (_, yaml) = scenario::BUILTIN_SCENARIOS
         .iter()
         .find(|(n, _)| *n == "pre-hopper")
         .expect("pre-hopper");
-    gpuscale_e2e::write_file(dir, "scenario.yaml", &format!("{yaml}{extra}"))
+    let yaml = yaml.replace("dcgm: {}\n", extra);
+    assert!(
+        yaml.contains(extra),
+        "the built-in scenario has a dcgm: section"
+    );
+    gpuscale_e2e::write_file(dir, "scenario.yaml", &yaml)
 }
 
 /// DCGM refuses the field group of dram_active (a metric group of its own),

@@ -254,7 +254,7 @@ pub extern "C" fn dcgmWatchFields(
         let mut book = lock(&s.book);
         let members = book.groups.get(&group).ok_or(DCGM_ST_BADPARAM)?.clone();
         let fields = book.field_groups.get(&fg).ok_or(DCGM_ST_BADPARAM)?.clone();
-        let dcgm = &w.scenario.dcgm;
+        let dcgm = w.scenario.dcgm();
         if fields
             .iter()
             .any(|&f| DcgmField::from_id(f).is_some_and(|f| dcgm.refuse.contains(&f)))
@@ -304,7 +304,7 @@ pub unsafe extern "C" fn dcgmProfGetSupportedMetricGroups(
         }
         let t = w.now();
         match w.scenario.gpus.get(g.gpuId as usize) {
-            Some(gpu) if w.scenario.dcgm.no_profiling.contains(&gpu.uuid) => {
+            Some(gpu) if w.scenario.dcgm().no_profiling.contains(&gpu.uuid) => {
                 return Err(DCGM_ST_PROFILING_NOT_SUPPORTED);
             }
             Some(gpu) if !gpu.is_lost(t) => {}

@@ -197,13 +197,10 @@ pub struct Guard {
 }
 
 /// The reader to run: the flags' host engine, or, under `--simulate` with
-/// a scenario that has GPUs without GPM (`simulated_without_gpm`) and no
+/// a scenario that has a `dcgm:` section (`simulated`) and no
 /// `--dcgm-hostengine`, a simulated host engine on loopback read through
 /// the DCGM simulator library. An empty `--dcgm-hostengine` is no reader.
-pub fn configure(
-    flags: &Flags<'_>,
-    simulated_without_gpm: bool,
-) -> Result<(Option<Settings>, Guard), String> {
+pub fn configure(flags: &Flags<'_>, simulated: bool) -> Result<(Option<Settings>, Guard), String> {
     if let Some(s) = settings(flags) {
         return Ok((Some(s), Guard::default()));
     }
@@ -212,7 +209,7 @@ pub fn configure(
         return Ok((None, Guard::default()));
     }
     #[cfg(feature = "simulate")]
-    if simulated_without_gpm {
+    if simulated {
         let (s, engine) = simulate::start(flags)?;
         return Ok((
             Some(s),
@@ -221,6 +218,6 @@ pub fn configure(
             },
         ));
     }
-    let _ = simulated_without_gpm;
+    let _ = simulated;
     Ok((None, Guard::default()))
 }

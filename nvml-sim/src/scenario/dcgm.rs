@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Scenario;
+
 /// A profiling field, as the scenario names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,7 +55,8 @@ impl DcgmField {
 }
 
 /// `dcgm:`: every key optional; the default is a host engine that watches
-/// every profiling field together and has a value for each.
+/// every profiling field together and has a value for each. With the
+/// section, the exporter's `--simulate` starts a simulated host engine.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dcgm {
@@ -79,4 +82,20 @@ pub struct Dcgm {
     /// `DCGM_INT64_BLANK`), as before a profiling sample exists.
     #[serde(default)]
     pub blank: Vec<DcgmField>,
+}
+
+/// A scenario without a `dcgm:` section: every field watched together.
+static NO_SECTION: Dcgm = Dcgm {
+    refuse: Vec::new(),
+    multi_pass: Vec::new(),
+    own_group: Vec::new(),
+    no_profiling: Vec::new(),
+    blank: Vec::new(),
+};
+
+impl Scenario {
+    /// The `dcgm:` section, or the defaults without one.
+    pub fn dcgm(&self) -> &Dcgm {
+        self.dcgm.as_ref().unwrap_or(&NO_SECTION)
+    }
 }

@@ -134,9 +134,10 @@ pub struct Scenario {
     /// 3600. Default 5.
     #[serde(default = "default_cold_start", deserialize_with = "cold_start")]
     pub cold_start_seconds: f64,
-    /// How the simulated DCGM host engine treats the profiling fields.
+    /// The simulated DCGM host engine: with this section `--simulate`
+    /// starts one and reads it; how it treats the profiling fields.
     #[serde(default)]
-    pub dcgm: Dcgm,
+    pub dcgm: Option<Dcgm>,
 }
 
 fn default_cold_start() -> f64 {
