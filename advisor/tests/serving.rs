@@ -3,7 +3,8 @@
 //! preallocation using 6 % of its KV cache is told an L40S or a 3g.40gb
 //! slice with the flags to run it there; an L4 at 97 % KV use with
 //! preemptions and a 70B model on two H100s with no headroom are "too
-//! small", with what to move to and what that costs more.
+//! small", with what to move to and what that costs more; an A100 with
+//! DCGM activity gets a real class, two with NVML alone proxy classes.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use gpuscale_advisor::{Options, Report, run};
 
 use gpuscale_advisor::bottleneck::Bottleneck;
 
-use crate::synth::{A100, H100, L4, Vllm, Workload, workload};
+use crate::synth::{A100, Gpu, H100, L4, Vllm, Workload, workload};
 use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
 
 const H: f64 = 730.0;
@@ -54,7 +55,13 @@ fn fleet() -> Vec<Workload> {
     let mut light = workload("nvml", "a100-light", "Deployment", A100,
         (6.0, 6.0), (0.3, 0.1), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
     light.nvml = Some(((0.1, 0.05), (0.3, 0.2), (0.1e9, 0.0)));
-    for w in [&mut decoder, &mut light] {
+    // An A100 whose exporter reads DCGM: the same activity families as
+    // GPM (gpu_sm_active_ratio, ...), so a real class.
+    let dcgm_a100 = Gpu { gpm: true, ..A100 };
+    #[rustfmt::skip]
+    let mut dcgm = workload("nvml", "a100-dcgm", "Deployment", dcgm_a100,
+        (30.0, 30.0), (0.95, 0.5), (0.5, 0.2), (0.1, 0.05), (0.6, 0.2));
+    for w in [&mut decoder, &mut light, &mut dcgm] {
         w.cluster = Some("lab");
     }
     // Busy all day with requests queueing: its KV cache is not the limit.
@@ -63,7 +70,7 @@ fn fleet() -> Vec<Workload> {
     let mut v = vllm("meta-llama/Llama-3.1-8B-Instruct", (0.3, 0.1), 0.9, 30_000);
     v.waiting = (3.0, 0.0);
     busy.vllm = Some(v);
-    vec![chat, small, big, decoder, light, busy]
+    vec![chat, small, big, decoder, light, dcgm, busy]
 }
 
 #[test]
@@ -111,6 +118,14 @@ fn a_queue_at_the_ceiling_is_too_small(r: &Report) {
 }
 
 fn nvml_only_a100s_get_proxy_classes(r: &Report) {
+    let c = find(r, "a100-dcgm");
+    assert_eq!(
+        c.bottleneck,
+        Bottleneck::MemoryBandwidth,
+        "{}",
+        c.bottleneck_reason
+    );
+    assert!((c.dram_active_p95.expect("DCGM's DRAM activity") - 0.6).abs() < 1e-9);
     let d = find(r, "a100-decoder");
     assert_eq!(
         d.bottleneck,
