@@ -188,3 +188,94 @@ pub async fn run(
         tokio::time::sleep(wait).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use gpuscale_sim::kubeapi::{Cluster, KubeFake, core};
+    use serde_json::json;
+
+    use super::*;
+
+    fn cluster(pods: usize) -> KubeFake {
+        let api = KubeFake::start_bare(Cluster::default()).expect("API server");
+        api.put(
+            &core("nodes"),
+            json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n1" } }),
+        );
+        for i in 0..pods {
+            api.put(
+                &core("pods"),
+                json!({ "apiVersion": "v1", "kind": "Pod",
+                    "metadata": { "name": format!("bare-{i}"), "namespace": "tools", "uid": format!("u-{i}") },
+                    "spec": { "nodeName": "n1", "containers": [] }, "status": { "phase": "Running" } }),
+            );
+        }
+        api
+    }
+
+    /// The first outcome of the reader on `api`.
+    fn first_read(api: &KubeFake) -> View {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let url = api.url();
+        let connect: Connect = Box::new(move || {
+            let url = url.clone();
+            Box::pin(async move {
+                crate::pods::kubeapi::client(Some(&url), None)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        });
+        let (tx, rx) = mpsc::channel();
+        let table = PriceTable::built_in().expect("table");
+        let task = rt.spawn(run(
+            "n1".into(),
+            connect,
+            table,
+            Duration::from_secs(60),
+            move |v| {
+                let _ = tx.send(v);
+            },
+        ));
+        let got = rt.block_on(async {
+            tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30))).await
+        });
+        task.abort();
+        got.expect("join").expect("a read within 30 s")
+    }
+
+    #[test]
+    fn lists_are_read_page_by_page_up_to_the_bound() {
+        let api = cluster(600);
+        let paged = first_read(&api).expect("600 pods read");
+        assert_eq!(
+            paged.blockers.len(),
+            600,
+            "every bare pod of the three pages is a blocker"
+        );
+        let pages = api
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("GET /api/v1/pods?") && r.contains("limit=250"))
+            .count();
+        assert_eq!(pages, 3, "{:?}", api.requests());
+        let lists = cluster(0);
+        assert_eq!(first_read(&lists).map(|r| r.blockers.len()), Ok(0));
+    }
+
+    #[test]
+    fn past_the_bound_the_facts_are_unknown_not_partial() {
+        assert_eq!(
+            first_read(&cluster(MAX_PODS + 1)),
+            Err("pods_too_many".to_owned())
+        );
+        let down = cluster(1);
+        down.set_down(true);
+        let why = first_read(&down).expect_err("API down");
+        assert!(why.starts_with("node_"), "{why}");
+    }
+}
