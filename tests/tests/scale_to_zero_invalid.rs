@@ -85,3 +85,106 @@ fn an_undecodable_policy_gets_a_warning_naming_the_field_and_the_others_are_serv
         (reason(&kube, "sleepy") == "ReadUnknown").then_some(())
     });
 }
+
+/// `kubectl ARGS` against `kube`, expected to fail: its stderr.
+fn kubectl_refused(
+    kube: &gpuscale_e2e::kubeapi::KubeFake,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> String {
+    let kc = dir.join("kubeconfig-refused");
+    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
+    let out = std::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(!out.status.success(), "kubectl {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The simulated cluster checks a policy against the shipped CRD's schema
+/// as kube-apiserver does: a misspelt field is refused naming it
+/// (`fieldValidation=Strict`, kubectl's default), a value of no known kind
+/// is 422 naming the field and the values allowed, and without strict
+/// validation the unknown field is pruned, so a misspelt required field is
+/// still refused as missing.
+#[test]
+fn the_simulated_cluster_refuses_a_policy_its_crd_does_not_allow() {
+    let dir = dir();
+    let kube = fake();
+    let shipped = gpuscale_e2e::bins::repo_root().join("deploy/adapter/scaletozeropolicy-crd.yaml");
+    kubectl(
+        &kube,
+        &dir,
+        &["apply", "-f", &shipped.display().to_string()],
+    );
+    let file = |name: &str, p: &serde_json::Value| {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, p.to_string()).expect("policy file");
+        path.display().to_string()
+    };
+
+    let mut misspelt = policy("typo", "Deployment", "chat", "chat-gw", json!({}));
+    let idle = misspelt["spec"]["idle"].take();
+    misspelt["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("idle");
+    misspelt["spec"]["idel"] = idle;
+    let typo = file("typo", &misspelt);
+    let err = kubectl_refused(&kube, &dir, &["apply", "-f", &typo]);
+    assert!(
+        err.contains("BadRequest") && err.contains(r#"unknown field "spec.idel""#),
+        "{err}"
+    );
+    let err = kubectl_refused(&kube, &dir, &["apply", "--validate=false", "-f", &typo]);
+    assert!(
+        err.contains(r#"The ScaleToZeroPolicy "typo" is invalid: spec.idle: Required value"#),
+        "{err}"
+    );
+    assert!(
+        kube.get(&policies(), NS, "typo").is_none(),
+        "nothing stored"
+    );
+
+    let sleep = policy(
+        "sleep",
+        "Deployment",
+        "chat",
+        "chat-gw",
+        json!({"activation": {"metric": "gateway_pending", "threshold": 0, "whenUnknown": "Sleep"}}),
+    );
+    let err = kubectl_refused(&kube, &dir, &["apply", "-f", &file("sleep", &sleep)]);
+    assert!(
+        err.contains("spec.activation.whenUnknown")
+            && err.contains(r#"Unsupported value: "Sleep""#)
+            && err.contains(r#""Wake""#),
+        "{err}"
+    );
+    let negative = policy(
+        "negative",
+        "Deployment",
+        "chat",
+        "chat-gw",
+        json!({"wake": {"replicas": -1}}),
+    );
+    let err = kubectl_refused(&kube, &dir, &["apply", "-f", &file("negative", &negative)]);
+    assert!(
+        err.contains("spec.wake.replicas") && err.contains("greater than or equal to"),
+        "{err}"
+    );
+
+    // Without strict validation an unknown field is pruned, as a real
+    // server prunes it; the rest is stored.
+    let mut extra = policy("extra", "Deployment", "chat", "chat-gw", json!({}));
+    extra["spec"]["colour"] = json!("blue");
+    kubectl(
+        &kube,
+        &dir,
+        &["apply", "--validate=false", "-f", &file("extra", &extra)],
+    );
+    let stored = kube.get(&policies(), NS, "extra").expect("stored");
+    assert!(stored["spec"].get("colour").is_none(), "pruned: {stored}");
+    assert_eq!(stored["spec"]["idle"]["metric"], "queue_depth");
+}

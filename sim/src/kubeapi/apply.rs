@@ -129,6 +129,9 @@ pub(crate) fn patch(
     if matches!(kind, Kind::Apply) {
         manage(&mut new, &manager, &body["apiVersion"]);
     }
-    let new = settle(res, &current, new, false);
+    let mut new = settle(res, &current, new, false);
+    if let Err(refused) = super::schema::admit(req, st, &t.gvr, &mut new) {
+        return refused;
+    }
     (200, write(req, st, &t.gvr, new))
 }

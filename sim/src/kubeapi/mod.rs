@@ -59,6 +59,7 @@ mod protobuf;
 mod request;
 mod response;
 mod reviews;
+mod schema;
 mod store;
 mod subresources;
 mod table;

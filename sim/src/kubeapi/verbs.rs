@@ -173,7 +173,10 @@ fn replace(
     if !sent.is_null() && *sent != current["metadata"]["resourceVersion"] {
         return conflict(&t.gvr, name);
     }
-    let new = settle(res, &current, body, false);
+    let mut new = settle(res, &current, body, false);
+    if let Err(refused) = super::schema::admit(req, st, &t.gvr, &mut new) {
+        return refused;
+    }
     (200, write(req, st, &t.gvr, new))
 }
 

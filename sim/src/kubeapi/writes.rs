@@ -73,6 +73,9 @@ pub(crate) fn create(
         accept_crd(&mut obj);
     }
     default_replicas(&t.gvr, &mut obj);
+    if let Err(refused) = super::schema::admit(req, st, &t.gvr, &mut obj) {
+        return refused;
+    }
     (201, write(req, st, &t.gvr, obj))
 }
 
