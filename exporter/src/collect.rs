@@ -105,7 +105,10 @@ impl Loop {
         let setup = Setup {
             options: cfg.options,
             xids: XidLog::default(),
-            dcgm: (cfg.dcgm.clone()).map(|s| crate::dcgm::Reader::spawn(s, stop.clone())),
+            // No reader without the collector that serves what it reads.
+            dcgm: (cfg.dcgm.clone())
+                .filter(|_| collectors::is_enabled(&cfg.collectors, &collectors::dcgm::SPEC))
+                .map(|s| crate::dcgm::Reader::spawn(s, stop.clone())),
         };
         let inventory = Inventory::load(cfg.state_file.clone());
         Self {
