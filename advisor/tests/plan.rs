@@ -44,6 +44,9 @@ fn fleet() -> Vec<Workload> {
     let mut nb5 = workload("lab", "nb-5", "StatefulSet", A100,
         (2.0, 2.0), (0.01, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
     nb5 = at(nb5, "east", "a100", Some("dev"));
+    // West's L4-pool notebook: its pool only as a target label on gpu_info.
+    let mut nb6 = at(nb("nb-6", 4.0), "west", "t4", Some("dev"));
+    nb6.pool_on_gpu_info = true;
     let mut p3 = p("p-3", 0.08);
     p3.vram_gib = (5.0, 5.0);
     p3.utilization = (0.3, 0.1);
@@ -52,6 +55,7 @@ fn fleet() -> Vec<Workload> {
         at(nb("nb-2", 3.0), "east", "h100", Some("dev")),
         at(nb("nb-4", 4.0), "east", "h100", Some("dev")),
         at(nb("nb-3", 4.0), "west", "h100", Some("dev")),
+        nb6,
         nb5,
         at(api("api-1"), "east", "h100", None),
         at(api("api-2"), "east", "h100", None),
@@ -133,8 +137,10 @@ fn no_group_spans_a_cluster_pool_or_tier(r: &Report) {
             assert_eq!(a.tier, g.tier, "{g:?}");
         }
     }
-    // The west notebook and the A100-pool notebook stay alone.
+    // The west notebooks (two pools) and the A100-pool notebook stay alone.
     assert!(group_of(r, "nb-3").is_none() && group_of(r, "nb-5").is_none());
+    assert!(group_of(r, "nb-6").is_none());
+    assert_eq!(find(r, "nb-6").node_pool.as_deref(), Some("t4"));
     assert_eq!(find(r, "nb-3").tier_source, "its pods");
     assert_eq!(
         (
@@ -212,7 +218,7 @@ fn the_total_counts_each_group_once(r: &Report) {
     let alone = 2.0 * (4.0 - 0.526) * H          // api-1, api-2 on T4s
         + 4.0 * 6.0 / 7.0 * H                      // p-3 as 1g.10gb
         + 2.0 * 4.0 * 3.0 / 7.0 * H                // etl-1, etl-2 as 4g.40gb
-        + (4.0 - 0.526) * H                        // nb-3 on a T4
+        + 2.0 * (4.0 - 0.526) * H                  // nb-3, nb-6 on a T4
         + 2.5 * 6.0 / 7.0 * H; // nb-5 as 1g.10gb of its A100
     near(r.placement_saving_usd_per_month, groups + alone);
     assert_eq!(r.colocation.len(), 2, "{:?}", r.colocation);

@@ -1,5 +1,5 @@
 //! Where a workload may be placed with others: the node pool of its nodes
-//! (`gpu_node_info`) and its tier (`gpuscale.dev/tier` on its pods, as a
+//! (`gpu_node_info`, else a `node_pool` target label) and its tier (`gpuscale.dev/tier` on its pods, as a
 //! label the exporter copies or an annotation kube-state-metrics serves,
 //! else its namespace's label).
 
@@ -26,6 +26,15 @@ impl History {
                 (s.label("cluster").into(), s.label("node").into()),
                 s.label("node_pool").into(),
             );
+        }
+        // A `node_pool` target label on the exporter's series (relabelled
+        // from the node's labels) where the exporter read no Node.
+        for s in p.query(&format!(
+            "max by (cluster, node, node_pool) (last_over_time(gpu_info{{node_pool!=\"\"}}[{r}]))"
+        ))? {
+            self.node_pools
+                .entry((s.label("cluster").into(), s.label("node").into()))
+                .or_insert_with(|| s.label("node_pool").into());
         }
         for s in p.query(&format!(
             "max by (cluster, namespace, label_gpuscale_dev_tier) \

@@ -94,6 +94,9 @@ pub struct Workload {
     pub gap: Option<(i64, i64)>,
     /// Its series stop this many seconds before the end (it moved away).
     pub until_s: Option<i64>,
+    /// Its pool as a `node_pool` target label on `gpu_info` instead of
+    /// `gpu_node_info` (an exporter that read no Node).
+    pub pool_on_gpu_info: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -128,6 +131,7 @@ pub fn workload(
         nvml: None,
         gap: None,
         until_s: None,
+        pool_on_gpu_info: false,
     }
 }
 
@@ -307,7 +311,10 @@ fn add_workload(
     step: i64,
 ) {
     let first_on_node = at.1.first() == Some(&0);
-    if first_on_node && let Some(pool) = w.pool {
+    if first_on_node
+        && !w.pool_on_gpu_info
+        && let Some(pool) = w.pool
+    {
         let l = with_cluster(w, &[("node", at.0.as_str()), ("node_pool", pool)]);
         gauge(fams, "gpu_node_info", l, all, |_| 1.0);
     }
@@ -343,13 +350,11 @@ fn add_workload(
 fn add_gpu(fams: &mut Vec<Family>, w: &Workload, d: &[&str; 3], all: &[i64], ts: &[i64]) {
     let dev = [("node", d[0]), ("gpu", d[1]), ("uuid", d[2])];
     let g = w.gpu;
-    gauge(
-        fams,
-        "gpu_info",
-        with_cluster(w, &[dev[0], dev[1], dev[2], ("model", g.model)]),
-        all,
-        |_| 1.0,
-    );
+    let mut info = vec![dev[0], dev[1], dev[2], ("model", g.model)];
+    if let (true, Some(pool)) = (w.pool_on_gpu_info, w.pool) {
+        info.push(("node_pool", pool));
+    }
+    gauge(fams, "gpu_info", with_cluster(w, &info), all, |_| 1.0);
     let l = with_cluster(w, &dev);
     gauge(fams, "gpu_memory_total_bytes", l.clone(), all, |_| {
         g.memory_gib * GIB
