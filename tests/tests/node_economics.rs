@@ -16,10 +16,16 @@
 //!   one interval.
 //! - `blind-node`: its API does not answer: facts absent, the reason said,
 //!   never reclaimable.
+//!
+//! Then `gpuscale-advisor` on the same Prometheus (a fake scale-to-zero
+//! controller target says `ml/chat` is parked): the Spot candidates and
+//! risks, the reclaimable node-hours, and that the parked workload's node
+//! stayed with nothing keeping it.
 
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::alerts::dashboards::{self, substitute, without_zero_fallback};
+use gpuscale_e2e::alerts::http::{Response, Server};
 use gpuscale_e2e::alerts::procs::{eventually, on_path};
 use gpuscale_e2e::alerts::rules;
 use gpuscale_e2e::alerts::stack::{self, Alertmanager, Notified, Prometheus, Webhook};
@@ -199,7 +205,10 @@ fn start_nodes(dir: &std::path::Path) -> Vec<Node> {
 
 /// Prometheus scraping every node's exporter under both monitor jobs, with
 /// the time-scaled rules, alerting through Alertmanager to a webhook.
-fn start_stack(dir: &std::path::Path, nodes: &[Node]) -> (Prometheus, Alertmanager, Webhook) {
+fn start_stack(
+    dir: &std::path::Path,
+    nodes: &[Node],
+) -> (Prometheus, Alertmanager, Webhook, Server) {
     let rule_files: Vec<_> = rules::write_time_scaled(&dir.join("rules"))
         .into_iter()
         .filter(|p| !p.ends_with("gpuscale.rules.yml"))
@@ -211,9 +220,25 @@ fn start_stack(dir: &std::path::Path, nodes: &[Node]) -> (Prometheus, Alertmanag
         .map(|n| format!("127.0.0.1:{}", n.exporter.port))
         .collect();
     let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
-    let config = stack::exporters_jobs_config(&rule_files, &am.addr, &targets, stack::MONITOR_JOBS);
+    let mut config =
+        stack::exporters_jobs_config(&rule_files, &am.addr, &targets, stack::MONITOR_JOBS);
+    let controller = parked_controller();
+    config.push_str(&format!(
+        "  - job_name: gpuscale-scale-to-zero\n    honor_labels: true\n    static_configs:\n      - targets: ['{}']\n",
+        controller.addr()
+    ));
     let prom = Prometheus::start(dir, &config, stack::free_port());
-    (prom, am, webhook)
+    (prom, am, webhook, controller)
+}
+
+/// The scale-to-zero controller's view, as its /metrics says it: ml/chat
+/// (the workload parked on parked-node) is parked.
+fn parked_controller() -> Server {
+    Server::start(|_| {
+        Response::text(
+            "# TYPE gpuscale_scale_to_zero_parked gauge\ngpuscale_scale_to_zero_parked{namespace=\"ml\",target=\"Deployment/chat\"} 1\n".into(),
+        )
+    })
 }
 
 fn value(v: &Value) -> f64 {
@@ -253,7 +278,7 @@ fn gpu_nodes_that_could_go_are_found_with_what_keeps_them() {
     gpuscale_e2e::bins::ensure_built();
     let dir = tempfile::tempdir().expect("tempdir");
     let nodes = start_nodes(dir.path());
-    let (prom, _am, webhook) = start_stack(dir.path(), &nodes);
+    let (prom, _am, webhook, _controller) = start_stack(dir.path(), &nodes);
     let context = || {
         let logs: Vec<String> = nodes
             .iter()
@@ -682,5 +707,18 @@ fn the_advisor_names_spot_candidates_and_risks_and_the_waste(prom: &Prometheus) 
         blockers.contains(&format!("pdb web/{FRONTEND} (frontend)").as_str()),
         "{}",
         r["nodes"]
+    );
+    // The parked workload's node stayed: its budget is gone, nothing else keeps it.
+    let parked = r["nodes"]["parked"].as_array().cloned().unwrap_or_default();
+    let on_parked = parked
+        .iter()
+        .find(|p| p["node"] == "parked-node" && p["target"] == "Deployment/chat");
+    let on_parked = on_parked.unwrap_or_else(|| panic!("no parked entry: {}", r["nodes"]));
+    assert_eq!(on_parked["node_went"], false, "{on_parked}");
+    assert!(
+        on_parked["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("no blocker")),
+        "{on_parked}"
     );
 }
