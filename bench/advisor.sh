@@ -9,7 +9,7 @@
 #   bench/advisor.sh                          # 1000 workloads
 #   WORKLOADS=7 bench/advisor.sh              # the built-in scenario alone
 #   PROFILE=debug WORKLOADS=14 bench/advisor.sh   # smoke run
-#   KEEP=/var/tmp/advisor-week bench/advisor.sh    # backfill once, keep it:
+#   KEEP=$HOME/advisor-week bench/advisor.sh       # backfill once, keep it:
 #                                 # a later run with the same KEEP reuses it
 set -euo pipefail
 
