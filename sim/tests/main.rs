@@ -1,6 +1,7 @@
 //! The integration tests of this crate, one module per story file, in one
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
+mod apply;
 mod economics;
 mod kubeapi;
 mod kubectl;

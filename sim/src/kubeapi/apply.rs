@@ -1,9 +1,9 @@
 //! PATCH on an object, by content type: JSON merge, strategic merge
 //! (built-in kinds only; custom resources answer 415 as on a real server),
-//! JSON patch, and server-side apply. Apply is "last applier wins": the
-//! applied configuration is merged into the object (strategically for
-//! built-in kinds) and the manager recorded in `managedFields`; `force`
-//! is accepted, no field ownership conflicts are raised and fields a
+//! JSON patch, and server-side apply: the applied configuration is merged
+//! into the object (strategically for built-in kinds), its fields owned by
+//! the manager in `managedFields`, and an apply that changes another
+//! manager's field is refused 409 unless forced ([`ownership`]); fields a
 //! manager stops applying are not removed.
 
 use serde_json::{Value, json};
@@ -14,7 +14,17 @@ use super::request::Request;
 use super::store::State;
 use super::target::Target;
 use super::writes::{create, settle, write};
-use super::{patch, status};
+use super::{ownership, patch, status};
+
+/// The manager of a write that names none: a real server derives it from
+/// the client's user agent.
+pub(crate) fn manager_or_default(manager: &str) -> String {
+    if manager.is_empty() {
+        "unknown".into()
+    } else {
+        manager.into()
+    }
+}
 
 /// The patch types a real server names when refusing another.
 const ACCEPTED: &str =
@@ -71,21 +81,6 @@ pub(crate) fn patched(
     Ok(out)
 }
 
-/// The applier's entry in `managedFields` (no per-field sets are kept).
-fn manage(obj: &mut Value, manager: &str, api_version: &Value) {
-    let entry = json!({"manager": manager, "operation": "Apply", "apiVersion": api_version,
-        "time": super::store::now(),
-        "fieldsType": "FieldsV1", "fieldsV1": {}});
-    let list = &mut obj["metadata"]["managedFields"];
-    if !list.is_array() {
-        *list = json!([]);
-    }
-    if let Some(list) = list.as_array_mut() {
-        list.retain(|e| e["manager"] != manager || e["operation"] != "Apply");
-        list.push(entry);
-    }
-}
-
 pub(crate) fn patch(
     req: &Request,
     t: &Target,
@@ -110,15 +105,21 @@ pub(crate) fn patch(
     let ns = t.namespace.clone().unwrap_or_default();
     let Some(current) = st.get(&t.gvr, &ns, name).cloned() else {
         if matches!(kind, Kind::Apply) {
-            let mut obj = body;
-            let api_version = obj["apiVersion"].clone();
-            manage(&mut obj, &manager, &api_version);
+            let mut obj = body.clone();
+            ownership::applied(&json!({}), &mut obj, &body, &manager, &body["apiVersion"]);
             return create(req, t, res, obj, st);
         }
         return not_found(&t.gvr, name);
     };
+    let force = req.param("force").as_deref() == Some("true");
+    if matches!(kind, Kind::Apply)
+        && !force
+        && let Some(refused) = ownership::conflicts(&t.gvr, &current, &body, &manager)
+    {
+        return refused;
+    }
     let builtin = res.is_none_or(Resource::builtin);
-    let mut new = match patched(&kind, &current, &body, builtin) {
+    let new = match patched(&kind, &current, &body, builtin) {
         Ok(n) => n,
         Err(e) => return about(422, "Invalid", &t.gvr, name, &e),
     };
@@ -126,10 +127,12 @@ pub(crate) fn patch(
     if !sent.is_null() && *sent != current["metadata"]["resourceVersion"] {
         return conflict(&t.gvr, name);
     }
-    if matches!(kind, Kind::Apply) {
-        manage(&mut new, &manager, &body["apiVersion"]);
-    }
     let mut new = settle(res, &current, new, false);
+    if matches!(kind, Kind::Apply) {
+        ownership::applied(&current, &mut new, &body, &manager, &body["apiVersion"]);
+    } else {
+        ownership::updated(&current, &mut new, &manager_or_default(&manager));
+    }
     if let Err(refused) = super::schema::admit(req, st, &t.gvr, &mut new) {
         return refused;
     }

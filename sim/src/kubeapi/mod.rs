@@ -53,6 +53,7 @@ mod fields;
 mod http;
 mod labels;
 mod openapi;
+mod ownership;
 mod paging;
 mod patch;
 mod protobuf;

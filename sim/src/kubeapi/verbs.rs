@@ -174,6 +174,12 @@ fn replace(
         return conflict(&t.gvr, name);
     }
     let mut new = settle(res, &current, body, false);
+    let manager = req.param("fieldManager").unwrap_or_default();
+    super::ownership::updated(
+        &current,
+        &mut new,
+        &super::apply::manager_or_default(&manager),
+    );
     if let Err(refused) = super::schema::admit(req, st, &t.gvr, &mut new) {
         return refused;
     }
