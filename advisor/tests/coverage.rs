@@ -42,7 +42,7 @@ fn a_day_without_exporter_data_is_reported_not_hidden() {
         policy: Default::default(),
     };
     let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    crate::week::table(&r);
     let a = find(&r, "chat-gap");
     assert!(
         (a.exporter_gap_hours - 24.0).abs() < 0.2,

@@ -39,7 +39,7 @@ fn a_decode_bound_service_is_ranked_by_cost_per_token_two_smaller_gpus_allowed()
         policy: Default::default(),
     };
     let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    crate::week::table(&r);
     let a = find(&r, "decoder");
     assert_eq!(
         a.bottleneck,

@@ -38,7 +38,7 @@ fn a_moved_workload_is_judged_on_its_latest_placement() {
         policy: Default::default(),
     };
     let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    crate::week::table(&r);
     let a = find(&r, "ranker");
     assert_eq!(a.gpu_type.as_deref(), Some("A100-80GB"));
     // Three days on the A100, under a week: medium.

@@ -106,7 +106,7 @@ fn a_two_cluster_fleet_gets_a_plan_that_can_be_carried_out() {
     let prom = prometheus_with(dir.path(), &text);
     let batch = Policy::new(&["batch=batch".into()], "production", false).expect("test set-up");
     let r = advise(&prom.url, end, batch.clone());
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    crate::week::table(&r);
     no_group_spans_a_cluster_pool_or_tier(&r);
     notebooks_share_one_t4(&r);
     production_is_not_time_sliced(&r);

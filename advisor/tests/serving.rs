@@ -90,7 +90,7 @@ fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
         policy: Default::default(),
     };
     let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    crate::week::table(&r);
     a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(&r);
     an_l4_at_97_percent_kv_is_too_small(&r);
     a_70b_model_without_headroom_is_too_small(&r);

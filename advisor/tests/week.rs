@@ -106,6 +106,21 @@ pub(crate) fn find<'a>(r: &'a Report, name: &str) -> &'a Assessment {
         .unwrap_or_else(|| panic!("{name} not in the report"))
 }
 
+/// The report's table, printed for the test log and checked to stay
+/// under 120 columns.
+pub(crate) fn table(r: &Report) -> String {
+    let t = gpuscale_advisor::report::table(r);
+    eprintln!("{t}");
+    for line in t.lines() {
+        assert!(
+            line.chars().count() < 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    t
+}
+
 pub(crate) fn kinds(a: &Assessment) -> Vec<&str> {
     a.recommendations.iter().map(|r| r.kind).collect()
 }
@@ -129,7 +144,7 @@ fn a_week_of_history_gets_the_right_advice() {
         policy: Default::default(),
     };
     let r = run(&o, &tables).expect("test set-up");
-    eprintln!("{}", gpuscale_advisor::report::table(&r));
+    table(&r);
     assert_eq!(r.workloads.len(), scenario.len());
 
     embedder_gets_the_smallest_mig_slice(&r);
