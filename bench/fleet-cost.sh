@@ -10,7 +10,9 @@
 # served as a file) and each profile (full, fleet), each against a fresh
 # Prometheus scraping every INTERVAL seconds, read after SCRAPES scrapes:
 # head series, series per GPU (every series of the node over its GPUs),
-# Prometheus RSS and Go heap above an idle Prometheus, per GPU and
+# Prometheus RSS (median of READINGS readings 1 s apart) and Go heap in use
+# (the lowest of them: what a collection leaves) above an idle Prometheus
+# read the same way, per GPU and
 # extrapolated linearly to 1,000 and 10,000 GPUs; ROUNDS rounds of the three
 # in turn, then their medians.
 # Before that, one scrape of each exposition: its series by class (per GPU,
@@ -42,6 +44,7 @@ STEADY=${STEADY:-30}
 PROFILE=${PROFILE:-release}
 ROUNDS=${ROUNDS:-1}
 VARIANTS=${VARIANTS:-0}
+READINGS=${READINGS:-10}
 
 source "$(dirname "$0")/lib.sh"
 
@@ -119,8 +122,12 @@ measure() {
   sleep $((SCRAPES * INTERVAL + 2))
   local series rss heap
   series=$(self "$prom_port" prometheus_tsdb_head_series)
-  rss=$(self "$prom_port" process_resident_memory_bytes)
-  heap=$(self "$prom_port" go_memstats_heap_inuse_bytes)
+  # READINGS readings 1 s apart: RSS their median, the heap its lowest
+  # (what is left after a collection; one reading swings with GC timing).
+  read -r rss heap < <(for _ in $(seq 1 "$READINGS"); do
+    echo "$(self "$prom_port" process_resident_memory_bytes) $(self "$prom_port" go_memstats_heap_inuse_bytes)"
+    sleep 1
+  done | sort -n | awk '{r[NR]=$1; if (NR == 1 || $2 < h) h=$2} END {print r[int((NR+1)/2)], h}')
   printf '%s\t%s\t%s\t%s\n' "$name" "$series" "$rss" "$heap" >>"$work/rows"
   row "$name" "$series" "$rss" "$heap" | tee -a "$work/results"
 }
@@ -165,8 +172,10 @@ base_port=$(free_port)
 start_prometheus "$base_port" "$work"
 wait_for "http://127.0.0.1:$base_port/-/ready"
 sleep 5
-base_rss=$(self "$base_port" process_resident_memory_bytes)
-base_heap=$(self "$base_port" go_memstats_heap_inuse_bytes)
+read -r base_rss base_heap < <(for _ in $(seq 1 "$READINGS"); do
+  echo "$(self "$base_port" process_resident_memory_bytes) $(self "$base_port" go_memstats_heap_inuse_bytes)"
+  sleep 1
+done | sort -n | awk '{r[NR]=$1; if (NR == 1 || $2 < h) h=$2} END {print r[int((NR+1)/2)], h}')
 stop_prometheus
 
 serve_file "$work/dcgm"

@@ -334,25 +334,22 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
     let (fleet, _) = start("fleet", &scenario, &fakes);
     wait_for_history(&[&full, &fleet], 12);
 
-    let zero_only = sent_while_non_zero();
-    let never = never_served();
+    let (zero_only, never) = (sent_while_non_zero(), never_served());
     let mut failures = Vec::new();
-    let (mut compared, mut answered, mut zero_rows) = (0, 0, Vec::new());
-    let (mut healthy_rows, mut full_only, mut proxy_rows) = (Vec::new(), Vec::new(), Vec::new());
-    for Expr {
-        key,
-        expr,
-        alert,
-        panel,
-    } in expressions(&copies)
-    {
+    let (mut compared, mut answered) = (0, 0);
+    let mut missing: BTreeMap<Missing, Vec<String>> = BTreeMap::new();
+    for e in expressions(&copies) {
         compared += 1;
-        if !panel && reads(&expr, &never) {
+        let Expr {
+            key,
+            expr,
+            alert,
+            panel,
+        } = &e;
+        if !panel && reads(expr, &never) {
             failures.push(format!("{key} reads a family fleet never serves: {expr}"));
         }
-        let a = full.prom.query(&expr);
-        let b = fleet.prom.query(&expr);
-        let (a, b) = match (a, b) {
+        let (a, b) = match (full.prom.query(expr), fleet.prom.query(expr)) {
             (Ok(a), Ok(b)) => (a, b),
             (a, b) => {
                 failures.push(format!("{key}: full {a:?}, fleet {b:?}: {expr}"));
@@ -360,42 +357,26 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
             }
         };
         if a.is_empty() {
-            if alert && !b.is_empty() {
+            if *alert && !b.is_empty() {
                 failures.push(format!("{key}: fires on fleet only, for {:?}", series(&b)));
             }
             continue;
         }
         answered += 1;
         if !b.is_empty() {
-            if alert {
-                let (sa, sb) = (series(&a), series(&b));
-                if sa != sb {
-                    failures.push(format!("{key}: fires for {sa:?} on full, {sb:?} on fleet"));
-                }
+            let (sa, sb) = (series(&a), series(&b));
+            if *alert && sa != sb {
+                failures.push(format!("{key}: fires for {sa:?} on full, {sb:?} on fleet"));
             }
             continue;
         }
-        // Only zeros of series the fleet profile leaves out may go missing.
-        if all_zero(&a) && zero_only.iter().any(|n| expr.contains(n)) {
-            zero_rows.push(key);
-            continue;
+        match why_missing(&e, &a, &zero_only, &never) {
+            Some(why) => missing.entry(why).or_default().push(key.clone()),
+            None => failures.push(format!(
+                "{key}: {} series on full, none on fleet: {expr}",
+                a.len()
+            )),
         }
-        if HEALTHY_LEFT_OUT.iter().any(|n| expr.contains(n)) {
-            healthy_rows.push(key);
-            continue;
-        }
-        if PROXIES_LEFT_OUT.iter().any(|n| expr.contains(n)) {
-            proxy_rows.push(key);
-            continue;
-        }
-        if panel && reads(&expr, &never) {
-            full_only.push(key);
-            continue;
-        }
-        failures.push(format!(
-            "{key}: {} series on full, none on fleet: {expr}",
-            a.len()
-        ));
     }
     assert!(
         failures.is_empty(),
@@ -405,12 +386,36 @@ fn every_rule_panel_and_preset_answers_in_the_fleet_profile() {
     );
     assert!(answered > 60, "only {answered} expressions had data");
     eprintln!(
-        "{compared} expressions, {answered} with data on full, all with data on fleet except {} that read only zeros there: {zero_rows:?}, {} over families fleet leaves out while healthy: {healthy_rows:?}, {} over NVML proxies of GPUs with activity ratios: {proxy_rows:?}, and {} panels over families only the full profile serves: {full_only:?}",
-        zero_rows.len(),
-        healthy_rows.len(),
-        proxy_rows.len(),
-        full_only.len()
+        "{compared} expressions, {answered} with data on full, all with data on fleet except: {missing:#?}"
     );
+}
+
+/// Why an expression with data on full may have none on fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Missing {
+    /// It reads only zeros there of families sent while non-zero.
+    Zeros,
+    /// It reads families left out while healthy.
+    Healthy,
+    /// It reads NVML proxies of GPUs that have activity ratios.
+    Proxies,
+    /// A panel over families only the full profile serves.
+    FullOnly,
+}
+
+fn why_missing(e: &Expr, full: &[Value], zero_only: &[&str], never: &[&str]) -> Option<Missing> {
+    let reads_any = |names: &[&str]| names.iter().any(|n| e.expr.contains(n));
+    if all_zero(full) && reads_any(zero_only) {
+        Some(Missing::Zeros)
+    } else if reads_any(HEALTHY_LEFT_OUT) {
+        Some(Missing::Healthy)
+    } else if reads_any(PROXIES_LEFT_OUT) {
+        Some(Missing::Proxies)
+    } else if e.panel && reads(&e.expr, never) {
+        Some(Missing::FullOnly)
+    } else {
+        None
+    }
 }
 
 /// A node with every fault of the families the fleet profile leaves out
