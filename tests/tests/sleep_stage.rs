@@ -3,7 +3,8 @@
 //! Prometheus, and the fake vLLM (vLLM's wire protocol) as the target's
 //! pod. An idle target's pod is put to sleep (status `Sleeping`, Event
 //! `Slept`) and woken when the target is busy again; a pod without sleep
-//! mode is reported (`SleepModeNotEnabled`) and left awake; a sleeping
+//! mode is reported (`SleepModeNotEnabled`) and left awake, as is one
+//! serving a request (`RequestsInFlight`) until it is done; a sleeping
 //! server restarted is seen awake; a controller restarted while the pod
 //! sleeps finds the state from the pod.
 
@@ -86,6 +87,28 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
     put_target(&kube, "bursty");
     kube.put(&policies(), sleep_policy("chat", port_of(&chat)));
     kube.put(&policies(), sleep_policy("bursty", port_of(&plain)));
+    // A third server serves one long request when the controller starts.
+    let mut slow_cfg = Config::new("slow", Duration::from_millis(300));
+    slow_cfg.answer = Duration::from_secs(40);
+    let slow = FakeVllm::start(slow_cfg, rt.handle()).expect("a slow fake vLLM");
+    put_target(&kube, "slow");
+    let mut p = sleep_policy("slow", port_of(&slow));
+    p["spec"]["idle"]["labelSelector"] = json!("pod=bursty-0");
+    kube.put(&policies(), p);
+    let slow_url = slow.url();
+    let request = std::thread::spawn(move || {
+        let addr = slow_url.trim_start_matches("http://").to_string();
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        let body = r#"{"model":"slow","prompt":"hi"}"#;
+        let head = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        std::io::Write::write_all(&mut c, head.as_bytes()).expect("send");
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut c, &mut out);
+        out
+    });
     let work = dir();
     let adapter = controller(&kube, &prom.url, "a", &work, &[]);
 
@@ -109,6 +132,18 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
             .any(|(r, n)| r == "CannotSleep" && n.contains("bursty-0"))
     );
     assert!(!plain.is_sleeping());
+
+    // Never put to sleep while serving; asleep once the request is done.
+    let serving = Some(("Awake".to_string(), Some("RequestsInFlight".to_string())));
+    eventually("slow's pod left awake while serving", || {
+        (pod_phase(&kube, "slow-policy") == serving).then_some(())
+    });
+    assert!(!slow.is_sleeping());
+    let answer = request.join().expect("the request thread");
+    assert!(answer.starts_with("HTTP/1.1 200"), "answered: {answer}");
+    eventually("slow's pod asleep once done", || {
+        (pod_phase(&kube, "slow-policy") == asleep && slow.is_sleeping()).then_some(())
+    });
 
     // The controller goes while the pod sleeps; a new one finds the state
     // from the pod: still asleep, not put to sleep a second time.

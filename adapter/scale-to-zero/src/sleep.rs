@@ -67,8 +67,9 @@ pub struct PodSleep {
     /// `Sleeping` or `Awake`.
     pub phase: String,
     /// Why an awake pod is not asleep although the target is idle
-    /// (`SleepModeNotEnabled`, `Unreachable`, `Timeout`, `NotConfirmed`,
-    /// `BadAnswer`, `NoPodIP`, `NoSuchPort`), or absent.
+    /// (`RequestsInFlight`, `SleepModeNotEnabled`, `Unreachable`,
+    /// `Timeout`, `NotConfirmed`, `BadAnswer`, `NoPodIP`, `NoSuchPort`), or
+    /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,6 +249,10 @@ async fn say<P>(
     now: &PodSleep,
 ) {
     let same = was.is_some_and(|w| w.phase == now.phase && w.reason == now.reason);
+    // Serving is no failure: said in the status, not as a Warning.
+    if now.reason.as_deref() == Some("RequestsInFlight") {
+        return;
+    }
     if same || (was.is_none() && now.phase == "Awake" && now.reason.is_none()) {
         return;
     }
@@ -273,6 +278,18 @@ async fn converge(at: SocketAddr, level: u8, asleep_wanted: bool) -> Result<bool
     if sleeping == asleep_wanted {
         return Ok(sleeping);
     }
+    if asleep_wanted {
+        // vLLM's sleep aborts what it is running: never while serving.
+        let busy = in_flight(at).await?;
+        if busy > 0.0 {
+            return Err(problem(
+                "RequestsInFlight",
+                format!(
+                    "{busy} requests running or waiting (vllm:num_requests_running + vllm:num_requests_waiting)"
+                ),
+            ));
+        }
+    }
     let (path, limit) = if asleep_wanted {
         (format!("/sleep?level={level}"), SLEEP_CALL)
     } else {
@@ -293,6 +310,42 @@ async fn converge(at: SocketAddr, level: u8, asleep_wanted: bool) -> Result<bool
         ));
     }
     Ok(now)
+}
+
+/// Requests the server runs or queues now, from its `/metrics`
+/// (`vllm:num_requests_running` + `vllm:num_requests_waiting`, summed
+/// over engines); a server that serves neither is an error, not 0.
+async fn in_flight(at: SocketAddr) -> Result<f64, Problem> {
+    let (status, body) = call(at, Method::GET, "/metrics", CALL).await?;
+    if !status.is_success() {
+        return Err(problem(
+            "BadAnswer",
+            format!("GET /metrics answered {status}"),
+        ));
+    }
+    let text = String::from_utf8_lossy(&body);
+    let mut seen = false;
+    let mut sum = 0.0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        if name == "vllm:num_requests_running" || name == "vllm:num_requests_waiting" {
+            let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+            match value {
+                Some(v) if v.is_finite() => {
+                    seen = true;
+                    sum += v;
+                }
+                _ => return Err(problem("BadAnswer", format!("GET /metrics: {line:?}"))),
+            }
+        }
+    }
+    if !seen {
+        return Err(problem(
+            "BadAnswer",
+            "GET /metrics serves no vllm:num_requests_running: cannot tell whether it is serving",
+        ));
+    }
+    Ok(sum)
 }
 
 /// `GET /is_sleeping`: vLLM's `{"is_sleeping": bool}`; 404 means the
