@@ -377,7 +377,33 @@ fn typed_create_generators_work_for_the_kinds_sent_as_protobuf() {
     assert_eq!(cm["data"]["a"], "b");
     let secret = json(&k, &["get", "secret", "s", "-n", "gen"]);
     assert_eq!(secret["data"]["k"], "dg==", "base64 of v");
-    let refused = k.fails(&["create", "deployment", "d", "-n", "gen", "--image=busybox"]);
+    k.ok(&[
+        "create",
+        "deployment",
+        "d",
+        "-n",
+        "gen",
+        "--image=vllm/vllm-openai:v0.11.0",
+        "--replicas=2",
+        "--port=8000",
+        "--",
+        "vllm",
+        "serve",
+    ]);
+    let d = json(&k, &["get", "deployment", "d", "-n", "gen"]);
+    assert_eq!(d["spec"]["replicas"], 2, "{d}");
+    assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "d", "{d}");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["image"], "vllm/vllm-openai:v0.11.0", "{d}");
+    assert_eq!(c["ports"][0]["containerPort"], 8000, "{d}");
+    assert_eq!(c["command"], serde_json::json!(["vllm", "serve"]), "{d}");
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["labels"]["app"], "d",
+        "{d}"
+    );
+    // A kind whose protobuf the cluster does not read is refused, naming
+    // the way that works.
+    let refused = k.fails(&["create", "job", "j", "-n", "gen", "--image=busybox"]);
     assert!(
         refused.contains("unsupported media type") && refused.contains("kubectl apply"),
         "{refused}"

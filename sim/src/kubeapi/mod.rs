@@ -17,20 +17,21 @@
 //! declares. Verbs: get, list and watch (label and field selectors,
 //! resourceVersion, bookmarks, 410 Gone past the change log), paged lists, create,
 //! replace (409 on a stale resourceVersion), patch (merge, strategic merge
-//! for built-in kinds, JSON patch, server-side apply as "last applier
-//! wins"), delete (finalizers and `deletionTimestamp`; dependents by
+//! for built-in kinds, JSON patch, server-side apply with field ownership
+//! and 409 conflicts), delete (finalizers and `deletionTimestamp`; dependents by
 //! `ownerReferences` go too), deletecollection; `generation` moves on spec
 //! changes only. Errors are `Status` objects as a real server sends.
 //!
-//! Bodies are JSON or YAML, or protobuf for Namespaces, ConfigMaps, Secrets
-//! and ServiceAccounts (what `kubectl create <kind>` sends); other kinds in
-//! protobuf get a 415.
+//! Bodies are JSON or YAML, or protobuf for Namespaces, ConfigMaps, Secrets,
+//! ServiceAccounts and Deployments (what `kubectl create <kind>` sends);
+//! other kinds in protobuf get a 415.
 //!
-//! Not done: CRD `x-kubernetes-validations` (CEL) and OpenAPI schema
-//! validation of custom resources are not evaluated; no admission, no
+//! Custom resources are checked against their CRD's structural schema
+//! (pruning, `fieldValidation=Strict`, types, enums, bounds, required).
+//!
+//! Not done: CRD `x-kubernetes-validations` (CEL); no admission, no
 //! defaulting beyond metadata; RBAC is not enforced (SubjectAccessReviews
-//! are answered by [`Cluster::sar`], nothing else is authorized); `limit`
-//! and `continue` are ignored (one page holds all); a namespace's deletion
+//! are answered by [`Cluster::sar`], nothing else is authorized); a namespace's deletion
 //! does not delete what is in it. A collection the server does not know is
 //! still served, untyped, so the suites can [`KubeFake::put`] any resource.
 //!
@@ -57,6 +58,7 @@ mod ownership;
 mod paging;
 mod patch;
 mod protobuf;
+mod protobuf_apps;
 mod request;
 mod response;
 mod reviews;

@@ -1,13 +1,14 @@
 //! Protobuf request bodies for the few kinds `kubectl create <kind> <name>`
 //! generators send that way: Namespace, ConfigMap, Secret, ServiceAccount
-//! (name, namespace, labels, annotations, finalizers and the kind's data).
-//! Other kinds sent as protobuf get a 415 that says to send JSON.
+//! (name, namespace, labels, annotations, finalizers and the kind's data),
+//! and Deployment (`protobuf_apps`). Other kinds sent as protobuf get a 415
+//! that says to send JSON.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 /// One decoded field: a varint or a length-delimited payload.
-enum Field<'a> {
+pub(super) enum Field<'a> {
     Varint(u64),
     Bytes(&'a [u8]),
 }
@@ -25,7 +26,7 @@ fn varint(buf: &[u8], at: &mut usize) -> Result<u64, String> {
     Err("protobuf varint too long".into())
 }
 
-fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
+pub(super) fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
     let (mut at, mut out) = (0, Vec::new());
     while at < buf.len() {
         let key = varint(buf, &mut at)?;
@@ -56,12 +57,12 @@ fn fields(buf: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
     Ok(out)
 }
 
-fn text(b: &[u8]) -> Value {
+pub(super) fn text(b: &[u8]) -> Value {
     json!(String::from_utf8_lossy(b))
 }
 
 /// A `map<string, …>` entry's (key, value bytes).
-fn entry(b: &[u8]) -> Result<(String, &[u8]), String> {
+pub(super) fn entry(b: &[u8]) -> Result<(String, &[u8]), String> {
     let (mut key, mut value) = (String::new(), &b[..0]);
     for (n, f) in fields(b)? {
         match (n, f) {
@@ -73,7 +74,7 @@ fn entry(b: &[u8]) -> Result<(String, &[u8]), String> {
     Ok((key, value))
 }
 
-fn metadata(b: &[u8]) -> Result<Value, String> {
+pub(super) fn metadata(b: &[u8]) -> Result<Value, String> {
     let mut meta = json!({});
     for (n, f) in fields(b)? {
         let Field::Bytes(v) = f else { continue };
@@ -92,7 +93,7 @@ fn metadata(b: &[u8]) -> Result<Value, String> {
     Ok(meta)
 }
 
-fn push(list: &mut Value, v: Value) {
+pub(super) fn push(list: &mut Value, v: Value) {
     if !list.is_array() {
         *list = json!([]);
     }
@@ -142,6 +143,10 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
                 continue;
             }
             ("Secret", 3, Field::Bytes(t)) => ("type", text(t)),
+            ("Deployment", 2, Field::Bytes(s)) => {
+                ("spec", super::protobuf_apps::deployment_spec(s)?)
+            }
+            ("Deployment", 3, _) => continue,
             ("ConfigMap", 4, Field::Varint(i)) | ("Secret", 5, Field::Varint(i)) => {
                 ("immutable", json!(i != 0))
             }
