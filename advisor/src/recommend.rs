@@ -143,7 +143,7 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
         kind: "gpu_type",
         action: format!("{} instead of {}{}", best.name, cur.name, per_replica(n)),
         why: format!(
-            "{} {vram:.1} GiB x {} fits {:.1} GiB; bandwidth {} GB/s vs {} GB/s{}; ${:.2}/h vs ${price:.2}/h ({} {})",
+            "{} {vram:.1} GiB x {} fits {:.1} GiB; bandwidth {} GB/s vs {} GB/s{}; ${:.2}/h vs ${price:.2}/h ({})",
             need_name(a),
             t::MEMORY_HEADROOM,
             best.memory_gib,
@@ -158,8 +158,7 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
                 (None, None) => String::new(),
             },
             best.price_usd_per_hour,
-            tables.gpus.source,
-            tables.gpus.date
+            tables.price_source(best)
         ),
         saving_usd_per_month: f64::from(n) * (price - best.price_usd_per_hour) * t::HOURS_PER_MONTH,
         settings: a

@@ -25,6 +25,9 @@ pub struct GpuType {
     /// Key of its MIG profile table, if it has MIG.
     pub mig: Option<String>,
     pub price_usd_per_hour: f64,
+    /// The price is the fleet's `gpu_price_usd_per_hour`, not the table's.
+    #[serde(skip)]
+    pub price_from_fleet: bool,
 }
 
 /// `gpus.yaml`.
@@ -160,9 +163,19 @@ impl Tables {
         for g in &mut t.gpus.gpus {
             if let Some(p) = best.get(&g.name) {
                 g.price_usd_per_hour = *p;
+                g.price_from_fleet = true;
             }
         }
         t
+    }
+
+    /// Where a type's price comes from, for the reasons printed.
+    pub fn price_source(&self, g: &GpuType) -> String {
+        if g.price_from_fleet {
+            "the fleet's gpu_price_usd_per_hour".into()
+        } else {
+            format!("{} {}", self.gpus.source, self.gpus.date)
+        }
     }
 
     /// The MIG profiles of a GPU type, smallest first.
