@@ -1,10 +1,11 @@
 //! OpenAPI v3, as far as clients use it to decide how to talk: an index of
 //! group/versions and, per group/version, each kind's object path with the
 //! query parameters it takes (so `kubectl` sends `fieldValidation` and
-//! leaves validation to the server) and the patch types it accepts. No
-//! schemas: `kubectl apply` then computes strategic merge patches from its
-//! built-in types and merge patches for custom resources. `/openapi/v2` is
-//! not served (clients fall back from it).
+//! leaves validation to the server) and the patch types it accepts, and
+//! the schemas of custom resources from their CRDs (`kubectl explain`). No
+//! schemas for built-in kinds: `kubectl apply` then computes strategic
+//! merge patches from its built-in types. `/openapi/v2` is not served
+//! (clients fall back from it).
 
 use serde_json::{Map, Value, json};
 
@@ -71,8 +72,26 @@ pub(crate) fn answer(path: &str, st: &State) -> (u16, Value) {
     (
         200,
         json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
-            "paths": paths, "components": {"schemas": {}}}),
+            "paths": paths, "components": {"schemas": crd_schemas(st, &all, rest)}}),
     )
+}
+
+/// The schemas of the custom resources served in `gv`, each named and
+/// tagged with its kind as kube-apiserver publishes them, so `kubectl
+/// explain` finds them (built-in kinds are published without schemas).
+fn crd_schemas(st: &State, all: &[Resource], gv: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    for r in all.iter().filter(|r| gv_path(r) == gv && !r.builtin()) {
+        let gvr = (r.group.clone(), r.version.clone(), r.plural.clone());
+        let Some(mut schema) = super::schema::of(st, &gvr) else {
+            continue;
+        };
+        schema["x-kubernetes-group-version-kind"] =
+            json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+        let group: Vec<&str> = r.group.split('.').rev().collect();
+        out.insert(format!("{}.{}.{}", group.join("."), r.version, r.kind), schema);
+    }
+    out
 }
 
 fn item(r: &Resource) -> Value {

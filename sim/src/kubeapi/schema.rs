@@ -25,7 +25,7 @@ struct Found {
 }
 
 /// The `openAPIV3Schema` of the CRD that serves `gvr`, if a CRD does.
-fn schema(st: &State, gvr: &Gvr) -> Option<Value> {
+pub(super) fn of(st: &State, gvr: &Gvr) -> Option<Value> {
     let crd = crds();
     st.objects
         .iter()
@@ -52,7 +52,7 @@ pub(crate) fn admit(
     gvr: &Gvr,
     obj: &mut Value,
 ) -> Result<(), (u16, Value)> {
-    let Some(schema) = schema(st, gvr) else {
+    let Some(schema) = of(st, gvr) else {
         return Ok(());
     };
     let mut found = Found::default();
