@@ -71,6 +71,35 @@ fn pod_phase(kube: &KubeFake, policy: &str) -> Option<(String, Option<String>)> 
     ))
 }
 
+/// Target `slow`, idle by its rule, whose server answers in 40 s, and
+/// one request to it under way (its answer when the thread ends).
+fn slow_target(
+    kube: &KubeFake,
+    rt: &tokio::runtime::Handle,
+) -> (FakeVllm, std::thread::JoinHandle<String>) {
+    let mut slow_cfg = Config::new("slow", Duration::from_millis(300));
+    slow_cfg.answer = Duration::from_secs(40);
+    let slow = FakeVllm::start(slow_cfg, rt).expect("a slow fake vLLM");
+    put_target(kube, "slow");
+    let mut p = sleep_policy("slow", port_of(&slow));
+    p["spec"]["idle"]["labelSelector"] = json!("pod=bursty-0");
+    kube.put(&policies(), p);
+    let addr = slow.url().trim_start_matches("http://").to_string();
+    let request = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        let body = r#"{"model":"slow","prompt":"hi"}"#;
+        let head = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        std::io::Write::write_all(&mut c, head.as_bytes()).expect("send");
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut c, &mut out);
+        out
+    });
+    (slow, request)
+}
+
 #[test]
 fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reported() {
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
@@ -88,27 +117,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
     kube.put(&policies(), sleep_policy("chat", port_of(&chat)));
     kube.put(&policies(), sleep_policy("bursty", port_of(&plain)));
     // A third server serves one long request when the controller starts.
-    let mut slow_cfg = Config::new("slow", Duration::from_millis(300));
-    slow_cfg.answer = Duration::from_secs(40);
-    let slow = FakeVllm::start(slow_cfg, rt.handle()).expect("a slow fake vLLM");
-    put_target(&kube, "slow");
-    let mut p = sleep_policy("slow", port_of(&slow));
-    p["spec"]["idle"]["labelSelector"] = json!("pod=bursty-0");
-    kube.put(&policies(), p);
-    let slow_url = slow.url();
-    let request = std::thread::spawn(move || {
-        let addr = slow_url.trim_start_matches("http://").to_string();
-        let mut c = std::net::TcpStream::connect(addr).expect("connect");
-        let body = r#"{"model":"slow","prompt":"hi"}"#;
-        let head = format!(
-            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        std::io::Write::write_all(&mut c, head.as_bytes()).expect("send");
-        let mut out = String::new();
-        let _ = std::io::Read::read_to_string(&mut c, &mut out);
-        out
-    });
+    let (slow, request) = slow_target(&kube, rt.handle());
     let work = dir();
     let adapter = controller(&kube, &prom.url, "a", &work, &[]);
 
