@@ -131,7 +131,7 @@ fn nginx(dir: &std::path::Path, name: &str, server: &str) -> Proc {
     std::fs::create_dir_all(&prefix).unwrap();
     let p = prefix.display();
     let conf = format!(
-        "worker_processes 1;\ndaemon off;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
+        "worker_processes 1;\nmaster_process off;\ndaemon off;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
          events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {p}/body;\n  proxy_temp_path {p}/proxy;\n\
          fastcgi_temp_path {p}/fastcgi;\n  uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n  {server}\n}}\n"
@@ -160,7 +160,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn main() {
     let wakes = env("WAKES", 20);
-    let held = env("HELD", 10_000);
+    let held = env("HELD", 9_000);
     let secs = env("WRK_SECONDS", 10) as u64;
     let bin = std::env::var("ACTIVATOR_BIN").expect("ACTIVATOR_BIN: the activator binary");
     let dir = tempfile::tempdir().unwrap();
