@@ -54,7 +54,11 @@ fn sleep_policy(target: &str, port: u16) -> Value {
         &format!("{target}-policy"),
         "Deployment",
         target,
-        "other-gw",
+        if target == "chat" {
+            "chat-gw"
+        } else {
+            "other-gw"
+        },
         json!({
             "idle": {"metric": "queue_depth", "labelSelector": format!("pod={target}-0"), "threshold": 0, "for": "300s"},
             "sleep": {"after": "2s", "level": 1, "port": port},
@@ -166,8 +170,9 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
     assert_eq!(pod_phase(&kube, "chat-policy"), asleep);
     assert_eq!(chat.transitions(), slept, "nothing done twice");
 
-    // Busy again: the controller wakes the pod.
-    load.chat_queue = 3;
+    // Requests pending at its gateway (activation active, queue still
+    // idle): the controller wakes the pod.
+    load.chat_pending = 3;
     series.set(&exposition(load));
     let awake = Some(("Awake".to_string(), None));
     eventually("chat's pod woken", || {
@@ -177,7 +182,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
 
     // Idle again, asleep again; then the server restarts: seen awake,
     // and put back to sleep by the next rounds.
-    load.chat_queue = 0;
+    load.chat_pending = 0;
     series.set(&exposition(load));
     eventually("chat's pod asleep again", || {
         (chat.is_sleeping() && chat.transitions().0 == 2).then_some(())

@@ -1,7 +1,8 @@
 //! The `sleep` stage before zero (vLLM's sleep mode): after `sleep.after`
 //! of idle the target's Ready pods are put to sleep (`POST
 //! /sleep?level=N`, confirmed by `GET /is_sleeping`), and woken (`POST
-//! /wake_up`, confirmed) once the target is no longer idle; `idleFor`
+//! /wake_up`, confirmed) once the target is no longer idle or its
+//! activation rule reads active; `idleFor`
 //! parks it at zero as before. Each round reads every Ready pod's
 //! `/is_sleeping`, so the status says what the pods say: a pod restarted
 //! while asleep is seen awake. A pod that cannot sleep (no sleep mode: the
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::bounded::bounded;
 use super::context::Context;
 use super::crd::{Phase, ScaleToZeroPolicy};
-use super::decide::Decision;
+use super::decide::{Decision, ReadState};
 use super::events::event;
 
 /// `spec.sleep`: the stage before zero.
@@ -117,7 +118,10 @@ pub(super) async fn stage<P>(
             return Vec::new();
         }
     };
-    let asleep_wanted = d.memory.idle_since.is_some_and(|s| now - s >= after);
+    // Idle long enough, and no activation (a gateway's pending requests)
+    // asking for the model.
+    let asleep_wanted = d.memory.idle_since.is_some_and(|s| now - s >= after)
+        && d.activation_state != ReadState::Active;
     let pods = match ready_pods(policy, ctx).await {
         Ok(p) => p,
         Err(e) => {
