@@ -1,7 +1,7 @@
 //! A cluster through Prometheus: a real Prometheus scrapes the simulated
 //! node, and `gpuscale-top --prometheus` shows the same GPUs, MIG instances
 //! and holders as the exporter's own `/metrics`, narrowed by node and
-//! namespace.
+//! namespace; and the same through VictoriaMetrics.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -101,5 +101,41 @@ fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
     let none = top(&["--prometheus", &prom.url, "--node", "no-such-node"]);
     assert_eq!(gpu_indexes(&none), Vec::<String>::new());
     let inference = top(&["--prometheus", &prom.url, "--namespace", "inference"]);
+    assert_eq!(gpu_indexes(&inference), ["5", "6"]);
+}
+
+/// The same through VictoriaMetrics (its Prometheus query API): the node's
+/// GPUs and holders as the exporter shows them.
+#[test]
+fn through_victoriametrics_the_node_looks_as_its_exporter_shows_it() {
+    let e = crate::once::node();
+    let vm = gpuscale_e2e::victoria::VictoriaMetrics::start(&format!(
+        "scrape_configs:\n  - job_name: gpuscale\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+        e.port
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let count = |q: &str| {
+        vm.vector(q).ok().and_then(|v| {
+            v.first()
+                .and_then(|s| s["value"][1].as_str().map(str::to_string))
+        })
+    };
+    while count("count(gpu_pod_allocation)").as_deref() != Some("11")
+        || count("count(gpu_sm_active_ratio)").is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "VictoriaMetrics never had the node's series"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let direct = top(&["--exporter", &e.url("")]);
+    let cluster = top(&["--prometheus", &vm.url, "--node", "sim-node-1"]);
+    assert_eq!(
+        gpu_indexes(&cluster),
+        ["0", "1", "2", "3", "4", "5", "6", "7"]
+    );
+    assert_eq!(holders(&cluster), holders(&direct));
+    let inference = top(&["--prometheus", &vm.url, "--namespace", "inference"]);
     assert_eq!(gpu_indexes(&inference), ["5", "6"]);
 }
