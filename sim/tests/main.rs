@@ -3,6 +3,7 @@
 
 mod apply;
 mod economics;
+mod endpoints;
 mod explain;
 mod kubeapi;
 mod kubectl;

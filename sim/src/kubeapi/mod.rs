@@ -48,6 +48,7 @@
 
 mod apply;
 mod discovery;
+mod endpoints;
 mod events;
 mod failures;
 mod fields;

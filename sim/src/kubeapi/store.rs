@@ -197,6 +197,9 @@ impl State {
         let kind = if old.is_some() { "MODIFIED" } else { "ADDED" };
         self.objects.insert(key.clone(), obj.clone());
         self.record(&key.0, kind, &obj);
+        if super::endpoints::follows(&key.0) {
+            super::endpoints::sync(self, &key.1);
+        }
         obj
     }
 
@@ -209,6 +212,9 @@ impl State {
         self.revision += 1;
         obj["metadata"]["resourceVersion"] = json!(self.revision.to_string());
         self.record(&storage, "DELETED", &obj);
+        if super::endpoints::follows(&storage) {
+            super::endpoints::sync(self, ns);
+        }
         if storage == super::discovery::crds() {
             self.remove_custom_resources(&obj);
         }
