@@ -32,8 +32,8 @@ pub fn frame(f: &mut Frame, s: &State) {
     }
 }
 
-pub(super) fn style(s: &State, st: Style) -> Style {
-    if s.color { st } else { Style::default() }
+fn style(s: &State, st: Style) -> Style {
+    s.style(st)
 }
 
 fn title_line(s: &State) -> Line<'static> {

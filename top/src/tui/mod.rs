@@ -40,6 +40,15 @@ pub struct State {
 }
 
 impl State {
+    /// `st`, or no style at all with `NO_COLOR`.
+    pub fn style(&self, st: ratatui::style::Style) -> ratatui::style::Style {
+        if self.color {
+            st
+        } else {
+            ratatui::style::Style::default()
+        }
+    }
+
     pub fn sort_key(&self) -> &'static str {
         let keys = match self.view {
             View::Gpus => GPU_SORTS,

@@ -8,7 +8,6 @@ use ratatui::style::{Modifier, Style};
 use ratatui::widgets::{Row, Table};
 
 use super::State;
-use super::draw::style;
 use crate::model::{Snapshot, Workload};
 use crate::render::{pct, usd};
 
@@ -86,6 +85,6 @@ pub fn table(f: &mut Frame, s: &State, snap: &Snapshot, area: Rect) {
         ];
         cols.into_iter().unzip()
     };
-    let header = Row::new(header).style(style(s, Style::new().add_modifier(Modifier::REVERSED)));
+    let header = Row::new(header).style(s.style(Style::new().add_modifier(Modifier::REVERSED)));
     f.render_widget(Table::new(rows, widths).header(header), area);
 }
