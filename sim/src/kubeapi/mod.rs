@@ -48,7 +48,6 @@
 
 mod apply;
 mod discovery;
-mod endpoints;
 mod events;
 mod failures;
 mod fields;
@@ -59,7 +58,6 @@ mod ownership;
 mod paging;
 mod patch;
 mod protobuf;
-mod protobuf_apps;
 mod request;
 mod response;
 mod reviews;

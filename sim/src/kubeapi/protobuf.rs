@@ -1,8 +1,10 @@
 //! Protobuf request bodies for the few kinds `kubectl create <kind> <name>`
 //! generators send that way: Namespace, ConfigMap, Secret, ServiceAccount
 //! (name, namespace, labels, annotations, finalizers and the kind's data),
-//! and Deployment (`protobuf_apps`). Other kinds sent as protobuf get a 415
+//! and Deployment (`apps`). Other kinds sent as protobuf get a 415
 //! that says to send JSON.
+
+mod apps;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -143,9 +145,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
                 continue;
             }
             ("Secret", 3, Field::Bytes(t)) => ("type", text(t)),
-            ("Deployment", 2, Field::Bytes(s)) => {
-                ("spec", super::protobuf_apps::deployment_spec(s)?)
-            }
+            ("Deployment", 2, Field::Bytes(s)) => ("spec", apps::deployment_spec(s)?),
             ("Deployment", 3, _) => continue,
             ("ConfigMap", 4, Field::Varint(i)) | ("Secret", 5, Field::Varint(i)) => {
                 ("immutable", json!(i != 0))

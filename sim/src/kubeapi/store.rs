@@ -3,6 +3,8 @@
 //! resumes from a list's resourceVersion without a gap, and an older one
 //! is answered 410 Gone), and the open watches.
 
+mod endpoints;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::Sender;
 use std::time::SystemTime;
@@ -197,8 +199,8 @@ impl State {
         let kind = if old.is_some() { "MODIFIED" } else { "ADDED" };
         self.objects.insert(key.clone(), obj.clone());
         self.record(&key.0, kind, &obj);
-        if super::endpoints::follows(&key.0) {
-            super::endpoints::sync(self, &key.1);
+        if endpoints::follows(&key.0) {
+            endpoints::sync(self, &key.1);
         }
         obj
     }
@@ -212,8 +214,8 @@ impl State {
         self.revision += 1;
         obj["metadata"]["resourceVersion"] = json!(self.revision.to_string());
         self.record(&storage, "DELETED", &obj);
-        if super::endpoints::follows(&storage) {
-            super::endpoints::sync(self, ns);
+        if endpoints::follows(&storage) {
+            endpoints::sync(self, ns);
         }
         if storage == super::discovery::crds() {
             self.remove_custom_resources(&obj);

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::protobuf::{Field, entry, fields, metadata, push, text};
+use super::{Field, entry, fields, metadata, push, text};
 
 fn refuse(what: &str, n: u64) -> String {
     format!(

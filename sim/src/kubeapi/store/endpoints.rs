@@ -14,10 +14,10 @@
 
 use serde_json::{Value, json};
 
-use super::Gvr;
-use super::fields::Fields;
-use super::labels::Selector;
-use super::store::State;
+use super::State;
+use crate::kubeapi::Gvr;
+use crate::kubeapi::fields::Fields;
+use crate::kubeapi::labels::Selector;
 
 const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 
