@@ -55,6 +55,16 @@ fn an_undecodable_policy_gets_a_warning_naming_the_field_and_the_others_are_serv
     assert_eq!(warning["type"], "Warning");
     assert_eq!(warning["regarding"]["name"], "sleepy");
     assert_eq!(warning["regarding"]["kind"], "ScaleToZeroPolicy");
+    // `kubectl describe` shows it, as it shows a real server's Events.
+    let described = kubectl(
+        &kube,
+        &dir,
+        &["describe", "scaletozeropolicy", "sleepy", "-n", NS],
+    );
+    assert!(
+        described.contains("Warning") && described.contains("InvalidPolicy"),
+        "{described}"
+    );
     eventually("the invalid-policies gauge at 1", || {
         (invalid_gauge(&adapter).as_deref() == Some("1")).then_some(())
     });
