@@ -197,4 +197,22 @@ fn the_simulated_cluster_refuses_a_policy_its_crd_does_not_allow() {
     let stored = kube.get(&policies(), NS, "extra").expect("stored");
     assert!(stored["spec"].get("colour").is_none(), "pruned: {stored}");
     assert_eq!(stored["spec"]["idle"]["metric"], "queue_depth");
+
+    // What validation let through earlier (written straight into the store)
+    // does not stop `wake-parked`: the readable policies are released, the
+    // unreadable one is named as a failure.
+    kube.put(&policies(), sleep);
+    let kc = dir.join("kubeconfig-wake");
+    std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
+    let out = std::process::Command::new(gpuscale_e2e::bins::adapter())
+        .arg("wake-parked")
+        .arg(format!("--kubeconfig={}", kc.display()))
+        .output()
+        .expect("run wake-parked");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("FAILED policy inference/sleep: cannot be read (spec.activation.whenUnknown"),
+        "{said}"
+    );
 }

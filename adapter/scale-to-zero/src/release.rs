@@ -63,10 +63,7 @@ pub async fn repair_orphans<P>(ctx: std::sync::Arc<super::context::Context<P>>) 
 pub async fn wake_parked(client: &Client) -> Result<Released, kube::Error> {
     let kinds = Kinds::default();
     let mut out = Released::default();
-    let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
-    let policies = bounded("listing policies", api.list(&ListParams::default()))
-        .await?
-        .items;
+    let policies = readable_policies(client, &mut out).await?;
     for p in &policies {
         let ns = p.namespace().unwrap_or_default();
         let name = format!("{ns}/{}", p.name_any());
@@ -90,6 +87,30 @@ pub async fn wake_parked(client: &Client) -> Result<Released, kube::Error> {
     }
     wake_orphans(client, &kinds, &[], None, &mut out).await?;
     Ok(out)
+}
+
+/// Every policy in the cluster, read one by one: a policy that does not
+/// decode is a failure naming it and why (its target is left as it is:
+/// the park record cannot be read), not the end of the list.
+async fn readable_policies(
+    client: &Client,
+    out: &mut Released,
+) -> Result<Vec<ScaleToZeroPolicy>, kube::Error> {
+    let resource = ApiResource::erase::<ScaleToZeroPolicy>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let listed = bounded("listing policies", api.list(&ListParams::default())).await?;
+    let mut policies = Vec::new();
+    for obj in &listed.items {
+        match super::invalid::decode(obj) {
+            Ok(p) => policies.push(p),
+            Err(why) => out.failed(format_args!(
+                "policy {}/{}: cannot be read ({why}); its target, if parked, is left as it is",
+                obj.namespace().unwrap_or_default(),
+                obj.name_any()
+            )),
+        }
+    }
+    Ok(policies)
 }
 
 /// `gpuscale-adapter wake-parked`: [`wake_parked`], printed; the error
@@ -151,10 +172,7 @@ pub async fn wake_orphans(
 ) -> Result<(), kube::Error> {
     let listed;
     let policies = if policies.is_empty() {
-        let api: Api<ScaleToZeroPolicy> = Api::all(client.clone());
-        listed = bounded("listing policies", api.list(&ListParams::default()))
-            .await?
-            .items;
+        listed = readable_policies(client, &mut Released::default()).await?;
         &listed
     } else {
         policies
