@@ -55,7 +55,7 @@ pub struct RouteSpec {
     pub upstream_protocol: Protocol,
     /// The pods may sleep: woken with `POST /wake_up` (`crate::sleep`).
     #[serde(default)]
-    pub sleep: Option<crate::sleep::SleepSpec>,
+    pub sleep: Option<crate::sleep_spec::SleepSpec>,
 }
 
 /// What the activator speaks to the model's endpoints.

@@ -17,6 +17,8 @@ pub mod route;
 pub mod router;
 pub mod server;
 pub mod sleep;
+pub mod sleep_spec;
+pub mod sleepers;
 pub mod wake;
 
 use std::sync::Arc;

@@ -23,7 +23,7 @@ pub struct Route {
     /// stops waiting once the target is Ready (or parked again).
     pub ready_changed: Notify,
     /// With `sleep:`, which endpoints sleep (`crate::sleep`).
-    pub sleeper: Option<Arc<crate::sleep::Sleeper>>,
+    pub sleeper: Option<Arc<crate::sleepers::Sleeper>>,
     metrics: Arc<Metrics>,
 }
 
@@ -82,7 +82,7 @@ impl Route {
             sleeper: spec
                 .sleep
                 .clone()
-                .map(|s| Arc::new(crate::sleep::Sleeper::new(s))),
+                .map(|s| Arc::new(crate::sleepers::Sleeper::new(s))),
             spec,
             metrics,
         })
@@ -182,8 +182,8 @@ impl Route {
     /// The Service's Ready endpoints: with `sleep:` those awake are
     /// forwarded to, else all.
     pub fn set_endpoints(self: &Arc<Self>, all: Vec<SocketAddr>) {
-        match self.sleeper.clone() {
-            Some(s) => s.endpoints(self, all),
+        match &self.sleeper {
+            Some(s) => self.set_ready(s.set_endpoints(all)),
             None => self.set_ready(all),
         }
     }

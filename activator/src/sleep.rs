@@ -14,168 +14,84 @@
 //! and is taken as awake; one that does not answer a probe keeps its last
 //! state. Every call is bounded.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde::{Deserialize, Deserializer};
 
 use crate::metrics::Metrics;
 use crate::route::Route;
-
-/// A route's `sleep:` key.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SleepSpec {
-    /// The port of the sleep endpoints; default the endpoint's own (vLLM
-    /// serves them on its API port).
-    #[serde(default)]
-    pub port: Option<u16>,
-    /// How often each endpoint's `/is_sleeping` is read (default `1s`).
-    #[serde(default = "probe", deserialize_with = "duration")]
-    pub probe_interval: Duration,
-    /// How long one endpoint's wake may take before it is tried again
-    /// (default `2m`).
-    #[serde(default = "wake_timeout", deserialize_with = "duration")]
-    pub wake_timeout: Duration,
-}
-
-fn probe() -> Duration {
-    Duration::from_secs(1)
-}
-
-fn wake_timeout() -> Duration {
-    Duration::from_secs(120)
-}
-
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    let v = gpuscale_util::duration::parse(&s).map_err(serde::de::Error::custom)?;
-    if v < Duration::from_millis(10) || v > Duration::from_secs(3600) {
-        return Err(serde::de::Error::custom(format!("{s:?}: from 10ms to 1h")));
-    }
-    Ok(v)
-}
+pub use crate::sleep_spec::SleepSpec;
+use crate::sleepers::Sleeper;
 
 /// One `/is_sleeping` or `/wake_up` call's limit.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a waking endpoint's `/is_sleeping` is read.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The route's endpoints and which of them sleep.
-pub struct Sleeper {
-    spec: SleepSpec,
-    endpoints: Mutex<Vec<SocketAddr>>,
-    asleep: Mutex<BTreeSet<SocketAddr>>,
+/// Reads every endpoint's `/is_sleeping`; forwards to those awake.
+async fn probe(s: &Sleeper, route: &Arc<Route>) {
+    let mut changed = false;
+    for a in s.endpoints() {
+        if let Some(sleeping) = is_sleeping(s.sleep_addr(a), route).await {
+            changed |= s.mark(a, sleeping);
+        }
+    }
+    if changed {
+        route.set_ready(s.awake());
+    }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+/// Wakes every sleeping endpoint; true when one woke.
+async fn wake(s: &Sleeper, route: &Arc<Route>, metrics: &Metrics) -> bool {
+    let wakes = s.asleep().into_iter().map(|a| async move {
+        let woke = wake_one(s, a, route).await;
+        if woke {
+            s.mark(a, false);
+            if let Some(since) = route.woke_from_sleep() {
+                let secs = since.elapsed().as_secs_f64();
+                tracing::info!(route = %route.spec.name, endpoint = %a, wake_s = secs, "woke a sleeping endpoint");
+                let ns = &route.spec.service.namespace;
+                metrics
+                    .sleep_wake
+                    .with_label_values(&[ns, &route.spec.name])
+                    .observe(secs);
+            }
+            route.set_ready(s.awake());
+        }
+        woke
+    });
+    futures::future::join_all(wakes).await.contains(&true)
 }
 
-impl Sleeper {
-    pub fn new(spec: SleepSpec) -> Self {
-        Self {
-            spec,
-            endpoints: Mutex::new(Vec::new()),
-            asleep: Mutex::new(BTreeSet::new()),
+/// `POST /wake_up`, then `/is_sleeping` until false, within the wake
+/// timeout.
+async fn wake_one(s: &Sleeper, a: SocketAddr, route: &Route) -> bool {
+    let at = s.sleep_addr(a);
+    let limit = s.spec.wake_timeout;
+    let done = tokio::time::timeout(limit, async {
+        match call(at, Method::POST, "/wake_up", limit).await {
+            Ok((st, _)) if st.is_success() => {}
+            Ok((st, _)) => return Err(format!("POST /wake_up answered {st}")),
+            Err(e) => return Err(format!("POST /wake_up: {e}")),
         }
-    }
-
-    /// The Service's Ready endpoints changed: forward to those awake.
-    pub fn endpoints(&self, route: &Arc<Route>, all: Vec<SocketAddr>) {
-        lock(&self.asleep).retain(|a| all.contains(a));
-        *lock(&self.endpoints) = all;
-        self.publish(route);
-    }
-
-    fn publish(&self, route: &Arc<Route>) {
-        let asleep = lock(&self.asleep).clone();
-        let awake: Vec<SocketAddr> = lock(&self.endpoints)
-            .iter()
-            .filter(|a| !asleep.contains(a))
-            .copied()
-            .collect();
-        route.set_ready(awake);
-    }
-
-    fn sleep_addr(&self, a: SocketAddr) -> SocketAddr {
-        SocketAddr::new(a.ip(), self.spec.port.unwrap_or(a.port()))
-    }
-
-    /// Reads every endpoint's `/is_sleeping`; forwards to those awake.
-    async fn probe(&self, route: &Arc<Route>) {
-        let all = lock(&self.endpoints).clone();
-        let mut changed = false;
-        for a in all {
-            let Some(sleeping) = is_sleeping(self.sleep_addr(a), route).await else {
-                continue;
-            };
-            let mut asleep = lock(&self.asleep);
-            changed |= if sleeping {
-                asleep.insert(a)
-            } else {
-                asleep.remove(&a)
-            };
+        while is_sleeping(at, route).await != Some(false) {
+            tokio::time::sleep(POLL).await;
         }
-        if changed {
-            self.publish(route);
-        }
-    }
-
-    /// Wakes every sleeping endpoint; true when one woke.
-    async fn wake(&self, route: &Arc<Route>, metrics: &Metrics) -> bool {
-        let asleep: Vec<SocketAddr> = lock(&self.asleep).iter().copied().collect();
-        let wakes = asleep.into_iter().map(|a| async move {
-            let woke = self.wake_one(a, route).await;
-            if woke {
-                lock(&self.asleep).remove(&a);
-                if let Some(since) = route.woke_from_sleep() {
-                    let secs = since.elapsed().as_secs_f64();
-                    tracing::info!(route = %route.spec.name, endpoint = %a, wake_s = secs, "woke a sleeping endpoint");
-                    let ns = &route.spec.service.namespace;
-                    metrics
-                        .sleep_wake
-                        .with_label_values(&[ns, &route.spec.name])
-                        .observe(secs);
-                }
-                self.publish(route);
-            }
-            woke
-        });
-        futures::future::join_all(wakes).await.contains(&true)
-    }
-
-    /// `POST /wake_up`, then `/is_sleeping` until false, within the wake
-    /// timeout.
-    async fn wake_one(&self, a: SocketAddr, route: &Route) -> bool {
-        let at = self.sleep_addr(a);
-        let name = &route.spec.name;
-        let done = tokio::time::timeout(self.spec.wake_timeout, async {
-            match call(at, Method::POST, "/wake_up", self.spec.wake_timeout).await {
-                Ok((s, _)) if s.is_success() => {}
-                Ok((s, _)) => return Err(format!("POST /wake_up answered {s}")),
-                Err(e) => return Err(format!("POST /wake_up: {e}")),
-            }
-            while is_sleeping(at, route).await != Some(false) {
-                tokio::time::sleep(POLL).await;
-            }
-            Ok(())
-        })
-        .await;
-        let problem = match done {
-            Ok(Ok(())) => return true,
-            Ok(Err(e)) => e,
-            Err(_) => format!("not awake within {:?}", self.spec.wake_timeout),
-        };
-        tracing::warn!(route = %name, endpoint = %at, "wake from sleep failed: {problem}; trying again");
-        false
-    }
+        Ok(())
+    })
+    .await;
+    let problem = match done {
+        Ok(Ok(())) => return true,
+        Ok(Err(e)) => e,
+        Err(_) => format!("not awake within {limit:?}"),
+    };
+    tracing::warn!(route = %route.spec.name, endpoint = %at, "wake from sleep failed: {problem}; trying again");
+    false
 }
 
 /// An endpoint's `/is_sleeping`: `None` when it did not answer in time
@@ -248,11 +164,11 @@ pub async fn run(route: Arc<Route>, metrics: Arc<Metrics>) {
     let mut next_probe = Instant::now();
     loop {
         if Instant::now() >= next_probe {
-            sleeper.probe(&route).await;
+            probe(&sleeper, &route).await;
             next_probe = Instant::now() + sleeper.spec.probe_interval;
         }
-        let asleep = !lock(&sleeper.asleep).is_empty();
-        if asleep && route.needs_wake() && !sleeper.wake(&route, &metrics).await {
+        let asleep = !sleeper.asleep().is_empty();
+        if asleep && route.needs_wake() && !wake(&sleeper, &route, &metrics).await {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         tokio::time::sleep(POLL).await;
