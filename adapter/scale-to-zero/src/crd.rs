@@ -6,6 +6,7 @@
 // duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -81,7 +82,7 @@ pub struct ScaleToZeroPolicySpec {
     /// The stage before zero: the target's Ready pods put to sleep (vLLM's
     /// sleep mode) after `sleep.after` of idle, woken when it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sleep: Option<crate::sleep::SleepStage>,
+    pub sleep: Option<SleepStage>,
 }
 
 /// How a parked target is woken.
@@ -285,7 +286,7 @@ pub struct ScaleToZeroPolicyStatus {
     /// With `spec.sleep`: each Ready pod of the target, `Sleeping` or
     /// `Awake`, and why a pod of an idle target is awake.
     #[serde(default)]
-    pub sleep: Vec<crate::sleep::PodSleep>,
+    pub sleep: Vec<PodSleep>,
 }
 
 /// The CRD as YAML, as shipped in `deploy/adapter/`.
@@ -312,4 +313,51 @@ pub(crate) fn example(name: &str) -> ScaleToZeroPolicy {
     let mut p = ScaleToZeroPolicy::new(name, spec);
     p.metadata.generation = Some(1);
     p
+}
+
+/// `spec.sleep`: the stage before zero.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SleepStage {
+    /// Idle this long (`2m`) before the target's pods are put to sleep;
+    /// shorter than `idle.for`, which parks at zero.
+    pub after: String,
+    /// 1: weights to host RAM (the pod needs host memory for them); 2:
+    /// weights dropped, reloaded on wake.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 2))]
+    pub level: u8,
+    /// The pods' port of the sleep endpoints (vLLM's API port): a number,
+    /// or the name of a container port.
+    #[schemars(schema_with = "int_or_string")]
+    pub port: IntOrString,
+}
+
+fn int_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "description": "The pods' port of the sleep endpoints (vLLM's API port): a number, or the name of a container port."
+    })
+}
+
+fn one() -> u8 {
+    1
+}
+
+/// One pod in `status.sleep`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSleep {
+    pub pod: String,
+    /// `Sleeping` or `Awake`.
+    pub phase: String,
+    /// Why an awake pod is not asleep although the target is idle
+    /// (`RequestsInFlight`, `SleepModeNotEnabled`, `Unreachable`,
+    /// `Timeout`, `NotConfirmed`, `BadAnswer`, `NoPodIP`, `NoSuchPort`), or
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

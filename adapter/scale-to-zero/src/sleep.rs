@@ -21,61 +21,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, ListParams};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::bounded::bounded;
 use super::context::Context;
-use super::crd::{Phase, ScaleToZeroPolicy};
+use super::crd::{Phase, PodSleep, ScaleToZeroPolicy, SleepStage};
 use super::decide::{Decision, ReadState};
 use super::events::event;
-
-/// `spec.sleep`: the stage before zero.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SleepStage {
-    /// Idle this long (`2m`) before the target's pods are put to sleep;
-    /// shorter than `idle.for`, which parks at zero.
-    pub after: String,
-    /// 1: weights to host RAM (the pod needs host memory for them); 2:
-    /// weights dropped, reloaded on wake.
-    #[serde(default = "one")]
-    #[schemars(range(min = 1, max = 2))]
-    pub level: u8,
-    /// The pods' port of the sleep endpoints (vLLM's API port): a number,
-    /// or the name of a container port.
-    #[schemars(schema_with = "int_or_string")]
-    pub port: IntOrString,
-}
-
-fn int_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "x-kubernetes-int-or-string": true,
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "description": "The pods' port of the sleep endpoints (vLLM's API port): a number, or the name of a container port."
-    })
-}
-
-fn one() -> u8 {
-    1
-}
-
-/// One pod in `status.sleep`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSleep {
-    pub pod: String,
-    /// `Sleeping` or `Awake`.
-    pub phase: String,
-    /// Why an awake pod is not asleep although the target is idle
-    /// (`RequestsInFlight`, `SleepModeNotEnabled`, `Unreachable`,
-    /// `Timeout`, `NotConfirmed`, `BadAnswer`, `NoPodIP`, `NoSuchPort`), or
-    /// absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
 
 /// A pod's sleep endpoints could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]

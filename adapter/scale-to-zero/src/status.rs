@@ -190,7 +190,7 @@ pub(super) async fn record<P: Provider>(
     ctx: &Context<P>,
     r: &Round,
     d: &Decision,
-    sleep: Vec<crate::sleep::PodSleep>,
+    sleep: Vec<crate::crd::PodSleep>,
 ) -> Result<(), ReconcileError> {
     let now = r.seen.now;
     let metric = |s: &MetricSource| s.metric.clone().unwrap_or_else(|| "query".into());
