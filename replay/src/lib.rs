@@ -1,6 +1,7 @@
 //! What-if replay: a request trace through a model of an inference service
 //! under several scaling policies, compared on GPU-hours and SLO.
 
+pub mod cli;
 pub mod compare;
 pub mod derive;
 pub mod fleet;

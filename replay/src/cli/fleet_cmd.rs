@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
+use crate::fleet::{self, FleetModel};
+use crate::fleet_report::{self, fleet_table, frontier_table};
+use crate::sleep::{self, Level, Tier, Timing, Vram};
+use crate::{fleet_svg, limits};
 use clap::Args;
-use gpuscale_replay::fleet::{self, FleetModel};
-use gpuscale_replay::fleet_report::{self, fleet_table, frontier_table};
-use gpuscale_replay::sleep::{self, Level, Tier, Timing, Vram};
-use gpuscale_replay::{fleet_svg, limits};
 
 use super::{Error, KnobArgs, SvcArgs, fractional, knobs, load, seconds, service};
 
