@@ -631,6 +631,12 @@ fn the_fleet_dashboard_row_has_data(prom: &Prometheus) {
 /// candidate, its single-replica production Deployment a risk; the node
 /// section counts reclaimable node-hours and the budget seen.
 fn the_advisor_names_spot_candidates_and_risks_and_the_waste(prom: &Prometheus) {
+    let r = advisor_json(prom);
+    spot_section_lists_the_job_and_the_risk(&r);
+    node_section_counts_the_waste_and_the_budget(&r);
+}
+
+fn advisor_json(prom: &Prometheus) -> Value {
     let bin = gpuscale_e2e::bins::target_dir().join("gpuscale-advisor");
     let out = std::process::Command::new(&bin)
         .args([
@@ -651,7 +657,10 @@ fn the_advisor_names_spot_candidates_and_risks_and_the_waste(prom: &Prometheus) 
         "advisor: {}{text}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r: Value = serde_json::from_str(&text).expect("advisor JSON");
+    serde_json::from_str(&text).expect("advisor JSON")
+}
+
+fn spot_section_lists_the_job_and_the_risk(r: &Value) {
     let named =
         |v: &Value, name: &str| v["workload"]["name"] == name && v["workload"]["namespace"] == "ml";
     let candidates = r["spot"]["candidates"]
@@ -688,6 +697,9 @@ fn the_advisor_names_spot_candidates_and_risks_and_the_waste(prom: &Prometheus) 
         !candidates.iter().any(|c| named(c, "assistant")),
         "a single-replica production service offered for Spot"
     );
+}
+
+fn node_section_counts_the_waste_and_the_budget(r: &Value) {
     let pools = r["nodes"]["pools"].as_array().cloned().unwrap_or_default();
     let hours: f64 = pools
         .iter()
