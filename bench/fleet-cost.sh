@@ -30,7 +30,7 @@
 # Needs prometheus (Debian package), curl (7.66 or later), python3.
 #
 #   bench/fleet-cost.sh                                 # 125 targets = 1,000 GPUs, 10,000 keys
-#   ROUNDS=3 VARIANTS=1 bench/fleet-cost.sh             # the docs/performance.md run
+#   ROUNDS=5 bench/fleet-cost.sh                        # the docs/performance.md run (VARIANTS=1: the variants)
 #   TARGETS=25 KEYS=1000 PROFILE=debug bench/fleet-cost.sh   # smoke run
 set -euo pipefail
 
