@@ -56,23 +56,51 @@ const MAY_BE_EMPTY: &[(&str, &str)] = &[
         "gpuscale / Node & GPU / Processes without a pod / B",
         "every process of the scenario belongs to a pod; GPUZombieProcess's promtool test feeds a zombie",
     ),
-    ("gpuscale / Fleet / Reclaimable GPU nodes / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Reclaimable cost / h / A", NODE_ECONOMICS),
+    (
+        "gpuscale / Fleet / Reclaimable GPU nodes / A",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / Reclaimable cost / h / A",
+        NODE_ECONOMICS,
+    ),
     ("gpuscale / Fleet / GPU nodes on Spot / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Spot price of the fleet / h / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Reclaimable GPU nodes by reason / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Reclaimable node-hours and cost per week by node pool / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Reclaimable node-hours and cost per week by node pool / B", NODE_ECONOMICS),
-    ("gpuscale / Fleet / Top blockers by kind / A", NODE_ECONOMICS),
-    ("gpuscale / Fleet / What keeps each GPU node / A", NODE_ECONOMICS),
+    (
+        "gpuscale / Fleet / Spot price of the fleet / h / A",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / Reclaimable GPU nodes by reason / A",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / Reclaimable node-hours and cost per week by node pool / A",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / Reclaimable node-hours and cost per week by node pool / B",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / Top blockers by kind / A",
+        NODE_ECONOMICS,
+    ),
+    (
+        "gpuscale / Fleet / What keeps each GPU node / A",
+        NODE_ECONOMICS,
+    ),
     ("gpuscale / Fleet / GPU node prices / B", NODE_ECONOMICS),
     ("gpuscale / Fleet / GPU node prices / C", NODE_ECONOMICS),
+    ("gpuscale / Node & GPU / DCGM up / A", NO_DCGM),
+    ("gpuscale / Node & GPU / DCGM fields left out / A", NO_DCGM),
     ("gpuscale / Fleet / GPUs by node pool / A", POOL_LESS),
     ("gpuscale / Fleet / GPUs by node pool / B", POOL_LESS),
     ("gpuscale / Fleet / GPUs by node pool / C", POOL_LESS),
 ];
 
 const NODE_ECONOMICS: &str = "the scenario's node has no instance type or Spot label, no pod that would keep it, and is not reclaimable; the node_economics.rs stories give it each of them and read these panels";
+
+const NO_DCGM: &str = "the scenario's exporter runs no DCGM reader (no host engine is set); the dcgm_reader.rs stories run one against the DCGM simulator";
 
 const POOL_LESS: &str = "the simulated node's Kubernetes API serves no Node object, so the exporter serves no gpu_node_info; node_pool.rs serves Nodes and checks the pool panels and variables";
 
