@@ -6,6 +6,7 @@
 
 use crate::scale_to_zero_support::*;
 use gpuscale_e2e::adapter::procs::eventually;
+use gpuscale_e2e::kubeapi::KubeFake;
 use serde_json::json;
 
 fn invalid_gauge(adapter: &gpuscale_e2e::adapter::client::Adapter) -> Option<String> {
@@ -198,9 +199,17 @@ fn the_simulated_cluster_refuses_a_policy_its_crd_does_not_allow() {
     assert!(stored["spec"].get("colour").is_none(), "pruned: {stored}");
     assert_eq!(stored["spec"]["idle"]["metric"], "queue_depth");
 
-    // What validation let through earlier (written straight into the store)
-    // does not stop `wake-parked`: the readable policies are released, the
-    // unreadable one is named as a failure.
+    wake_parked_names_what_validation_let_through(&kube, &dir, sleep);
+}
+
+/// What validation let through earlier (written straight into the store)
+/// does not stop `wake-parked`: the readable policies are released, the
+/// unreadable one is named as a failure.
+fn wake_parked_names_what_validation_let_through(
+    kube: &KubeFake,
+    dir: &std::path::Path,
+    sleep: serde_json::Value,
+) {
     kube.put(&policies(), sleep);
     let kc = dir.join("kubeconfig-wake");
     std::fs::write(&kc, kube.kubeconfig()).expect("kubeconfig");
