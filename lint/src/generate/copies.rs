@@ -47,8 +47,7 @@ pub(super) fn chart_and_kustomize(root: &Path) -> Result<Vec<Generated>, Error> 
         text: dashboard_configmaps(&dashboards),
         from: "dashboards/*.json",
     });
-    let crd =
-        gpuscale_scale_to_zero::crd::crd_yaml().map_err(|e| Error::Crd(e.to_string()))?;
+    let crd = gpuscale_scale_to_zero::crd::crd_yaml().map_err(|e| Error::Crd(e.to_string()))?;
     out.push(Generated {
         path: CHART_CRD.to_string(),
         text: chart_crd_template(&crd)?,

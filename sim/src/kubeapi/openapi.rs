@@ -89,7 +89,10 @@ fn crd_schemas(st: &State, all: &[Resource], gv: &str) -> Map<String, Value> {
         schema["x-kubernetes-group-version-kind"] =
             json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
         let group: Vec<&str> = r.group.split('.').rev().collect();
-        out.insert(format!("{}.{}.{}", group.join("."), r.version, r.kind), schema);
+        out.insert(
+            format!("{}.{}.{}", group.join("."), r.version, r.kind),
+            schema,
+        );
     }
     out
 }

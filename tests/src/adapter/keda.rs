@@ -53,7 +53,10 @@ impl KedaClient {
         let root = repo_root();
         let mut c = crate::python::command();
         c.arg(root.join("tests/python/keda_client.py"))
-            .arg(format!("--proto={}", root.join("adapter/keda/proto").display()))
+            .arg(format!(
+                "--proto={}",
+                root.join("adapter/keda/proto").display()
+            ))
             .arg(format!("--target=127.0.0.1:{}", self.port));
         if let Some(ca) = &self.ca {
             c.arg(format!("--ca={}", ca.display()));
