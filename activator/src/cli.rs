@@ -34,6 +34,23 @@ pub fn bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("invalid size {s:?} (bytes, or with Ki, Mi)"))
 }
 
+/// A log filter `tracing_subscriber::EnvFilter` accepts (`info`,
+/// `gpuscale_activator=debug,kube=info`), refused here rather than
+/// replaced by the default.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// The environment variables the activator reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  GPUSCALE_ACTIVATOR_*  each flag but --check-config and --log-level (e.g. GPUSCALE_ACTIVATOR_QUEUE_LENGTH)
+  RUST_LOG              the log filter (--log-level)
+  KUBECONFIG            the Kubernetes API without --kubeconfig, outside a cluster
+  NO_COLOR              no colour codes in the log (none either off a terminal)";
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -44,7 +61,7 @@ pub enum LogFormat {
 /// Holds HTTP requests for a model Service at zero replicas, wakes its
 /// workload and forwards them once it is Ready.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "gpuscale-activator", version)]
+#[command(name = "gpuscale-activator", version, after_help = ENVIRONMENT)]
 pub struct Args {
     /// Address of the proxy (HTTP/1.1 and HTTP/2 cleartext).
     #[arg(
@@ -117,4 +134,7 @@ pub struct Args {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+    /// Log filter, e.g. info, debug, gpuscale_activator=debug,kube=info.
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    pub log_level: String,
 }

@@ -2,8 +2,9 @@ use clap::Parser as _;
 use gpuscale_activator::cli::{Args, LogFormat};
 use tracing_subscriber::EnvFilter;
 
-fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+fn init_logging(format: LogFormat, filter: &str) {
+    // --log-level (or RUST_LOG) was checked when the command line was read.
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     // Colours only on a terminal, and never with NO_COLOR set.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none();
@@ -19,7 +20,7 @@ fn init_logging(format: LogFormat) {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    init_logging(args.log_format);
+    init_logging(args.log_format, &args.log_level);
     if args.check_config {
         return match gpuscale_activator::config::load(&args.config) {
             Ok(f) => {
