@@ -4,6 +4,22 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
+/// `gpuscale_advisor=debug`), refused here rather than replaced by the
+/// default.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// The environment variables the advisor reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  GPUSCALE_PROMETHEUS_URL  the Prometheus base URL (--prometheus)
+  RUST_LOG                 the log filter (--log-level)
+  NO_COLOR                 no colour codes in the log (none either off a terminal)";
+
 /// Output format.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -15,7 +31,7 @@ pub enum Format {
 /// Per workload: what limits it, what it costs per million tokens, and
 /// which GPU, MIG slice or neighbour it should have.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = ENVIRONMENT)]
 pub struct Cli {
     /// Prometheus (or Thanos, Mimir) base URL.
     #[arg(long, env = "GPUSCALE_PROMETHEUS_URL")]
@@ -54,4 +70,7 @@ pub struct Cli {
     /// they share a GPU only as MIG instances).
     #[arg(long)]
     pub time_slice_production: bool,
+    /// Log filter, e.g. warn, info, gpuscale_advisor=debug.
+    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    pub log_level: String,
 }

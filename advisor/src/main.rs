@@ -50,16 +50,17 @@ fn print(r: &Report, format: Format) -> ExitCode {
 
 fn main() -> ExitCode {
     // Colours only on a terminal, and never with NO_COLOR set.
+    let cli = Cli::parse();
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // --log-level (or RUST_LOG) was checked when the command line was read.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
+            tracing_subscriber::EnvFilter::try_new(&cli.log_level)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let done = Tables::load(cli.gpu_table.as_deref(), cli.mig_table.as_deref())
         .and_then(|t| options(&cli).map(|o| (t, o)))
         .and_then(|(t, o)| run(&o, &t));

@@ -1,12 +1,14 @@
 //! The integration tests of this crate, one module per story file, in one
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
+mod command_line;
 mod coverage;
 mod decode;
 mod docs;
 mod hostile;
 mod moved;
 mod plan;
+mod prefill;
 mod serving;
 mod synth;
 mod walkthrough;
