@@ -8,7 +8,6 @@ mod docs;
 mod hostile;
 mod moved;
 mod plan;
-mod prefill;
 mod serving;
 mod synth;
 mod walkthrough;
