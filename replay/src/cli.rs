@@ -17,22 +17,43 @@ use gpuscale_util::duration;
 
 mod fleet_cmd;
 
+/// The environment variables replay reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  RUST_LOG  the log filter (--log-level)
+  NO_COLOR  no colour codes in the log (none either off a terminal)";
+
+/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
+/// `gpuscale_replay=debug`), refused here rather than replaced by the
+/// default.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = ENVIRONMENT)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Log filter, e.g. warn, info, gpuscale_replay=debug.
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    log_level: String,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
     /// Replay a trace through every policy and print the table.
+    #[command(after_help = ENVIRONMENT)]
     Run(Box<Run>),
     /// Many long-tail models, each with its own trace derived from CSV
     /// traces: dedicated GPUs (KEDA, gpuscale at zero) against shared GPUs
     /// with the sleep tier.
+    #[command(after_help = ENVIRONMENT)]
     Fleet(Box<fleet_cmd::Fleet>),
     /// Write the sparse long-tail trace derived from CSV traces.
+    #[command(after_help = ENVIRONMENT)]
     Derive {
         /// Fraction of requests kept (every round(1/keep)-th row).
         #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
@@ -217,15 +238,18 @@ fn fractional(s: &str) -> Result<f64, String> {
 /// The `gpuscale-replay` command line.
 pub fn main() -> ExitCode {
     // Colours only on a terminal, and never with NO_COLOR set.
+    let cli = Cli::parse();
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // --log-level (or RUST_LOG) was checked when the command line was read.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+                .unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    let result = match Cli::parse().cmd {
+    let result = match cli.cmd {
         Cmd::Run(run) => cmd_run(&run),
         Cmd::Fleet(f) => fleet_cmd::run(&f),
         Cmd::Derive {

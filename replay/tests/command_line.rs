@@ -184,3 +184,38 @@ fn the_shipped_longtail_picture_is_current() {
         "docs/replay-longtail.svg differs from what run --svg draws: regenerate it (docs/replay.md)"
     );
 }
+
+#[test]
+fn help_names_the_log_level_and_the_environment() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["fleet", "--help"],
+        &["derive", "--help"],
+    ] {
+        let help = text(&replay(args, &[]).stdout);
+        assert!(help.contains("--log-level <LOG_LEVEL>"), "{args:?}: {help}");
+        let env = help
+            .split("\nEnvironment:\n")
+            .nth(1)
+            .expect("an Environment section");
+        for var in ["RUST_LOG", "NO_COLOR"] {
+            assert!(env.contains(var), "{args:?}: {var} missing from: {env}");
+        }
+    }
+}
+
+#[test]
+fn a_log_filter_that_does_not_parse_is_refused() {
+    let flag = replay(&["run", "--trace", LONGTAIL, "--log-level=nonsense["], &[]);
+    let env = replay(&["run", "--trace", LONGTAIL], &[("RUST_LOG", "nonsense[")]);
+    for out in [flag, env] {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--log-level") && err.contains("nonsense["),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
