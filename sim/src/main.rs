@@ -16,11 +16,27 @@ use gpuscale_sim::node::workloads::Workloads;
 
 const SIMULATOR_FILE: &str = "libgpuscale_nvml_sim.so";
 
+/// The environment variables the simulator reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  RUST_LOG  the log filter (--log-level)
+  NO_COLOR  no colour codes in the log (none either off a terminal)
+  TMPDIR    where the temporary --dir is made";
+
+/// A log filter `tracing_subscriber::EnvFilter` accepts (`info`,
+/// `gpuscale_sim=debug`), refused here rather than replaced by the default.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpuscale-sim",
     version,
-    about = "A simulated GPU cluster: Kubernetes API, a GPU node, workloads that run"
+    about = "A simulated GPU cluster: Kubernetes API, a GPU node, workloads that run",
+    after_help = ENVIRONMENT
 )]
 struct Cli {
     /// Scenario file (the NVML simulator's format); default the built-in 8-GPU node.
@@ -41,6 +57,9 @@ struct Cli {
     /// PodDisruptionBudgets and a parked GPU Deployment (docs/node-economics.md).
     #[arg(long)]
     node_economics: bool,
+    /// Log filter, e.g. info, debug, gpuscale_sim=debug.
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    log_level: String,
 }
 
 fn main() -> ExitCode {
@@ -51,7 +70,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_ansi(ansi)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
+            // --log-level (or RUST_LOG) was checked when the command line was read.
+            tracing_subscriber::EnvFilter::try_new(&cli.log_level)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)

@@ -2,6 +2,7 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod apply;
+mod command_line;
 mod economics;
 mod endpoints;
 mod explain;
