@@ -9,7 +9,8 @@ use clap::{Parser, ValueEnum};
 #[command(
     name = "gpuscale-top",
     version,
-    about = "GPUs and the pods that hold them, from an exporter's /metrics or a Prometheus"
+    about = "GPUs and the pods that hold them, from an exporter's /metrics or a Prometheus",
+    after_help = ENVIRONMENT
 )]
 #[command(group(clap::ArgGroup::new("from").required(true).args(["exporter", "prometheus"])))]
 pub struct Cli {
@@ -74,6 +75,24 @@ pub struct Cli {
     /// Output of `--once`: text or json.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
+
+    /// Log filter, e.g. warn, info, gpuscale_top=debug.
+    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    pub log_level: String,
+}
+
+/// The environment variables top reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  RUST_LOG  the log filter (--log-level)
+  NO_COLOR  no colours in the view";
+
+/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
+/// `gpuscale_top=debug`), refused here rather than replaced by the default.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]

@@ -2,6 +2,7 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod cluster;
+mod command_line;
 mod docs;
 mod once;
 mod rules;
