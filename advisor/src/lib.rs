@@ -9,6 +9,7 @@ pub mod colocate;
 pub mod history;
 pub mod nodes;
 pub mod policy;
+pub mod prefill;
 pub mod prom;
 pub mod recommend;
 pub mod report;

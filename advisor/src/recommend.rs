@@ -115,11 +115,12 @@ fn type_fits(a: &Assessment, cur: &GpuType, c: &GpuType, vram: f64) -> bool {
 fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
-    // The table has no FLOPs: a compute-bound workload is not moved.
-    if matches!(
-        a.bottleneck,
-        Bottleneck::Compute | Bottleneck::ComputeProxy | Bottleneck::Unknown
-    ) {
+    // Tensor-bound: ranked by cost per token from the table's TFLOPs
+    // (`prefill`); the NVML compute proxy has no tensor activity to scale.
+    if a.bottleneck == Bottleneck::Compute {
+        return crate::prefill::compute(tables, a);
+    }
+    if matches!(a.bottleneck, Bottleneck::ComputeProxy | Bottleneck::Unknown) {
         return None;
     }
     // Decode: ranked by what serving its tokens costs (`unitcost`).

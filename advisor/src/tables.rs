@@ -22,6 +22,13 @@ pub struct GpuType {
     pub memory_gib: f64,
     pub bandwidth_gbps: f64,
     pub fp8: bool,
+    /// Dense FP16/BF16 tensor TFLOPs (not the sparse figure); none: compute
+    /// is not judged on this type.
+    #[serde(default)]
+    pub fp16_tflops: Option<f64>,
+    /// Dense FP8 tensor TFLOPs, where the type has FP8.
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
     /// Key of its MIG profile table, if it has MIG.
     pub mig: Option<String>,
     pub price_usd_per_hour: f64,
@@ -106,6 +113,14 @@ impl Tables {
                 if !(v.is_finite() && v > 0.0) {
                     return Err(bad(&format!("{what} must be a positive number, not {v}")));
                 }
+            }
+            for (what, v) in [("fp16_tflops", g.fp16_tflops), ("fp8_tflops", g.fp8_tflops)] {
+                if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                    return Err(bad(&format!("{what} must be a positive number, not {v}")));
+                }
+            }
+            if g.fp8_tflops.is_some() && !g.fp8 {
+                return Err(bad("fp8_tflops on a type with fp8: false"));
             }
             if let Some(m) = &g.mig
                 && !self.mig.models.contains_key(m)
@@ -294,6 +309,13 @@ mod tests {
         .unwrap();
         let e = Tables::load(Some(&p), None).unwrap_err().to_string();
         assert!(e.contains("price_usd_per_hour"), "{e}");
+        std::fs::write(
+            &p,
+            "source: x\ndate: y\ngpus:\n- {name: X, match: [X], memory_gib: 10, bandwidth_gbps: 100, fp8: false, fp16_tflops: 0, mig: null, price_usd_per_hour: 1}\n",
+        )
+        .unwrap();
+        let e = Tables::load(Some(&p), None).unwrap_err().to_string();
+        assert!(e.contains("fp16_tflops"), "{e}");
         std::fs::write(&p, "gpus: [").unwrap();
         assert!(Tables::load(Some(&p), None).is_err());
         let missing = Tables::load(Some(&dir.path().join("none.yaml")), None).unwrap_err();

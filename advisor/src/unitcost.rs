@@ -19,30 +19,54 @@ pub struct Candidate<'a> {
     pub usd_per_hour: f64,
 }
 
-/// Every type (each replica holding the need × 1.2) with the replicas that
-/// keep DRAM traffic (DRAM p95 × today's bandwidth × today's GPUs) ≤ 80 %
-/// of theirs, cheapest first.
+/// What a workload does today that a candidate must carry: `amount` in
+/// the unit of `per_gpu` (GB/s of DRAM traffic, TFLOPs of tensor work).
+pub struct Load {
+    pub amount: f64,
+    /// What one GPU of a type gives; none: the type cannot be judged.
+    pub per_gpu: fn(&GpuType) -> Option<f64>,
+}
+
+/// DRAM traffic: DRAM p95 (or the duty cycle, an upper bound) × today's
+/// bandwidth × today's GPUs.
+pub fn dram_load(a: &Assessment, cur: &GpuType, gpus: u32) -> Option<Load> {
+    dram_or_duty(a).map(|d| Load {
+        amount: d * cur.bandwidth_gbps * f64::from(gpus),
+        per_gpu: |g| Some(g.bandwidth_gbps),
+    })
+}
+
+/// FP8 kept where the workload runs on FP8 tensor cores today.
+pub fn fp8_needed(a: &Assessment, cur: &GpuType) -> bool {
+    cur.fp8 && a.tensor_active_p95.is_none_or(|x| x >= t::FP8_TENSOR)
+}
+
+/// Every type (each replica holding the need × 1.2, FP8 kept) with the
+/// fewest replicas that keep every load ≤ 80 % of theirs, cheapest first.
 pub fn candidates<'a>(
     tables: &'a Tables,
     a: &Assessment,
     cur: &GpuType,
-    gpus: u32,
+    loads: &[Load],
 ) -> Vec<Candidate<'a>> {
-    let (Some(need), Some(dram)) = (a.memory_need_gib, dram_or_duty(a)) else {
+    let Some(need) = a.memory_need_gib.filter(|_| !loads.is_empty()) else {
         return Vec::new();
     };
-    let traffic = dram * cur.bandwidth_gbps * f64::from(gpus);
-    let fp8_needed = cur.fp8 && a.tensor_active_p95.is_none_or(|x| x >= t::FP8_TENSOR);
+    let fp8 = fp8_needed(a, cur);
+    let replicas = |c: &GpuType| {
+        loads.iter().try_fold(1u32, |n, l| {
+            let each = (l.per_gpu)(c)?;
+            Some(n.max((l.amount / (t::ACTIVITY_CEILING * each)).ceil() as u32))
+        })
+    };
     let mut v: Vec<Candidate> = tables
         .gpus
         .gpus
         .iter()
-        .filter(|c| c.memory_gib >= need * t::MEMORY_HEADROOM && (c.fp8 || !fp8_needed))
+        .filter(|c| c.memory_gib >= need * t::MEMORY_HEADROOM && (c.fp8 || !fp8))
         .filter_map(|c| {
-            let n = (traffic / (t::ACTIVITY_CEILING * c.bandwidth_gbps))
-                .ceil()
-                .max(1.0) as u32;
-            (n <= MAX_REPLICAS).then(|| Candidate {
+            let n = replicas(c).filter(|n| *n <= MAX_REPLICAS)?;
+            Some(Candidate {
                 gpu: c,
                 n,
                 usd_per_hour: f64::from(n) * c.price_usd_per_hour,
@@ -53,36 +77,52 @@ pub fn candidates<'a>(
     v
 }
 
+/// The cheapest candidate when it is cheaper than today's `n` GPUs and
+/// not today's own type at today's count or more.
+pub fn cheapest<'a>(
+    all: &'a [Candidate<'a>],
+    cur: &GpuType,
+    n: u32,
+    now: f64,
+) -> Option<&'a Candidate<'a>> {
+    let best = all.first().filter(|c| c.usd_per_hour < now - 1e-9)?;
+    (best.gpu.name != cur.name || best.n < n).then_some(best)
+}
+
+/// "; est. $X per million tokens vs $Y today": the same tokens at the
+/// candidate's price, when today's cost per token is known.
+pub fn per_token(a: &Assessment, usd_h: f64) -> String {
+    a.cost_usd_per_million_tokens
+        .zip(a.cost_usd_per_hour)
+        .filter(|(_, h)| *h > 0.0)
+        .map(|(m, h)| {
+            format!(
+                "; est. ${:.3} per million tokens vs ${m:.3} today",
+                m * usd_h / h
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The three cheapest candidates, for the reason printed.
+pub fn ranked(all: &[Candidate]) -> String {
+    let v: Vec<String> = all
+        .iter()
+        .take(3)
+        .map(|c| format!("{} x {} ${:.2}/h", c.n, c.gpu.name, c.usd_per_hour))
+        .collect();
+    v.join(", ")
+}
+
 /// The cheapest way to serve a decode-bound workload's tokens, if it is
 /// cheaper than today: with the estimated cost per million tokens.
 pub fn decode(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
-    let price = a.price_usd_per_hour?;
-    let now = f64::from(n) * price;
-    let all = candidates(tables, a, cur, n);
-    let best = all.first().filter(|c| c.usd_per_hour < now - 1e-9)?;
-    if best.gpu.name == cur.name && best.n >= n {
-        return None;
-    }
+    let now = f64::from(n) * a.price_usd_per_hour?;
+    let all = candidates(tables, a, cur, &[dram_load(a, cur, n)?]);
+    let best = cheapest(&all, cur, n, now)?;
     let dram = dram_or_duty(a)?;
-    let per_token = |usd_h: f64| {
-        a.cost_usd_per_million_tokens
-            .zip(a.cost_usd_per_hour)
-            .filter(|(_, h)| *h > 0.0)
-            .map(|(m, h)| {
-                format!(
-                    "; est. ${:.3} per million tokens vs ${m:.3} today",
-                    m * usd_h / h
-                )
-            })
-            .unwrap_or_default()
-    };
-    let ranked: Vec<String> = all
-        .iter()
-        .take(3)
-        .map(|c| format!("{} x {} ${:.2}/h", c.n, c.gpu.name, c.usd_per_hour))
-        .collect();
     Some(Recommendation {
         kind: "gpu_type",
         action: format!(
@@ -103,8 +143,8 @@ pub fn decode(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             a.memory_need_gib.unwrap_or(0.0),
             t::MEMORY_HEADROOM,
             best.usd_per_hour,
-            per_token(best.usd_per_hour),
-            ranked.join(", ")
+            per_token(a, best.usd_per_hour),
+            ranked(&all)
         ),
         saving_usd_per_month: (now - best.usd_per_hour) * t::HOURS_PER_MONTH,
         settings: None,

@@ -29,7 +29,15 @@ fn every_table_entry_is_documented() {
     let doc = doc();
     let t = Tables::load(None, None).expect("tables");
     for g in &t.gpus.gpus {
-        let row = format!("| {} | {} | {} |", g.name, g.memory_gib, g.bandwidth_gbps);
+        let tflops = |x: Option<f64>| x.map_or("–".to_string(), |x| x.to_string());
+        let row = format!(
+            "| {} | {} | {} | {} | {} |",
+            g.name,
+            g.memory_gib,
+            g.bandwidth_gbps,
+            tflops(g.fp16_tflops),
+            tflops(g.fp8_tflops)
+        );
         assert!(
             doc.contains(&row),
             "docs/right-sizing.md lacks the row {row}"

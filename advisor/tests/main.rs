@@ -8,6 +8,7 @@ mod docs;
 mod hostile;
 mod moved;
 mod plan;
+mod prefill;
 mod serving;
 mod synth;
 mod walkthrough;
