@@ -201,6 +201,10 @@ async fn conclude<P: Provider>(
 ) -> Result<Requeue, ReconcileError> {
     ctx.remember(policy, d.memory);
     let sleep = super::sleep::stage(policy, ctx, d, r.seen.now).await;
+    let sleeping = (policy.spec.sleep.as_ref())
+        .map(|_| sleep.iter().filter(|p| p.phase == "Sleeping").count());
+    let (ns, target) = (policy.namespace().unwrap_or_default(), &policy.spec.target);
+    ctx.report.sleeping(&ns, &target.name, sleeping);
     record(policy, ctx, r, d, sleep).await?;
     Ok(Requeue::requeue(match d.phase {
         Phase::Parked => ctx.settings.resync_interval,

@@ -42,6 +42,11 @@ const WAKE_LATENCY: Family = Family::new(
     "Seconds from activation seen to the scale patch accepted.",
     &[],
 );
+const SLEEPING: Family = Family::new(
+    "gpuscale_scale_to_zero_sleeping_pods",
+    "Pods of the target the sleep stage last saw Sleeping (present for a policy with sleep).",
+    &["namespace", "target"],
+);
 const POLICIES: Family = Family::new(
     "gpuscale_scale_to_zero_policies",
     "Policies this replica acts on, by phase (Error: not acted on, see the policy's status).",
@@ -108,6 +113,8 @@ struct Inner {
     parks: BTreeMap<(String, String), u64>,
     wakes: BTreeMap<(String, String), u64>,
     parked: BTreeMap<(String, String), bool>,
+    /// Pods seen Sleeping, by (namespace, target) of a policy with `sleep`.
+    sleeping: BTreeMap<(String, String), usize>,
     policies: BTreeMap<(String, String), PolicyReport>,
     /// Since when activation has read unknown, by (namespace, target).
     activation_unknown: BTreeMap<(String, String), i64>,
@@ -131,6 +138,7 @@ impl Default for Report {
             &PARKS,
             &WAKES,
             &PARKED,
+            &SLEEPING,
             &POLICIES,
             &WAKING_SINCE,
             &CONFLICTS,
@@ -164,6 +172,7 @@ impl Report {
             if !leader {
                 i.policies.clear();
                 i.parked.clear();
+                i.sleeping.clear();
                 i.conflicts.clear();
                 i.activation_unknown.clear();
             }
@@ -194,6 +203,15 @@ impl Report {
     /// target; cleared by its next report with another reason.
     pub fn conflict(&self, namespace: &str, policy: &str, owner_kind: &'static str) {
         self.with(|i| i.conflicts.insert(key(namespace, policy), owner_kind));
+    }
+
+    /// How many of `target`'s pods sleep now (None: its policy has no
+    /// `sleep` stage, so no series).
+    pub fn sleeping(&self, namespace: &str, target: &str, pods: Option<usize>) {
+        self.with(|i| match pods {
+            Some(n) => i.sleeping.insert(key(namespace, target), n),
+            None => i.sleeping.remove(&key(namespace, target)),
+        });
     }
 
     /// Since when `target`'s activation has read unknown (None: it reads).
@@ -231,6 +249,7 @@ impl Report {
                 i.conflicts.remove(&k);
                 if let Some(r) = i.policies.remove(&k) {
                     i.parked.remove(&key(&k.0, &r.target));
+                    i.sleeping.remove(&key(&k.0, &r.target));
                     i.activation_unknown.remove(&key(&k.0, &r.target));
                 }
             }
@@ -262,6 +281,8 @@ impl Report {
             out.push(by_target(&WAKES, MetricType::COUNTER, counts(&i.wakes)));
             let parked = i.parked.iter().map(|(k, p)| (k, f64::from(u8::from(*p))));
             out.push(by_target(&PARKED, MetricType::GAUGE, parked));
+            let sleeping = i.sleeping.iter().map(|(k, n)| (k, *n as f64));
+            out.push(by_target(&SLEEPING, MetricType::GAUGE, sleeping));
             out.extend(phases(i));
             let mut conflicts = CONFLICTS.snapshot(MetricType::GAUGE);
             for ((ns, policy), kind) in &i.conflicts {
@@ -303,6 +324,7 @@ impl Report {
         r.refused("MinUpDuration");
         r.conflict(namespace, "other", "ScaledObject");
         r.activation_unknown(namespace, target, Some(since));
+        r.sleeping(namespace, target, Some(0));
         r.policy(PolicyReport {
             namespace: namespace.into(),
             name: target.into(),
@@ -388,6 +410,7 @@ mod tests {
             (WAKES, "counter"),
             (REFUSALS, "counter"),
             (PARKED, "gauge"),
+            (SLEEPING, "gauge"),
             (WAKE_LATENCY, "histogram"),
             (POLICIES, "gauge"),
             (WAKING_SINCE, "gauge"),
@@ -414,6 +437,14 @@ mod tests {
         assert!(text.contains(
             "gpuscale_scale_to_zero_conflicts{namespace=\"inference\",policy=\"other\",owner_kind=\"ScaledObject\"} 1"
         ));
+        assert!(text.contains(
+            "gpuscale_scale_to_zero_sleeping_pods{namespace=\"inference\",target=\"chat\"} 0"
+        ));
+        r.sleeping("inference", "chat", None);
+        assert!(
+            !r.render().contains("sleeping_pods{"),
+            "no sleep stage, no series"
+        );
         r.set_leader(false);
         assert!(
             !r.render().contains("waking_since_seconds{"),
