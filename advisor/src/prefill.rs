@@ -37,7 +37,10 @@ pub fn compute(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
         per_gpu,
     }];
     loads.extend(dram_load(a, cur, n));
-    let all = candidates(tables, a, cur, &loads);
+    // The need is per GPU; on several GPUs today the advisor cannot tell
+    // replicas from shards (tensor parallel): a replica holds all of it.
+    let need = a.memory_need_gib? * f64::from(n);
+    let all = candidates(tables, a, cur, need, &loads);
     let best = cheapest(&all, cur, n, now)?;
     let theirs = per_gpu(best.gpu)?;
     let bn = f64::from(best.n);
@@ -55,7 +58,7 @@ pub fn compute(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             work / (bn * theirs) * 100.0,
             best.n,
             t::ACTIVITY_CEILING * 100.0,
-            a.memory_need_gib.unwrap_or(0.0),
+            need,
             t::MEMORY_HEADROOM,
             best.usd_per_hour,
             per_token(a, best.usd_per_hour),

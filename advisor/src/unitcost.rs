@@ -41,17 +41,18 @@ pub fn fp8_needed(a: &Assessment, cur: &GpuType) -> bool {
     cur.fp8 && a.tensor_active_p95.is_none_or(|x| x >= t::FP8_TENSOR)
 }
 
-/// Every type (each replica holding the need × 1.2, FP8 kept) with the
+/// Every type (each replica holding `need` GiB × 1.2, FP8 kept) with the
 /// fewest replicas that keep every load ≤ 80 % of theirs, cheapest first.
 pub fn candidates<'a>(
     tables: &'a Tables,
     a: &Assessment,
     cur: &GpuType,
+    need: f64,
     loads: &[Load],
 ) -> Vec<Candidate<'a>> {
-    let Some(need) = a.memory_need_gib.filter(|_| !loads.is_empty()) else {
+    if loads.is_empty() {
         return Vec::new();
-    };
+    }
     let fp8 = fp8_needed(a, cur);
     let replicas = |c: &GpuType| {
         loads.iter().try_fold(1u32, |n, l| {
@@ -120,7 +121,7 @@ pub fn decode(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
     let now = f64::from(n) * a.price_usd_per_hour?;
-    let all = candidates(tables, a, cur, &[dram_load(a, cur, n)?]);
+    let all = candidates(tables, a, cur, a.memory_need_gib?, &[dram_load(a, cur, n)?]);
     let best = cheapest(&all, cur, n, now)?;
     let dram = dram_or_duty(a)?;
     Some(Recommendation {

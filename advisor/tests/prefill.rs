@@ -23,7 +23,14 @@ fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
     let mut rag = workload("search", "reranker", "Deployment", h100,
         (30.0, 30.0), (1.0, 0.6), (0.7, 0.3), (0.55, 0.2), (0.3, 0.1));
     rag.tokens = Some(((9000.0, 2000.0), (300.0, 60.0), (3.0, 0.6)));
-    let text = crate::synth::openmetrics(std::slice::from_ref(&rag), end, RANGE_S, STEP_S);
+    // The same on two H100s: 2 x 30 GiB may be one model in two shards,
+    // so a replica holds 60 GiB x 1.2 = 72: no L40S, and two H100s are
+    // the cheapest that carry it (0.55 x 2 x 1979 = 2177 TFLOPs).
+    #[rustfmt::skip]
+    let mut sharded = workload("search", "ranker-tp2", "Deployment", h100,
+        (30.0, 30.0), (1.0, 0.6), (0.7, 0.3), (0.55, 0.2), (0.3, 0.1));
+    sharded.gpus = 2;
+    let text = crate::synth::openmetrics(&[rag.clone(), sharded], end, RANGE_S, STEP_S);
     let prom = prometheus_with(dir.path(), &text);
     let o = Options {
         prometheus: prom.url.clone(),
@@ -73,4 +80,19 @@ fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
         t.why
     );
     assert!(t.why.contains("2 x L40S $3.72/h"), "{}", t.why);
+    let tp = find(&r, "ranker-tp2");
+    assert_eq!(
+        tp.bottleneck,
+        Bottleneck::Compute,
+        "{}",
+        tp.bottleneck_reason
+    );
+    assert!(
+        tp.recommendations.iter().all(|x| x.kind != "gpu_type"),
+        "{:?}",
+        tp.recommendations
+            .iter()
+            .map(|x| &x.action)
+            .collect::<Vec<_>>()
+    );
 }
