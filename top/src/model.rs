@@ -85,7 +85,8 @@ pub struct Workload {
     pub cost_usd_per_hour: Option<f64>,
     pub cost_usd_per_million_tokens: Option<f64>,
     pub parked: Option<bool>,
-    /// Scale to zero: `parked`, `waking` or `awake`; `None` where no
+    /// Scale to zero: `parked`, `waking`, `sleeping` (`sleeping n/m`: n of
+    /// its m pods asleep) or `awake`; `None` where no
     /// controller acts on the workload (or none is scraped).
     pub state: Option<String>,
 }

@@ -45,6 +45,7 @@ pub const WORKLOAD_FAMILIES: &[&str] = &[
     "namespace_workload:gpu_cost_usd_per_million_tokens:ratio",
     "gpuscale_scale_to_zero_parked",
     "gpuscale_scale_to_zero_waking_since_seconds",
+    "gpuscale_scale_to_zero_sleeping_pods",
 ];
 
 /// A source that could not be read, naming it.

@@ -3,8 +3,8 @@
 //! `--gpu-price`), a vLLM server's token counters and the scale-to-zero
 //! controller's gauges (both as exposition text on the wire, as vLLM and
 //! the adapter serve them), and `gpuscale-top` shows each workload's
-//! bottleneck class, cost per hour and per million tokens and its parked
-//! or waking state as the recording rules give them.
+//! bottleneck class, cost per hour and per million tokens and its parked,
+//! waking or sleeping state as the recording rules give them.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -31,8 +31,10 @@ fn vllm() -> Server {
     })
 }
 
-/// The adapter's scale-to-zero gauges: `chat` awake, `whisper` woken and
-/// not Ready yet, `serve/qwen` parked (it holds no GPU).
+/// The adapter's scale-to-zero gauges: `chat` with one of its two pods
+/// asleep, `rerank` asleep, `search/embeddings` awake (none of its pods
+/// asleep), `whisper` woken and not Ready yet, `serve/qwen` parked (it
+/// holds no GPU).
 fn controller() -> Server {
     Server::start(|_| {
         Response::text(
@@ -40,6 +42,12 @@ fn controller() -> Server {
              gpuscale_scale_to_zero_parked{namespace=\"inference\",target=\"Deployment/chat\"} 0\n\
              gpuscale_scale_to_zero_parked{namespace=\"inference\",target=\"Deployment/whisper\"} 0\n\
              gpuscale_scale_to_zero_parked{namespace=\"serve\",target=\"Deployment/qwen\"} 1\n\
+             gpuscale_scale_to_zero_parked{namespace=\"inference\",target=\"Deployment/rerank\"} 0\n\
+             gpuscale_scale_to_zero_parked{namespace=\"search\",target=\"Deployment/embeddings\"} 0\n\
+             # TYPE gpuscale_scale_to_zero_sleeping_pods gauge\n\
+             gpuscale_scale_to_zero_sleeping_pods{namespace=\"inference\",target=\"Deployment/chat\"} 1\n\
+             gpuscale_scale_to_zero_sleeping_pods{namespace=\"inference\",target=\"Deployment/rerank\"} 1\n\
+             gpuscale_scale_to_zero_sleeping_pods{namespace=\"search\",target=\"Deployment/embeddings\"} 0\n\
              # TYPE gpuscale_scale_to_zero_waking_since_seconds gauge\n\
              gpuscale_scale_to_zero_waking_since_seconds{namespace=\"inference\",target=\"Deployment/whisper\"} 1.7e9\n"
                 .into(),
@@ -237,7 +245,9 @@ fn workloads_show_bottleneck_cost_per_token_and_scale_to_zero_state_from_the_rul
         workload(&snap, "ml-train/llama-train")["cost_usd_per_million_tokens"],
         Value::Null
     );
-    assert_eq!(chat["state"], "awake");
+    assert_eq!(chat["state"], "sleeping 1/2");
+    assert_eq!(workload(&snap, "inference/rerank")["state"], "sleeping");
+    assert_eq!(workload(&snap, "search/embeddings")["state"], "awake");
     assert_eq!(workload(&snap, "inference/whisper")["state"], "waking");
     let qwen = workload(&snap, "serve/qwen");
     assert_eq!(
@@ -273,7 +283,7 @@ fn text_has_the_columns(prom: &Prometheus, mtok: f64) {
     }
     // NAMESPACE/WORKLOAD KIND PODS DEVICES ACTIVITY BOTTLENECK USD/H USD/MTOK STATE
     let cells: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(cells.len(), 9, "{line}");
+    assert_eq!(cells.len(), 10, "{line}");
     assert_eq!(cells[6], "4.00", "{line}");
     let shown: f64 = cells[7].parse().unwrap_or_else(|_| panic!("{line}"));
     // The rate under the rule grows as its window fills: the same order.
@@ -281,5 +291,10 @@ fn text_has_the_columns(prom: &Prometheus, mtok: f64) {
         shown > mtok / 10.0 && shown < mtok * 10.0,
         "{line} vs {mtok}"
     );
-    assert_eq!(cells[8], "awake", "{line}");
+    assert_eq!(cells[8..], ["sleeping", "1/2"], "{line}");
+    let rerank = text
+        .lines()
+        .find(|l| l.starts_with("inference/rerank "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(rerank.ends_with(" sleeping"), "{rerank}");
 }

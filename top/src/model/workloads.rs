@@ -22,6 +22,7 @@ pub(super) fn workloads(f: &Families, gpus: &[Gpu], filter: &Filter) -> Vec<Work
         }
     }
     scale_to_zero(f, &mut acc);
+    sleeping(f, &mut acc);
     rules(f, &mut acc);
     acc.into_iter()
         .filter(|((ns, _), _)| filter.namespace.as_ref().is_none_or(|n| n == ns))
@@ -39,7 +40,8 @@ fn target(s: &crate::expo::Sample) -> Option<(&str, &str)> {
 
 /// Parked (`gpuscale_scale_to_zero_parked` at 1), waking (a
 /// `gpuscale_scale_to_zero_waking_since_seconds`: woken, no Ready pod yet),
-/// else awake when the controller lists the target.
+/// else awake when the controller lists the target (or `sleeping`: see
+/// [`sleeping`]).
 fn scale_to_zero(f: &Families, acc: &mut BTreeMap<Key, Acc>) {
     for s in f.of("gpuscale_scale_to_zero_parked") {
         let Some((ns, name)) = target(s) else {
@@ -56,6 +58,18 @@ fn scale_to_zero(f: &Families, acc: &mut BTreeMap<Key, Acc>) {
             if a.parked != Some(true) {
                 a.state = Some("waking");
             }
+        }
+    }
+}
+
+/// The pods the controller's sleep stage saw asleep
+/// (`gpuscale_scale_to_zero_sleeping_pods`), where there are any.
+fn sleeping(f: &Families, acc: &mut BTreeMap<Key, Acc>) {
+    for s in f.of("gpuscale_scale_to_zero_sleeping_pods") {
+        if let Some((ns, name)) = target(s)
+            && s.value > 0.0
+        {
+            acc.entry((ns.into(), name.into())).or_default().sleeping = Some(s.value);
         }
     }
 }
@@ -102,10 +116,13 @@ struct Acc {
     bottleneck: BTreeMap<String, f64>,
     parked: Option<bool>,
     state: Option<&'static str>,
+    /// Pods asleep, when the controller says some are.
+    sleeping: Option<f64>,
 }
 
 impl Acc {
     fn finish(self, namespace: String, workload: String) -> Workload {
+        let state = self.state();
         // The class holding most of the workload's GPUs (ties: by name).
         let bottleneck = self
             .bottleneck
@@ -124,7 +141,20 @@ impl Acc {
             cost_usd_per_hour: self.rule_cost.or(self.cost.filter(|_| !self.cost_unknown)),
             cost_usd_per_million_tokens: self.cost_per_mtok,
             parked: self.parked,
-            state: self.state.map(str::to_string),
+            state,
+        }
+    }
+
+    /// An awake workload with pods asleep is `sleeping`, or `sleeping n/m`
+    /// when n of its m pods are.
+    fn state(&self) -> Option<String> {
+        let awake = self.state.is_none_or(|s| s == "awake");
+        match self.sleeping.filter(|_| awake) {
+            Some(n) if (n as usize) < self.pods.len() => {
+                Some(format!("sleeping {n}/{}", self.pods.len()))
+            }
+            Some(_) => Some("sleeping".into()),
+            None => self.state.map(str::to_string),
         }
     }
 }

@@ -69,7 +69,7 @@ pub fn table(f: &mut Frame, s: &State, snap: &Snapshot, area: Rect) {
             ("BOTTLENECK", Constraint::Length(16)),
             ("USD/H", Constraint::Length(8)),
             ("USD/MTOK", Constraint::Length(8)),
-            ("STATE", Constraint::Length(7)),
+            ("STATE", Constraint::Length(12)),
         ];
         cols.into_iter().unzip()
     } else {
@@ -81,7 +81,7 @@ pub fn table(f: &mut Frame, s: &State, snap: &Snapshot, area: Rect) {
             ("BOTTLENECK", Constraint::Length(16)),
             ("USD/H", Constraint::Length(6)),
             ("$/MTOK", Constraint::Length(6)),
-            ("STATE", Constraint::Length(6)),
+            ("STATE", Constraint::Length(8)),
         ];
         cols.into_iter().unzip()
     };
