@@ -6,11 +6,13 @@
 //! mode is reported (`SleepModeNotEnabled`) and left awake, as is one
 //! serving a request (`RequestsInFlight`) until it is done; a sleeping
 //! server restarted is seen awake; a controller restarted while the pod
-//! sleeps finds the state from the pod.
+//! sleeps finds the state from the pod. The self-metric
+//! `gpuscale_scale_to_zero_sleeping_pods` counts the pods asleep.
 
 use std::time::Duration;
 
 use crate::scale_to_zero_support::*;
+use gpuscale_e2e::adapter::client::Adapter;
 use gpuscale_e2e::adapter::procs::eventually;
 use gpuscale_e2e::adapter::prom::Prometheus;
 use gpuscale_e2e::adapter::series::Series;
@@ -104,6 +106,14 @@ fn slow_target(
     (slow, request)
 }
 
+/// Waits for `gpuscale_scale_to_zero_sleeping_pods` of `target` at `want`.
+fn sleeping_pods(adapter: &Adapter, target: &str, want: &str) {
+    let family = "gpuscale_scale_to_zero_sleeping_pods";
+    eventually(&format!("{family} of {target} at {want}"), || {
+        (sample(adapter, family, target).as_deref() == Some(want)).then_some(())
+    });
+}
+
 #[test]
 fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reported() {
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
@@ -135,6 +145,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
             .any(|(r, n)| r == "Slept" && n.contains("chat-0"))
     );
     assert_eq!(replicas(&kube, "chat"), 1, "asleep, not parked");
+    sleeping_pods(&adapter, "chat", "1");
     let reported = Some(("Awake".to_string(), Some("SleepModeNotEnabled".to_string())));
     eventually("bursty's pod reported", || {
         (pod_phase(&kube, "bursty-policy") == reported).then_some(())
@@ -145,6 +156,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
             .any(|(r, n)| r == "CannotSleep" && n.contains("bursty-0"))
     );
     assert!(!plain.is_sleeping());
+    sleeping_pods(&adapter, "bursty", "0");
 
     // Never put to sleep while serving; asleep once the request is done.
     let serving = Some(("Awake".to_string(), Some("RequestsInFlight".to_string())));
@@ -179,6 +191,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
         (pod_phase(&kube, "chat-policy") == awake && !chat.is_sleeping()).then_some(())
     });
     assert!(events(&kube).iter().any(|(r, _)| r == "WokenFromSleep"));
+    sleeping_pods(&adapter, "chat", "0");
 
     // Idle again, asleep again; then the server restarts: seen awake,
     // and put back to sleep by the next rounds.
