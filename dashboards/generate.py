@@ -567,7 +567,7 @@ def node_gpu():
            f'min(gpuscale_exporter_dcgm_up{{{C}, {N}}})', thresholds={
                "mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]})
     d.stat("GPUs without activity", "GPUs whose SM, tensor and DRAM activity comes from neither GPM nor DCGM (gpu_activity_source_info source none): the bottleneck rules class them from NVML proxies.",
-           f'count(gpu_activity_source_info{{{C}, {N}, source="none"}}) or vector(0)', thresholds=ORANGE_AT(1))
+           f'count(max without (job, instance) (gpu_activity_source_info{{{C}, {N}, source="none"}})) or vector(0)', thresholds=ORANGE_AT(1))
     d.table("DCGM fields left out", "Profiling fields a host engine does not watch, by field and reason (multi_pass, not_supported, refused), and on how many GPUs.", [
         {"expr": f'max without (job, instance) (gpuscale_exporter_dcgm_fields_left_out{{{C}, {N}}})'}], w=16)
     d.row("Pod mapping")

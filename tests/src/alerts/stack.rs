@@ -537,8 +537,12 @@ pub const MONITOR_JOBS: &[&str] = &["gpuscale-exporter", "gpuscale-exporter-podm
 /// exporter under [`MONITOR_JOBS`] with the time-scaled rules, sending to
 /// Alertmanager with the shipped inhibit rules, which posts to a webhook.
 /// `gpuscale.rules.yml` is left out: scaled, GPUExporterDown's `for: 5m` is
-/// half a second and rightly fires on the gaps these stories make. Fields
-/// drop in order: Prometheus stops first.
+/// half a second and rightly fires on the gaps these stories make. So is
+/// `nodes.rules.yml`: a node is judged reclaimable only once its facts were
+/// known at every minute of the last 15, and a one-second gap is ten minutes
+/// once scaled, so GPUNodeReclaimable rightly starts over after one
+/// (the node economics story runs those rules on an exporter without gaps). Fields drop
+/// in order: Prometheus stops first.
 pub struct Alerting {
     pub prom: Prometheus,
     pub am: Alertmanager,
@@ -549,7 +553,7 @@ impl Alerting {
     pub fn start(dir: &Path, exporter: &str) -> Self {
         let rule_files: Vec<_> = super::rules::write_time_scaled(&dir.join("rules"))
             .into_iter()
-            .filter(|p| !p.ends_with("gpuscale.rules.yml"))
+            .filter(|p| !p.ends_with("gpuscale.rules.yml") && !p.ends_with("nodes.rules.yml"))
             .collect();
         let webhook = Webhook::start();
         let am = Alertmanager::start(dir, &webhook.url());
