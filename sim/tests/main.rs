@@ -2,7 +2,6 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod apply;
-mod command_line;
 mod economics;
 mod endpoints;
 mod explain;

@@ -12,6 +12,7 @@ mod adapter;
 mod alerts;
 mod batches;
 mod coexistence;
+mod command_lines;
 mod custom_metrics;
 mod dcgm;
 mod dcgm_reader;

@@ -2,7 +2,6 @@
 //! binary: `cargo test -p <crate> --test integration <file>::`.
 
 mod cluster;
-mod command_line;
 mod docs;
 mod once;
 mod rules;
