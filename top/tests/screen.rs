@@ -52,15 +52,22 @@ impl Tmux {
 
     /// Waits until the screen shows `want`, and returns it.
     fn wait_for(&self, want: &str) -> String {
+        self.wait_for_all(&[want])
+    }
+
+    /// Waits until the screen shows every one of `wants` at once (a frame
+    /// may be captured while the terminal is still drawing it), and
+    /// returns it.
+    fn wait_for_all(&self, wants: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let s = self.screen();
-            if s.contains(want) {
+            if wants.iter().all(|w| s.contains(w)) {
                 return s;
             }
             assert!(
                 Instant::now() < deadline,
-                "screen never showed {want:?}:\n{s}"
+                "screen never showed all of {wants:?}:\n{s}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -90,23 +97,21 @@ impl Drop for Tmux {
 fn at_80x24_the_holders_are_shown_and_the_keys_work() {
     let e = node();
     let t = Tmux::start("small", 80, 24, &e.url(""));
-    let s = t.wait_for("llama-train-0");
-    assert!(
-        s.contains("research/notebook-6f8d9c7b5-q4w2x (jupyter)"),
-        "{s}"
-    );
-    assert!(s.contains("MIG 2   3g.40gb"), "{s}");
+    let s = t.wait_for_all(&[
+        "llama-train-0",
+        "research/notebook-6f8d9c7b5-q4w2x (jupyter)",
+        "MIG 2   3g.40gb",
+    ]);
     assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
     t.keys(&["Tab"]);
-    let s = t.wait_for("[workloads]");
-    assert!(
-        s.contains("inference/chat") && s.contains("StatefulSet"),
-        "{s}"
-    );
-    assert!(
-        s.contains("BOTTLENECK") && s.contains("$/MTOK") && s.contains("STATE"),
-        "{s}"
-    );
+    let s = t.wait_for_all(&[
+        "[workloads]",
+        "inference/chat",
+        "StatefulSet",
+        "BOTTLENECK",
+        "$/MTOK",
+        "STATE",
+    ]);
     assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
     t.keys(&["s", "s"]);
     let s = t.wait_for("sort: activity");
@@ -118,11 +123,7 @@ fn at_80x24_the_holders_are_shown_and_the_keys_work() {
     let notebook = order.iter().position(|l| l.contains("research/notebook"));
     assert!(llama < notebook, "busiest first:\n{s}");
     t.keys(&["Tab", "/", "c", "h", "a", "t", "Enter"]);
-    let s = t.wait_for("filter: chat");
-    assert!(
-        s.contains("chat-5d8f7b9c4-abcde") && s.contains("share"),
-        "{s}"
-    );
+    let s = t.wait_for_all(&["filter: chat", "chat-5d8f7b9c4-abcde", "share"]);
     assert!(!s.contains("llama-train-0"), "filtered out:\n{s}");
     t.keys(&["?"]);
     t.wait_for("this help");
@@ -138,13 +139,12 @@ fn at_80x24_the_holders_are_shown_and_the_keys_work() {
 fn at_200x50_the_wide_columns_are_shown_and_a_stopped_exporter_is_said() {
     let e = node();
     let t = Tmux::start("wide", 200, 50, &e.url(""));
-    let s = t.wait_for("SM/TENSOR/DRAM SRC");
-    assert!(s.contains(" gpm "), "the activity's source:\n{s}");
-    assert!(s.contains("sim-node-1 H100 80GB HBM3"), "{s}");
-    assert!(
-        s.contains("└ inference/ocr-7b5d9f8c6-k2l3m (server)"),
-        "{s}"
-    );
+    t.wait_for_all(&[
+        "SM/TENSOR/DRAM SRC",
+        " gpm ",
+        "sim-node-1 H100 80GB HBM3",
+        "└ inference/ocr-7b5d9f8c6-k2l3m (server)",
+    ]);
     drop(e);
     let s = t.wait_for("SOURCE DOWN");
     assert!(s.contains("llama-train-0"), "the last snapshot stays:\n{s}");
