@@ -215,8 +215,10 @@ impl Loop {
             self.stats.collections_total += 1;
             self.stats.last_duration = started.elapsed().as_secs_f64();
             self.stats.last_success_unix = unix_now();
-            self.publish(out, &states);
+            // Saved before it is served: a GPU /metrics counts as expected
+            // is remembered even if the exporter is killed right after.
             self.inventory.save();
+            self.publish(out, &states);
             let next = self.cfg.interval.saturating_sub(started.elapsed());
             self.sleep(next);
         }
