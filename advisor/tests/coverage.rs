@@ -4,14 +4,10 @@
 //! with what it would have done to cost per token, and confidence drops to
 //! medium with the reason; checked against a hand computation.
 
-use std::time::Duration;
-
 use gpuscale_advisor::assess::Confidence;
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, run};
 
 use crate::synth::{H100, times, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, prometheus_with};
+use crate::week::{RANGE_S, STEP_S, find};
 
 const DAY: i64 = 86_400;
 
@@ -21,28 +17,15 @@ fn is_day(t: i64) -> bool {
 
 #[test]
 fn a_day_without_exporter_data_is_reported_not_hidden() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
     #[rustfmt::skip]
-    let mut w = workload("chat", "chat-gap", "Deployment", H100,
+    let mut s = workload("chat", "chat-gap", "Deployment", H100,
         (40.0, 40.0), (1.0, 0.6), (0.55, 0.3), (0.25, 0.1), (0.65, 0.3));
-    w.tokens = Some(((900.0, 200.0), (2400.0, 500.0), (3.0, 0.6)));
+    s.tokens = Some(((900.0, 200.0), (2400.0, 500.0), (3.0, 0.6)));
     // Nothing from the exporter from 3 days before the end, for 24 hours.
-    w.gap = Some((3 * DAY, DAY));
-    let prom = prometheus_with(
-        dir.path(),
-        &crate::synth::openmetrics(&[w], end, RANGE_S, STEP_S),
-    );
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    crate::week::table(&r);
+    s.gap = Some((3 * DAY, DAY));
+    let w = crate::fleet::week(&[s]);
+    let end = w.end;
+    let r = w.advise();
     let a = find(&r, "chat-gap");
     assert!(
         (a.exporter_gap_hours - 24.0).abs() < 0.2,

@@ -4,19 +4,13 @@
 //! which a rule of "at least today's bandwidth per GPU" ruled out; the
 //! saving and the estimated cost per million tokens are checked by hand.
 
-use std::time::Duration;
-
 use gpuscale_advisor::bottleneck::Bottleneck;
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, run};
 
 use crate::synth::{A100, Gpu, H100, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, prometheus_with};
+use crate::week::find;
 
 #[test]
 fn a_decode_bound_service_is_ranked_by_cost_per_token_two_smaller_gpus_allowed() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
     let h100 = Gpu { price: 5.0, ..H100 };
     let a100 = Gpu { price: 2.2, ..A100 };
     #[rustfmt::skip]
@@ -28,18 +22,8 @@ fn a_decode_bound_service_is_ranked_by_cost_per_token_two_smaller_gpus_allowed()
     #[rustfmt::skip]
     let other = workload("lab", "notebook", "StatefulSet", a100,
         (2.0, 2.0), (0.01, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
-    let text = crate::synth::openmetrics(&[chat, other], end, RANGE_S, STEP_S);
-    let prom = prometheus_with(dir.path(), &text);
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    crate::week::table(&r);
+    let w = crate::fleet::week(&[chat, other]);
+    let r = w.advise();
     let a = find(&r, "decoder");
     assert_eq!(
         a.bottleneck,

@@ -4,6 +4,7 @@
 mod coverage;
 mod decode;
 mod docs;
+mod fleet;
 mod hostile;
 mod moved;
 mod plan;

@@ -3,22 +3,16 @@
 //! VRAM, no GPM activity), says it moved, and gets the A100's advice;
 //! checked against a hand computation.
 
-use std::time::Duration;
-
 use gpuscale_advisor::assess::Confidence;
 use gpuscale_advisor::bottleneck::Bottleneck;
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, run};
 
 use crate::synth::{A100, H100, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
+use crate::week::{find, kinds};
 
 const DAY: i64 = 86_400;
 
 #[test]
 fn a_moved_workload_is_judged_on_its_latest_placement() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
     #[rustfmt::skip]
     let mut before = workload("ml", "ranker", "Deployment", H100,
         (30.0, 30.0), (0.9, 0.5), (0.6, 0.3), (0.3, 0.1), (0.55, 0.2));
@@ -27,18 +21,8 @@ fn a_moved_workload_is_judged_on_its_latest_placement() {
     let mut after = workload("ml", "ranker", "Deployment", A100,
         (6.0, 6.0), (0.2, 0.1), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
     after.seen_s = Some((3 * DAY) as f64);
-    let text = crate::synth::openmetrics(&[before, after], end, RANGE_S, STEP_S);
-    let prom = prometheus_with(dir.path(), &text);
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    crate::week::table(&r);
+    let w = crate::fleet::week(&[before, after]);
+    let r = w.advise();
     let a = find(&r, "ranker");
     assert_eq!(a.gpu_type.as_deref(), Some("A100-80GB"));
     // Three days on the A100, under a week: medium.

@@ -6,15 +6,12 @@
 //! cheaper GPU of another type; every member keeps its own advice; every
 //! saving is checked against a hand computation.
 
-use std::time::Duration;
-
+use gpuscale_advisor::Report;
 use gpuscale_advisor::colocate::Group;
 use gpuscale_advisor::policy::Policy;
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, Report, run};
 
 use crate::synth::{A100, H100, Workload, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
+use crate::week::{find, kinds};
 
 const H: f64 = 730.0;
 
@@ -67,17 +64,6 @@ fn fleet() -> Vec<Workload> {
     ]
 }
 
-fn advise(url: &str, end: i64, policy: Policy) -> Report {
-    let o = Options {
-        prometheus: url.into(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy,
-    };
-    run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up")
-}
 
 fn group_of<'a>(r: &'a Report, name: &str) -> Option<&'a Group> {
     r.colocation
@@ -100,13 +86,9 @@ fn near(got: f64, want: f64) {
 
 #[test]
 fn a_two_cluster_fleet_gets_a_plan_that_can_be_carried_out() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
-    let text = crate::synth::openmetrics(&fleet(), end, RANGE_S, STEP_S);
-    let prom = prometheus_with(dir.path(), &text);
+    let w = crate::fleet::week(&fleet());
     let batch = Policy::new(&["batch=batch".into()], "production", false).expect("test set-up");
-    let r = advise(&prom.url, end, batch.clone());
-    crate::week::table(&r);
+    let r = w.advise_with(batch.clone());
     no_group_spans_a_cluster_pool_or_tier(&r);
     notebooks_share_one_t4(&r);
     production_is_not_time_sliced(&r);
@@ -115,7 +97,7 @@ fn a_two_cluster_fleet_gets_a_plan_that_can_be_carried_out() {
     the_total_counts_each_group_once(&r);
     let mut opt_in = batch;
     opt_in.time_slice_production = true;
-    let r = advise(&prom.url, end, opt_in);
+    let r = w.advise_with(opt_in);
     let g = group_of(&r, "api-1").expect("opted in: api-1 time-sliced");
     assert_eq!(g.sharing, "time_slicing");
     assert!(

@@ -4,19 +4,13 @@
 //! TFLOPs carry its 1088 TFLOPs under 80 %); the saving and the estimated
 //! cost per million tokens are checked by hand.
 
-use std::time::Duration;
-
 use gpuscale_advisor::bottleneck::Bottleneck;
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, run};
 
 use crate::synth::{Gpu, H100, tokens_and_cost, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, prometheus_with};
+use crate::week::{RANGE_S, STEP_S, find};
 
 #[test]
 fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
     let h100 = Gpu { price: 5.0, ..H100 };
     // Long prompts, short answers: tensor 55 %, SM 70 %, DRAM 30 %.
     #[rustfmt::skip]
@@ -30,18 +24,9 @@ fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
     let mut sharded = workload("search", "ranker-tp2", "Deployment", h100,
         (30.0, 30.0), (1.0, 0.6), (0.7, 0.3), (0.55, 0.2), (0.3, 0.1));
     sharded.gpus = 2;
-    let text = crate::synth::openmetrics(&[rag.clone(), sharded], end, RANGE_S, STEP_S);
-    let prom = prometheus_with(dir.path(), &text);
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    crate::week::table(&r);
+    let w = crate::fleet::week(&[rag.clone(), sharded]);
+    let end = w.end;
+    let r = w.advise();
     let a = find(&r, "reranker");
     assert_eq!(a.bottleneck, Bottleneck::Compute, "{}", a.bottleneck_reason);
     let t = a

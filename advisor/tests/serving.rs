@@ -6,15 +6,11 @@
 //! small", with what to move to and what that costs more; an A100 with
 //! DCGM activity gets a real class, two with NVML alone proxy classes.
 
-use std::time::Duration;
-
-use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, Report, run};
-
+use gpuscale_advisor::Report;
 use gpuscale_advisor::bottleneck::Bottleneck;
 
 use crate::synth::{A100, Gpu, H100, L4, Vllm, Workload, workload};
-use crate::week::{RANGE_S, STEP_S, end_now, find, kinds, prometheus_with};
+use crate::week::{find, kinds};
 
 const H: f64 = 730.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -75,22 +71,7 @@ fn fleet() -> Vec<Workload> {
 
 #[test]
 fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
-    let prom = prometheus_with(
-        dir.path(),
-        &crate::synth::openmetrics(&fleet(), end, RANGE_S, STEP_S),
-    );
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &Tables::load(None, None).expect("test set-up")).expect("test set-up");
-    crate::week::table(&r);
+    let r = crate::fleet::week(&fleet()).advise();
     a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(&r);
     an_l4_at_97_percent_kv_is_too_small(&r);
     a_70b_model_without_headroom_is_too_small(&r);

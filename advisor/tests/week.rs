@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use gpuscale_advisor::assess::Assessment;
 use gpuscale_advisor::bottleneck::Bottleneck;
 use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::{Options, Report, run};
+use gpuscale_advisor::Report;
 
 pub(crate) const RANGE_S: i64 = 7 * 86_400;
 pub(crate) const STEP_S: i64 = 300;
@@ -127,24 +127,11 @@ pub(crate) fn kinds(a: &Assessment) -> Vec<&str> {
 
 #[test]
 fn a_week_of_history_gets_the_right_advice() {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let end = end_now();
     let scenario = crate::synth::scenario();
-    let prom = prometheus_with(
-        dir.path(),
-        &crate::synth::openmetrics(&scenario, end, RANGE_S, STEP_S),
-    );
+    let w = crate::fleet::week(&scenario);
+    let (end, prom) = (w.end, &w.prom);
     let tables = Tables::load(None, None).expect("test set-up");
-    let o = Options {
-        prometheus: prom.url.clone(),
-        end: end as f64,
-        range: "7d".into(),
-        step: "5m".into(),
-        timeout: Duration::from_secs(60),
-        policy: Default::default(),
-    };
-    let r = run(&o, &tables).expect("test set-up");
-    table(&r);
+    let r = w.advise();
     assert_eq!(r.workloads.len(), scenario.len());
 
     embedder_gets_the_smallest_mig_slice(&r);

@@ -97,6 +97,8 @@ pub struct Workload {
     /// Its pool as a `node_pool` target label on `gpu_info` instead of
     /// `gpu_node_info` (an exporter that read no Node).
     pub pool_on_gpu_info: bool,
+    /// No pod: a node's free GPU (its exporter's GPU series alone).
+    pub spare: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -132,6 +134,7 @@ pub fn workload(
         gap: None,
         until_s: None,
         pool_on_gpu_info: false,
+        spare: false,
     }
 }
 
@@ -272,20 +275,31 @@ fn counter(
     family(fams, name).series.push((l, pts));
 }
 
-/// Where a workload's GPUs are: its node (one per cluster, pool and 8
-/// GPUs, a workload's GPUs on one node) and each GPU's index there.
+/// A short name of a GPU model for node names: `h100`, `a100`, `t4`.
+fn tag(model: &str) -> String {
+    let word = model
+        .split(' ')
+        .find(|w| w.chars().any(|c| c.is_ascii_digit()))
+        .unwrap_or("gpu");
+    word.split('-').next().unwrap_or(word).to_ascii_lowercase()
+}
+
+/// Where a workload's GPUs are: its node (one per cluster, pool, GPU
+/// model and 8 GPUs, as real nodes hold one model; a workload's GPUs on
+/// one node) and each GPU's index there.
 fn layout(ws: &[Workload]) -> Vec<(String, Vec<usize>)> {
-    let mut next: std::collections::BTreeMap<(Option<&str>, Option<&str>), usize> =
+    let mut next: std::collections::BTreeMap<(Option<&str>, Option<&str>, &str), usize> =
         std::collections::BTreeMap::new();
     ws.iter()
         .map(|w| {
-            let n = next.entry((w.cluster, w.pool)).or_insert(0);
+            let n = next.entry((w.cluster, w.pool, w.gpu.model)).or_insert(0);
             if *n % 8 + w.gpus > 8 {
                 *n += 8 - *n % 8;
             }
             let node = format!(
-                "{}gpu-node-{}",
+                "{}{}-node-{}",
                 w.pool.map_or(String::new(), |p| format!("{p}-")),
+                tag(w.gpu.model),
                 *n / 8
             );
             let gpus = (*n % 8..*n % 8 + w.gpus).collect();
@@ -343,7 +357,9 @@ fn add_workload(
         add_gpu(fams, w, &d, &all_up, &ts_up);
         devs.push([at.0.clone(), gpu, uuid]);
     }
-    add_pod(fams, w, &devs, (&ts_up, &ts), step);
+    if !w.spare {
+        add_pod(fams, w, &devs, (&ts_up, &ts), step);
+    }
 }
 
 /// One GPU's own series: info, memory, price, utilization, GPM.
