@@ -1,5 +1,6 @@
-//! The fake vLLM on its wire protocol: put to sleep it answers 503 on the
-//! model endpoints, keeps `/v1/models` and `/health`, releases its VRAM in
+//! The fake vLLM on its wire protocol: put to sleep it holds a model
+//! request until woken (vLLM's paused scheduler), or answers 503 in vLLM's
+//! error shape when configured as earlier releases did; it keeps `/v1/models` and `/health`, releases its VRAM in
 //! the NVML simulator's live process list and says so on `/is_sleeping`;
 //! `/wake_up` takes its wake time and it answers again. Without sleep mode
 //! the endpoints are not there (404); a restart comes back awake.
@@ -9,7 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use gpuscale_nvml_sim::live;
-use gpuscale_sim::node::vllm::{Config, FakeVllm, Vram};
+use gpuscale_sim::node::vllm::{Asleep, Config, FakeVllm, Vram};
 
 const GPU: &str = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 
@@ -58,6 +59,7 @@ fn a_sleeping_fake_vllm_answers_503_releases_its_vram_and_wakes_in_its_wake_time
     let rt = runtime();
     let dir = tempfile::tempdir().expect("a temp dir");
     let mut cfg = Config::new("llama-8b", Duration::from_millis(400));
+    cfg.asleep = Asleep::Reject;
     cfg.vram = Some(Vram {
         dir: dir.path().to_owned(),
         uuid: GPU.into(),
@@ -90,6 +92,9 @@ fn a_sleeping_fake_vllm_answers_503_releases_its_vram_and_wakes_in_its_wake_time
     assert_eq!(vram(), [(50_016, 2_458)], "VRAM released");
     let (status, body, _) = call(&url, "POST", "/v1/chat/completions");
     assert_eq!(status, 503, "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(error["error"]["code"], 503, "{body}");
+    assert!(error["error"]["message"].is_string(), "{body}");
     assert_eq!(call(&url, "GET", "/v1/models").0, 200);
     assert_eq!(call(&url, "GET", "/health").0, 200);
 
@@ -114,8 +119,9 @@ fn a_sleeping_fake_vllm_answers_503_releases_its_vram_and_wakes_in_its_wake_time
 #[test]
 fn wake_up_with_tags_wakes_parts_and_a_restart_comes_back_awake() {
     let rt = runtime();
-    let vllm = FakeVllm::start(Config::new("m", Duration::from_millis(10)), rt.handle())
-        .expect("the fake starts");
+    let mut cfg = Config::new("m", Duration::from_millis(10));
+    cfg.asleep = Asleep::Reject;
+    let vllm = FakeVllm::start(cfg, rt.handle()).expect("the fake starts");
     let url = vllm.url();
     assert_eq!(call(&url, "POST", "/sleep?level=2").0, 200);
     assert_eq!(call(&url, "POST", "/wake_up?tags=weights").0, 200);
@@ -158,4 +164,36 @@ fn without_sleep_mode_the_endpoints_are_not_there() {
         );
     }
     assert_eq!(call(&url, "POST", "/v1/completions").0, 200);
+}
+
+#[test]
+fn a_request_to_a_sleeping_server_waits_for_the_wake_and_is_answered() {
+    let rt = runtime();
+    let vllm = FakeVllm::start(Config::new("m", Duration::from_millis(300)), rt.handle())
+        .expect("the fake starts");
+    let url = vllm.url();
+    assert_eq!(call(&url, "POST", "/sleep").0, 200);
+    let waiting = {
+        let url = url.clone();
+        std::thread::spawn(move || call(&url, "POST", "/v1/completions"))
+    };
+    // Not answered while asleep: still open after the others below.
+    assert_eq!(call(&url, "GET", "/v1/models").0, 200);
+    assert!(!waiting.is_finished(), "answered while asleep");
+    let (status, _, _) = call(&url, "POST", "/wake_up");
+    assert_eq!(status, 200);
+    let (status, body, _) = waiting.join().expect("the waiting request");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(vllm.transitions(), (1, 1));
+
+    // Answers held by the story stay in flight until released.
+    vllm.hold_answers();
+    let held = std::thread::spawn(move || call(&url, "POST", "/v1/completions").0);
+    let end = Instant::now() + Duration::from_secs(30);
+    while vllm.running() == 0 {
+        assert!(Instant::now() < end, "the held request never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    vllm.release_answers();
+    assert_eq!(held.join().expect("the held request"), 200);
 }

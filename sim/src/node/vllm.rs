@@ -14,8 +14,16 @@
 //!
 //! A server started without sleep mode answers those paths 404
 //! (`{"detail":"Not Found"}`, as FastAPI does for a route never
-//! registered). While asleep or waking, the model endpoints
-//! (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`) answer 503;
+//! registered). While asleep or waking, a model request
+//! (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`) is what
+//! [`Asleep`] says: by default it waits until the engine is awake and is
+//! then answered, as vLLM does (its `/sleep` pauses the engine's scheduler,
+//! `vllm/v1/engine/core.py` `sleep` → `pause_scheduler`, and a request
+//! added meanwhile is scheduled once `/wake_up` resumes it; vLLM itself
+//! answers no 503 for it); [`Asleep::Reject`] answers 503 instead, as the
+//! "protected endpoints" of earlier vLLM releases did
+//! (`docs/source/features/sleep_mode.md`), in vLLM's error shape
+//! (`ErrorResponse{error: ErrorInfo}`, `vllm/entrypoints/openai/protocol.py`).
 //! `/v1/models` and `/health` keep answering. The server's VRAM is a live
 //! process of the NVML simulator ([`gpuscale_nvml_sim::live`]): its awake
 //! figure while awake, waking or falling asleep, its asleep figure once
@@ -46,6 +54,16 @@ pub struct Vram {
     pub asleep_mib: u64,
 }
 
+/// What a model request gets while the engine sleeps or wakes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Asleep {
+    /// Accepted and answered once awake (vLLM's paused scheduler).
+    #[default]
+    Queue,
+    /// `503` at once (earlier releases' protected endpoints).
+    Reject,
+}
+
 /// How the fake server behaves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -61,6 +79,8 @@ pub struct Config {
     pub reload: Duration,
     /// How long a completion takes to answer.
     pub answer: Duration,
+    /// A model request while asleep or waking.
+    pub asleep: Asleep,
     pub vram: Option<Vram>,
 }
 
@@ -74,6 +94,7 @@ impl Config {
             wake,
             reload: wake * 3,
             answer: Duration::from_millis(20),
+            asleep: Asleep::Queue,
             vram: None,
         }
     }
@@ -95,11 +116,15 @@ struct State {
     sleeps: u64,
     wakes: u64,
     rejected: u64,
+    /// Completions are not answered until [`FakeVllm::release_answers`].
+    holding: bool,
 }
 
 struct Shared {
     cfg: Config,
     state: Mutex<State>,
+    /// Wakes requests waiting for the engine (awake, or answers released).
+    changed: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -130,12 +155,27 @@ impl FakeVllm {
     /// # Errors
     /// When no port can be bound.
     pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> std::io::Result<Self> {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        Self::start_at(cfg, SocketAddr::from(([127, 0, 0, 1], 0)), rt)
+    }
+
+    /// Binds `addr` (a simulated pod's address and port) and serves on
+    /// `rt`, awake.
+    ///
+    /// # Errors
+    /// When `addr` cannot be bound (in use, or not an address of this
+    /// machine).
+    pub fn start_at(
+        cfg: Config,
+        addr: SocketAddr,
+        rt: &tokio::runtime::Handle,
+    ) -> std::io::Result<Self> {
+        let std_listener = std::net::TcpListener::bind(addr)?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let shared = Arc::new(Shared {
             cfg,
             state: Mutex::new(State::default()),
+            changed: tokio::sync::Notify::new(),
         });
         shared.publish(true);
         let serving = shared.clone();
@@ -149,7 +189,7 @@ impl FakeVllm {
         Ok(Self { addr, shared, task })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<address>:<port>`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -169,6 +209,23 @@ impl FakeVllm {
     pub fn restart(&self) {
         *self.shared.state() = State::default();
         self.shared.publish(true);
+        self.shared.changed.notify_waiters();
+    }
+
+    /// Completions taken from now on are not answered until
+    /// [`FakeVllm::release_answers`] (a request kept in flight for a story).
+    pub fn hold_answers(&self) {
+        self.shared.state().holding = true;
+    }
+
+    pub fn release_answers(&self) {
+        self.shared.state().holding = false;
+        self.shared.changed.notify_waiters();
+    }
+
+    /// Model requests being served now (`vllm:num_requests_running`).
+    pub fn running(&self) -> u64 {
+        self.shared.state().running
     }
 }
 
@@ -333,21 +390,44 @@ async fn wake_up(shared: &Shared, query: &str) -> Answer {
         s.asleep = None;
         s.wakes += 1;
     }
+    drop(s);
+    shared.changed.notify_waiters();
     empty()
 }
 
-async fn complete(shared: &Shared, path: &str, prompt_tokens: u64) -> Answer {
-    {
-        let mut s = shared.state();
-        if s.asleep.is_some() || s.waking {
-            s.rejected += 1;
-            let msg = "The model is sleeping; wake it with POST /wake_up";
-            return json_answer(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &json!({"object": "error", "message": msg, "type": "ServiceUnavailableError", "code": 503}),
-            );
+/// A model request enters the engine (counted running): at once while
+/// awake; while asleep or waking it waits until awake ([`Asleep::Queue`])
+/// or gets vLLM's 503 error ([`Asleep::Reject`]).
+async fn admitted(shared: &Shared) -> Result<(), Answer> {
+    loop {
+        let changed = shared.changed.notified();
+        {
+            let mut s = shared.state();
+            if s.asleep.is_none() && !s.waking {
+                s.running += 1;
+                return Ok(());
+            }
+            if shared.cfg.asleep == Asleep::Reject {
+                s.rejected += 1;
+                let msg = "The model is sleeping; wake it with POST /wake_up";
+                let body = json!({"error": {"message": msg, "type": "ServiceUnavailableError", "param": null, "code": 503}});
+                return Err(json_answer(StatusCode::SERVICE_UNAVAILABLE, &body));
+            }
         }
-        s.running += 1;
+        changed.await;
+    }
+}
+
+async fn complete(shared: &Shared, path: &str, prompt_tokens: u64) -> Answer {
+    if let Err(rejected) = admitted(shared).await {
+        return rejected;
+    }
+    loop {
+        let changed = shared.changed.notified();
+        if !shared.state().holding {
+            break;
+        }
+        changed.await;
     }
     tokio::time::sleep(shared.cfg.answer).await;
     let generated = 16;
