@@ -42,6 +42,10 @@ pub struct Recommendation {
     /// A command that checks it first, where there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+    /// What it needs that the advisor did not see (a node pool of the
+    /// type it moves to): its saving is then not counted in the totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs: Option<String>,
 }
 
 /// What the report says of one workload.

@@ -43,6 +43,21 @@ pub struct Group {
     /// What the members' own advice would save instead.
     pub alone_saving_usd_per_month: f64,
     pub why: String,
+    /// A cheaper GPU type for the group that the cluster has no node of:
+    /// conditional on adding one, never in the totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub if_added: Option<Alternative>,
+}
+
+/// The group on a type the cluster has no node of.
+#[derive(Debug, Clone, Serialize)]
+pub struct Alternative {
+    pub gpu_type: String,
+    pub sharing: &'static str,
+    pub price_usd_per_hour: f64,
+    pub saving_usd_per_month: f64,
+    /// What it needs that the advisor did not see.
+    pub needs: String,
 }
 
 struct Item {
@@ -80,7 +95,7 @@ fn candidate(tables: &Tables, a: &Assessment) -> Option<Item> {
     let own = a
         .recommendations
         .iter()
-        .filter(|r| r.kind == "gpu_type")
+        .filter(|r| r.kind == "gpu_type" && r.needs.is_none())
         .map(|r| r.saving_usd_per_month)
         .fold(0.0, f64::max);
     let util = a.utilization_p95.or(a.sm_active_p95)?;
@@ -163,13 +178,17 @@ fn fit<'a>(tables: &'a Tables, c: &GpuType, ms: &[&Item], time_slice: bool) -> O
     }
 }
 
-/// The cheapest type of the table the members fit on.
+/// Which types a group may go to: those of its cluster, or any.
+type There<'a> = &'a dyn Fn(&GpuType) -> bool;
+
+/// The cheapest type of the table the members fit on, of those `there`.
 fn cheapest<'a>(
     tables: &'a Tables,
     ms: &[&Item],
     time_slice: bool,
+    there: There,
 ) -> Option<(&'a GpuType, Fit<'a>)> {
-    let mut types: Vec<&GpuType> = tables.gpus.gpus.iter().collect();
+    let mut types: Vec<&GpuType> = tables.gpus.gpus.iter().filter(|c| there(c)).collect();
     types.sort_by(|a, b| a.price_usd_per_hour.total_cmp(&b.price_usd_per_hour));
     types
         .into_iter()
@@ -184,7 +203,7 @@ struct Bin {
 
 /// First-fit decreasing by memory: an item joins the bin it adds least
 /// cost to, and only if that is less than it costs alone.
-fn pack(tables: &Tables, items: &[Item], time_slice: bool) -> Vec<Bin> {
+fn pack(tables: &Tables, items: &[Item], time_slice: bool, there: There) -> Vec<Bin> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by(|a, b| items[*b].memory.total_cmp(&items[*a].memory));
     let mut bins: Vec<Bin> = Vec::new();
@@ -193,7 +212,7 @@ fn pack(tables: &Tables, items: &[Item], time_slice: bool) -> Vec<Bin> {
         let mut best: Option<(usize, f64)> = None;
         for (b, bin) in bins.iter().enumerate() {
             let ms: Vec<&Item> = bin.members.iter().map(|m| &items[*m]).chain([it]).collect();
-            if let Some((c, _)) = cheapest(tables, &ms, time_slice) {
+            if let Some((c, _)) = cheapest(tables, &ms, time_slice, there) {
                 let add = c.price_usd_per_hour - bin.cost;
                 if add < it.alone - 1e-9 && best.is_none_or(|(_, a)| add < a) {
                     best = Some((b, c.price_usd_per_hour));
@@ -232,13 +251,28 @@ pub fn plan(tables: &Tables, policy: &Policy, all: &mut [Assessment]) -> Vec<Gro
     let mut groups = Vec::new();
     for ((cluster, pool, tier), items) in parts {
         let time_slice = policy.may_time_slice(&tier);
-        for bin in pack(tables, &items, time_slice) {
+        // Packing uses the types the cluster has nodes of; a cheaper one
+        // it has none of is shown beside the group, conditional.
+        let here = |c: &GpuType| tables.sites.needs(&cluster, &c.name).is_none();
+        for bin in pack(tables, &items, time_slice, &here) {
             if bin.members.len() < 2 {
                 continue;
             }
             let ms: Vec<&Item> = bin.members.iter().map(|m| &items[*m]).collect();
-            if let Some((c, f)) = cheapest(tables, &ms, time_slice) {
-                let g = group(all, &ms, c, &f, (&cluster, &pool, &tier));
+            if let Some((c, f)) = cheapest(tables, &ms, time_slice, &here) {
+                let mut g = group(all, &ms, c, &f, (&cluster, &pool, &tier));
+                g.if_added = cheapest(tables, &ms, time_slice, &|_| true)
+                    .filter(|(o, _)| o.price_usd_per_hour < c.price_usd_per_hour)
+                    .and_then(|(o, of)| {
+                        Some(Alternative {
+                            gpu_type: o.name.clone(),
+                            sharing: of.sharing,
+                            price_usd_per_hour: o.price_usd_per_hour,
+                            saving_usd_per_month: (g.cost_now_usd_per_hour - o.price_usd_per_hour)
+                                * t::HOURS_PER_MONTH,
+                            needs: tables.sites.needs(&cluster, &o.name)?,
+                        })
+                    });
                 recommend(all, &ms, c, &f, &g, groups.len());
                 groups.push(g);
             }
@@ -297,6 +331,7 @@ fn group(
         saving_usd_per_month: (now - c.price_usd_per_hour) * t::HOURS_PER_MONTH,
         alone_saving_usd_per_month: alone * t::HOURS_PER_MONTH,
         why,
+        if_added: None,
     }
 }
 
@@ -336,6 +371,7 @@ fn recommend(all: &mut [Assessment], ms: &[&Item], c: &GpuType, f: &Fit, g: &Gro
             settings,
             group: Some(gi),
             check: None,
+            needs: None,
         });
     }
 }

@@ -13,6 +13,7 @@ pub mod prefill;
 pub mod prom;
 pub mod recommend;
 pub mod report;
+pub mod sites;
 pub mod spot;
 pub mod tables;
 pub mod thresholds;
@@ -165,7 +166,9 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         .devices
         .values()
         .filter_map(|d| Some((d.model.as_deref()?, d.price_usd_per_hour?)));
-    let tables = &tables.with_prices(prices);
+    let tables = &tables
+        .with_prices(prices)
+        .with_sites(sites::Sites::seen(&h, tables));
     let mut all: Vec<Assessment> = h
         .workloads
         .iter()
@@ -208,10 +211,11 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
 /// of every workload in no group), scale to zero, and what the too-small
 /// moves cost more.
 fn totals(all: &[Assessment], groups: &[Group]) -> (f64, f64, f64) {
+    // A saving that needs a node pool no one saw is not counted.
     let best = |a: &Assessment, kinds: &[&str]| {
         a.recommendations
             .iter()
-            .filter(|r| kinds.contains(&r.kind))
+            .filter(|r| kinds.contains(&r.kind) && r.needs.is_none())
             .map(|r| r.saving_usd_per_month)
             .fold(0.0, f64::max)
     };
@@ -226,7 +230,7 @@ fn totals(all: &[Assessment], groups: &[Group]) -> (f64, f64, f64) {
     let more = all
         .iter()
         .flat_map(|a| &a.recommendations)
-        .filter(|r| r.kind == "too_small")
+        .filter(|r| r.kind == "too_small" && r.needs.is_none())
         .map(|r| -r.saving_usd_per_month)
         .sum::<f64>();
     // An empty sum of f64 is -0.0: totals read 0.

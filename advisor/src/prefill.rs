@@ -9,7 +9,9 @@
 use crate::assess::{Assessment, Recommendation};
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
-use crate::unitcost::{Load, candidates, cheapest, dram_load, fp8_needed, per_token, ranked};
+use crate::unitcost::{
+    Candidate, Load, candidates, cheapest, dram_load, fp8_needed, per_token, ranked,
+};
 
 /// The TFLOPs that describe the work: FP8 where it is kept, else FP16.
 fn tflops_of(fp8: bool) -> (fn(&GpuType) -> Option<f64>, &'static str) {
@@ -24,7 +26,7 @@ fn tflops_of(fp8: bool) -> (fn(&GpuType) -> Option<f64>, &'static str) {
 /// cheaper than today: with the throughput estimate and the estimated
 /// cost per million tokens. SM-bound work without tensor activity at the
 /// compute threshold is not judged by tensor TFLOPs.
-pub fn compute(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
+pub fn compute(tables: &Tables, a: &Assessment) -> Option<Vec<Recommendation>> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
     let tensor = a.tensor_active_p95.filter(|x| *x >= t::TENSOR_ACTIVE)?;
@@ -41,32 +43,36 @@ pub fn compute(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     // replicas from shards (tensor parallel): a replica holds all of it.
     let need = a.memory_need_gib? * f64::from(n);
     let all = candidates(tables, a, cur, need, &loads);
-    let best = cheapest(&all, cur, n, now)?;
-    let theirs = per_gpu(best.gpu)?;
-    let bn = f64::from(best.n);
-    Some(Recommendation {
-        kind: "gpu_type",
-        action: format!(
-            "{} x {} instead of {n} x {}",
-            best.n, best.gpu.name, cur.name
-        ),
-        why: format!(
-            "compute-bound: tokens/s taken to scale with dense {precision} tensor TFLOPs; est. throughput today's x {} x {theirs} / ({n} x {today}) = {:.2} x; tensor p95 {:.0} % x {n} x {today} TFLOPs = {work:.0} TFLOPs is {:.0} % of {} x {theirs} TFLOPs (<= {:.0} %), each replica holding {:.1} GiB x {}; ${:.2}/h vs ${now:.2}/h{}; cheapest: {}",
-            best.n,
-            bn * theirs / (today * f64::from(n)),
-            tensor * 100.0,
-            work / (bn * theirs) * 100.0,
-            best.n,
-            t::ACTIVITY_CEILING * 100.0,
-            need,
-            t::MEMORY_HEADROOM,
-            best.usd_per_hour,
-            per_token(a, best.usd_per_hour),
-            ranked(&all)
-        ),
-        saving_usd_per_month: (now - best.usd_per_hour) * t::HOURS_PER_MONTH,
-        settings: None,
-        group: None,
-        check: None,
-    })
+    let rec = |best: &Candidate, needs| {
+        let theirs = per_gpu(best.gpu).unwrap_or(0.0);
+        let bn = f64::from(best.n);
+        Recommendation {
+            kind: "gpu_type",
+            action: format!(
+                "{} x {} instead of {n} x {}",
+                best.n, best.gpu.name, cur.name
+            ),
+            why: format!(
+                "compute-bound: tokens/s taken to scale with dense {precision} tensor TFLOPs; est. throughput today's x {} x {theirs} / ({n} x {today}) = {:.2} x; tensor p95 {:.0} % x {n} x {today} TFLOPs = {work:.0} TFLOPs is {:.0} % of {} x {theirs} TFLOPs (<= {:.0} %), each replica holding {:.1} GiB x {}; ${:.2}/h vs ${now:.2}/h{}; cheapest: {}",
+                best.n,
+                bn * theirs / (today * f64::from(n)),
+                tensor * 100.0,
+                work / (bn * theirs) * 100.0,
+                best.n,
+                t::ACTIVITY_CEILING * 100.0,
+                need,
+                t::MEMORY_HEADROOM,
+                best.usd_per_hour,
+                per_token(a, best.usd_per_hour),
+                ranked(&all)
+            ),
+            saving_usd_per_month: (now - best.usd_per_hour) * t::HOURS_PER_MONTH,
+            settings: None,
+            group: None,
+            check: None,
+            needs,
+        }
+    };
+    let picks = cheapest(tables, a, &all, (cur, n, now));
+    Some(picks.into_iter().map(|(c, needs)| rec(c, needs)).collect())
 }

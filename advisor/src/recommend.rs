@@ -71,6 +71,7 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
         settings,
         group: None,
         check: None,
+        needs: None,
     })
 }
 
@@ -112,7 +113,7 @@ fn type_fits(a: &Assessment, cur: &GpuType, c: &GpuType, vram: f64) -> bool {
     bw_ok && fp8_ok && busy_ok
 }
 
-fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
+fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Vec<Recommendation>> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
     // Tensor-bound: ranked by cost per token from the table's TFLOPs
@@ -132,15 +133,52 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
     }
     let vram = a.memory_need_gib?;
     let price = a.price_usd_per_hour?;
-    let best = tables
+    let mut fits: Vec<&GpuType> = tables
         .gpus
         .gpus
         .iter()
         .filter(|c| {
             c.name != cur.name && c.price_usd_per_hour < price && type_fits(a, cur, c, vram)
         })
-        .min_by(|x, y| x.price_usd_per_hour.total_cmp(&y.price_usd_per_hour))?;
-    Some(Recommendation {
+        .collect();
+    fits.sort_by(|x, y| x.price_usd_per_hour.total_cmp(&y.price_usd_per_hour));
+    let (firm, cond) = where_to(tables, &a.workload.cluster, &fits, |c| c);
+    let rec = |best: &GpuType, needs| type_rec(tables, a, cur, best, n, needs);
+    let mut out: Vec<Recommendation> = cond
+        .map(|(c, needs)| rec(c, Some(needs)))
+        .into_iter()
+        .collect();
+    out.extend(firm.map(|c| rec(c, None)));
+    Some(out)
+}
+
+/// The cheapest of `sorted` (cheapest first) the cluster has nodes of,
+/// and the cheapest of all with what it needs when that one is not there.
+pub fn where_to<'a, T>(
+    tables: &Tables,
+    cluster: &str,
+    sorted: &'a [T],
+    gpu: impl Fn(&T) -> &GpuType,
+) -> (Option<&'a T>, Option<(&'a T, String)>) {
+    let needs = |x: &T| tables.sites.needs(cluster, &gpu(x).name);
+    let firm = sorted.iter().find(|x| needs(x).is_none());
+    let cond = sorted.first().and_then(|x| needs(x).map(|n| (x, n)));
+    (firm, cond)
+}
+
+fn type_rec(
+    tables: &Tables,
+    a: &Assessment,
+    cur: &GpuType,
+    best: &GpuType,
+    n: u32,
+    needs: Option<String>,
+) -> Recommendation {
+    let (vram, price) = (
+        a.memory_need_gib.unwrap_or(0.0),
+        a.price_usd_per_hour.unwrap_or(0.0),
+    );
+    Recommendation {
         kind: "gpu_type",
         action: format!("{} instead of {}{}", best.name, cur.name, per_replica(n)),
         why: format!(
@@ -168,7 +206,8 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
             .map(|v| vllm::flags(v, best.memory_gib, 1.0)),
         group: None,
         check: None,
-    })
+        needs,
+    }
 }
 
 fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
@@ -206,6 +245,7 @@ fn scale_to_zero(a: &Assessment) -> Option<Recommendation> {
         settings: None,
         group: None,
         check,
+        needs: None,
     })
 }
 
@@ -219,7 +259,7 @@ pub fn add(tables: &Tables, a: &mut Assessment) {
     let mut recs: Vec<Recommendation> = Vec::new();
     if !a.too_small {
         recs.extend(mig(tables, a));
-        recs.extend(gpu_type(tables, a));
+        recs.extend(gpu_type(tables, a).into_iter().flatten());
     }
     recs.extend(scale_to_zero(a));
     a.recommendations.extend(recs);

@@ -147,13 +147,22 @@ fn workload(s: &mut String, a: &Assessment) {
 fn saving(rec: &Recommendation) -> String {
     match (rec.group, rec.saving_usd_per_month) {
         (Some(g), _) => format!("group {} total below", g + 1),
+        (None, v) if v < 0.0 && rec.needs.is_some() => {
+            format!("would cost {}/month more; not in the totals", usd(-v))
+        }
         (None, v) if v < 0.0 => format!("costs {}/month more", usd(-v)),
+        (None, v) if rec.needs.is_some() => {
+            format!("would save {}/month; not in the totals", usd(v))
+        }
         (None, v) => format!("saves {}/month", usd(v)),
     }
 }
 
 fn recommendation(s: &mut String, rec: &Recommendation) {
     wrap(s, "    ->", 7, &format!("{} ({})", rec.action, saving(rec)));
+    if let Some(n) = &rec.needs {
+        wrap(s, "       needs:", 14, n);
+    }
     wrap(s, "       why:", 12, &rec.why);
     if let Some(x) = &rec.settings {
         wrap(s, "       run:", 12, x);
@@ -178,8 +187,17 @@ fn group_text(i: usize, g: &Group) -> (String, String) {
         g.sharing.replace('_', "-"),
         g.workloads.join(", ")
     );
+    let added = g.if_added.as_ref().map_or(String::new(), |o| {
+        format!(
+            "; on one {} ({}) instead it would save {}/month, not in the totals: needs {}",
+            o.gpu_type,
+            o.sharing.replace('_', "-"),
+            usd(o.saving_usd_per_month),
+            o.needs
+        )
+    });
     let body = format!(
-        "{}; MIG layout (instance@first memory slice): {}; GPUs now ${:.2}/h, then ${:.2}/h: saves {}/month, frees {} GPU(s) (the members' own advice alone: {}/month)",
+        "{}; MIG layout (instance@first memory slice): {}; GPUs now ${:.2}/h, then ${:.2}/h: saves {}/month, frees {} GPU(s) (the members' own advice alone: {}/month){added}",
         g.why,
         g.mig_layout
             .as_ref()
@@ -278,10 +296,13 @@ pub fn markdown(r: &Report) -> String {
     s.push_str("\n| workload | advice | saving (USD/month) | why |\n|---|---|---|---|\n");
     for a in &r.workloads {
         for rec in &a.recommendations {
-            let why = match &rec.settings {
+            let mut why = match &rec.settings {
                 Some(x) => format!("{}; {}", rec.why, x),
                 None => rec.why.clone(),
             };
+            if let Some(n) = &rec.needs {
+                why = format!("needs {n}; {why}");
+            }
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} |",

@@ -72,6 +72,8 @@ pub struct MigTable {
 pub struct Tables {
     pub gpus: GpuTable,
     pub mig: MigTable,
+    /// The types each cluster has nodes of (none known: all of them).
+    pub sites: crate::sites::Sites,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Error> {
@@ -93,7 +95,11 @@ impl Tables {
             Some(p) => parse(&p.display().to_string(), &read(p)?)?,
             None => parse("built-in mig-profiles.yaml", MIG)?,
         };
-        let t = Self { gpus, mig };
+        let t = Self {
+            gpus,
+            mig,
+            sites: Default::default(),
+        };
         t.check()?;
         Ok(t)
     }
@@ -182,6 +188,12 @@ impl Tables {
             }
         }
         t
+    }
+
+    /// The table with the types each cluster was seen to have.
+    pub fn with_sites(mut self, sites: crate::sites::Sites) -> Self {
+        self.sites = sites;
+        self
     }
 
     /// Where a type's price comes from, for the reasons printed.

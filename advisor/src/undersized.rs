@@ -64,13 +64,20 @@ fn reasons(a: &Assessment) -> Vec<String> {
 /// The cheapest way to `need` GiB in all with at least today's bandwidth
 /// per GPU: `n` GPUs of any type, or twice as many of today's type (a
 /// second replica, or twice the tensor parallelism: a count it divides).
-fn target<'a>(tables: &'a Tables, cur: &GpuType, n: u32, need: f64) -> Option<(&'a GpuType, u32)> {
+/// Only types `there` allows (the cluster has nodes of them).
+fn target<'a>(
+    tables: &'a Tables,
+    cur: &GpuType,
+    n: u32,
+    need: f64,
+    there: impl Fn(&GpuType) -> bool,
+) -> Option<(&'a GpuType, u32)> {
     let mut best: Option<(&GpuType, u32)> = None;
     for c in tables
         .gpus
         .gpus
         .iter()
-        .filter(|c| c.bandwidth_gbps >= cur.bandwidth_gbps)
+        .filter(|c| c.bandwidth_gbps >= cur.bandwidth_gbps && (c.name == cur.name || there(c)))
     {
         let m = if c.name == cur.name { 2 * n } else { n };
         let cost = f64::from(m) * c.price_usd_per_hour;
@@ -114,28 +121,71 @@ pub fn judge(tables: &Tables, a: &mut Assessment) {
     let peak = a.vram_peak_gib.unwrap_or(0.0);
     let per_gpu = if kv { dev } else { peak };
     let need = f64::from(n) * per_gpu * t::MEMORY_HEADROOM;
-    let Some((to, m)) = target(tables, cur, n, need) else {
+    let cluster = a.workload.cluster.clone();
+    let needs = |c: &GpuType| tables.sites.needs(&cluster, &c.name);
+    let Some(firm) = target(tables, cur, n, need, |c| needs(c).is_none()) else {
         a.notes.push(format!(
             "too small ({}); no GPU in the table holds {need:.1} GiB",
             why.join("; ")
         ));
         return;
     };
-    let more = (f64::from(m) * to.price_usd_per_hour - f64::from(n) * price) * t::HOURS_PER_MONTH;
-    a.recommendations.push(Recommendation {
-        kind: "too_small",
-        action: format!("too small: {m} x {} instead of {n} x {}", to.name, cur.name),
-        why: format!(
-            "{}; {m} x {:.1} GiB holds {need:.1} GiB ({n} x {per_gpu:.1} GiB x {}), bandwidth {} GB/s >= {} GB/s",
-            why.join("; "),
-            to.memory_gib,
-            t::MEMORY_HEADROOM,
-            to.bandwidth_gbps,
-            cur.bandwidth_gbps
-        ),
-        saving_usd_per_month: -more,
-        settings: None,
-        group: None,
-        check: None,
-    });
+    // A cheaper way on a type the cluster has no node of: conditional.
+    let cond = target(tables, cur, n, need, |_| true)
+        .filter(|(c, _)| c.name != firm.0.name)
+        .and_then(|(c, m)| Some((c, m, needs(c)?)));
+    let ctx = Move {
+        cur,
+        n,
+        price,
+        need,
+        per_gpu,
+        why: why.join("; "),
+    };
+    if let Some((c, m, needs)) = cond {
+        a.recommendations.push(ctx.rec((c, m), Some(needs)));
+    }
+    a.recommendations.push(ctx.rec(firm, None));
+}
+
+/// A too-small workload's move: from `n` of `cur` at `price`.
+struct Move<'a> {
+    cur: &'a GpuType,
+    n: u32,
+    price: f64,
+    need: f64,
+    per_gpu: f64,
+    why: String,
+}
+
+impl Move<'_> {
+    fn rec(&self, (to, m): (&GpuType, u32), needs: Option<String>) -> Recommendation {
+        let Self {
+            cur,
+            n,
+            price,
+            need,
+            per_gpu,
+            ..
+        } = *self;
+        let more =
+            (f64::from(m) * to.price_usd_per_hour - f64::from(n) * price) * t::HOURS_PER_MONTH;
+        Recommendation {
+            kind: "too_small",
+            action: format!("too small: {m} x {} instead of {n} x {}", to.name, cur.name),
+            why: format!(
+                "{}; {m} x {:.1} GiB holds {need:.1} GiB ({n} x {per_gpu:.1} GiB x {}), bandwidth {} GB/s >= {} GB/s",
+                self.why,
+                to.memory_gib,
+                t::MEMORY_HEADROOM,
+                to.bandwidth_gbps,
+                cur.bandwidth_gbps
+            ),
+            saving_usd_per_month: -more,
+            settings: None,
+            group: None,
+            check: None,
+            needs,
+        }
+    }
 }

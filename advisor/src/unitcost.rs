@@ -6,6 +6,7 @@
 //! N × price for the same tokens wins (docs/right-sizing.md, "Decode").
 
 use crate::assess::{Assessment, Recommendation, dram_or_duty};
+use crate::recommend::where_to;
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
 
@@ -78,16 +79,25 @@ pub fn candidates<'a>(
     v
 }
 
-/// The cheapest candidate when it is cheaper than today's `n` GPUs and
-/// not today's own type at today's count or more.
+/// The cheapest candidate the cluster has nodes of, when it is cheaper
+/// than today's `n` GPUs and not today's own type at today's count or
+/// more; before it, the cheapest of all with what it needs when the
+/// cluster has no node of its type.
 pub fn cheapest<'a>(
+    tables: &Tables,
+    a: &Assessment,
     all: &'a [Candidate<'a>],
-    cur: &GpuType,
-    n: u32,
-    now: f64,
-) -> Option<&'a Candidate<'a>> {
-    let best = all.first().filter(|c| c.usd_per_hour < now - 1e-9)?;
-    (best.gpu.name != cur.name || best.n < n).then_some(best)
+    (cur, n, now): (&GpuType, u32, f64),
+) -> Vec<(&'a Candidate<'a>, Option<String>)> {
+    let ok = |c: &Candidate| c.usd_per_hour < now - 1e-9 && (c.gpu.name != cur.name || c.n < n);
+    let (firm, cond) = where_to(tables, &a.workload.cluster, all, |c| c.gpu);
+    let mut v: Vec<_> = cond
+        .filter(|(c, _)| ok(c))
+        .map(|(c, needs)| (c, Some(needs)))
+        .into_iter()
+        .collect();
+    v.extend(firm.filter(|c| ok(c)).map(|c| (c, None)));
+    v
 }
 
 /// "; est. $X per million tokens vs $Y today": the same tokens at the
@@ -117,14 +127,13 @@ pub fn ranked(all: &[Candidate]) -> String {
 
 /// The cheapest way to serve a decode-bound workload's tokens, if it is
 /// cheaper than today: with the estimated cost per million tokens.
-pub fn decode(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
+pub fn decode(tables: &Tables, a: &Assessment) -> Option<Vec<Recommendation>> {
     let n = a.whole_gpus?;
     let cur = tables.gpu(a.model.as_deref()?)?;
     let now = f64::from(n) * a.price_usd_per_hour?;
     let all = candidates(tables, a, cur, a.memory_need_gib?, &[dram_load(a, cur, n)?]);
-    let best = cheapest(&all, cur, n, now)?;
     let dram = dram_or_duty(a)?;
-    Some(Recommendation {
+    let rec = |best: &Candidate, needs| Recommendation {
         kind: "gpu_type",
         action: format!(
             "{} x {} instead of {n} x {}",
@@ -151,5 +160,8 @@ pub fn decode(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
         settings: None,
         group: None,
         check: None,
-    })
+        needs,
+    };
+    let picks = cheapest(tables, a, &all, (cur, n, now));
+    Some(picks.into_iter().map(|(c, needs)| rec(c, needs)).collect())
 }

@@ -10,6 +10,7 @@ mod moved;
 mod plan;
 mod prefill;
 mod serving;
+mod sites;
 mod synth;
 mod walkthrough;
 mod week;

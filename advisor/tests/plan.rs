@@ -11,6 +11,7 @@ use gpuscale_advisor::colocate::Group;
 use gpuscale_advisor::policy::Policy;
 
 use crate::synth::{A100, H100, Workload, workload};
+use crate::fleet::spare;
 use crate::week::{find, kinds};
 
 const H: f64 = 730.0;
@@ -47,7 +48,13 @@ fn fleet() -> Vec<Workload> {
     let mut p3 = p("p-3", 0.08);
     p3.vram_gib = (5.0, 5.0);
     p3.utilization = (0.3, 0.1);
+    // The node pools of other types each cluster has (a GPU of each).
+    let t4 = crate::synth::Gpu { model: "Tesla T4", memory_gib: 15.0, price: 0.526, gpm: false };
+    let a10g = crate::synth::Gpu { model: "NVIDIA A10G", memory_gib: 22.5, price: 1.006, gpm: false };
     vec![
+        spare("t4-east", t4, Some("east"), Some("t4")),
+        spare("a10g-east", a10g, Some("east"), Some("a10g")),
+        spare("t4-west", t4, Some("west"), Some("t4")),
         at(nb("nb-1", 2.0), "east", "h100", Some("dev")),
         at(nb("nb-2", 3.0), "east", "h100", Some("dev")),
         at(nb("nb-4", 4.0), "east", "h100", Some("dev")),
@@ -89,6 +96,7 @@ fn a_two_cluster_fleet_gets_a_plan_that_can_be_carried_out() {
     let w = crate::fleet::week(&fleet());
     let batch = Policy::new(&["batch=batch".into()], "production", false).expect("test set-up");
     let r = w.advise_with(batch.clone());
+    crate::fleet::keeps_its_promises(&r, &fleet(), false);
     no_group_spans_a_cluster_pool_or_tier(&r);
     notebooks_share_one_t4(&r);
     production_is_not_time_sliced(&r);
@@ -98,6 +106,7 @@ fn a_two_cluster_fleet_gets_a_plan_that_can_be_carried_out() {
     let mut opt_in = batch;
     opt_in.time_slice_production = true;
     let r = w.advise_with(opt_in);
+    crate::fleet::keeps_its_promises(&r, &fleet(), true);
     let g = group_of(&r, "api-1").expect("opted in: api-1 time-sliced");
     assert_eq!(g.sharing, "time_slicing");
     assert!(

@@ -24,7 +24,15 @@ fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
     let mut sharded = workload("search", "ranker-tp2", "Deployment", h100,
         (30.0, 30.0), (1.0, 0.6), (0.7, 0.3), (0.55, 0.2), (0.3, 0.1));
     sharded.gpus = 2;
-    let w = crate::fleet::week(&[rag.clone(), sharded]);
+    // A node pool of L40S in the cluster (one GPU of it, free).
+    let l40s = Gpu {
+        model: "NVIDIA L40S",
+        memory_gib: 44.5,
+        price: 1.861,
+        gpm: false,
+    };
+    let spare = crate::fleet::spare("l40s", l40s, None, None);
+    let w = crate::fleet::week(&[rag.clone(), sharded, spare]);
     let end = w.end;
     let r = w.advise();
     let a = find(&r, "reranker");

@@ -10,6 +10,7 @@ use gpuscale_advisor::Report;
 use gpuscale_advisor::bottleneck::Bottleneck;
 
 use crate::synth::{A100, Gpu, H100, L4, Vllm, Workload, workload};
+use crate::fleet::spare;
 use crate::week::{find, kinds};
 
 const H: f64 = 730.0;
@@ -66,7 +67,15 @@ fn fleet() -> Vec<Workload> {
     let mut v = vllm("meta-llama/Llama-3.1-8B-Instruct", (0.3, 0.1), 0.9, 30_000);
     v.waiting = (3.0, 0.0);
     busy.vllm = Some(v);
-    vec![chat, small, big, decoder, light, dcgm, busy]
+    // Node pools of the types their moves go to (a GPU of each).
+    let l40s = Gpu { model: "NVIDIA L40S", memory_gib: 44.5, price: 1.861, gpm: false };
+    let h200 = Gpu { model: "NVIDIA H200", memory_gib: 139.8, price: 7.91, gpm: true };
+    vec![
+        chat, small, big, decoder, light, dcgm, busy,
+        spare("l40s", l40s, None, None),
+        spare("h200", h200, None, None),
+        spare("l40s-lab", l40s, Some("lab"), None),
+    ]
 }
 
 #[test]

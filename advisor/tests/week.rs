@@ -134,6 +134,9 @@ fn a_week_of_history_gets_the_right_advice() {
     let r = w.advise();
     assert_eq!(r.workloads.len(), scenario.len());
 
+    // The built-in example keeps the constraint promise (its cluster has
+    // H100 and A100 nodes only: an A10G move is conditional, not counted).
+    crate::fleet::keeps_its_promises(&r, &scenario, false);
     embedder_gets_the_smallest_mig_slice(&r);
     the_70b_model_is_not_downsized(&r);
     notebooks_and_classifier_share_one_gpu(&r);
@@ -193,16 +196,29 @@ fn notebooks_and_classifier_share_one_gpu(r: &Report) {
     );
     assert_eq!(g.gpus_freed, 2);
     // Dev tier, one cluster and pool: time-sliced on the cheapest GPU that
-    // holds them. The classifier's 20 % on an A100 (2039 GB/s) is 68 % of
-    // an A10G (600 GB/s), a T4 or L4 (~300 GB/s) would be over 80 %.
-    assert_eq!((g.gpu_type.as_str(), g.sharing), ("A10G", "time_slicing"));
-    let by_hand = (3.0 * 2.5 - 1.006) * 730.0;
+    // holds them of the types the cluster has (H100, A100): one A100.
+    assert_eq!(
+        (g.gpu_type.as_str(), g.sharing),
+        ("A100-80GB", "time_slicing")
+    );
+    let by_hand = (3.0 * 2.5 - 2.5) * 730.0;
     assert!(
         (g.saving_usd_per_month - by_hand).abs() < 0.01,
         "{}",
         g.saving_usd_per_month
     );
-    assert!((g.utilization - (0.2 + 0.01) * 2039.0 / 600.0).abs() < 1e-6);
+    assert!((g.utilization - (0.2 + 0.01)).abs() < 1e-6);
+    // An A10G would be cheaper: the classifier's 20 % on an A100 (2039
+    // GB/s) is 68 % of an A10G (600 GB/s); a T4 or L4 (~300 GB/s) would
+    // be over 80 %. No A10G node in the cluster: conditional, apart.
+    let o = g.if_added.as_ref().expect("the A10G, conditional");
+    assert_eq!(o.gpu_type, "A10G");
+    let by_hand = (3.0 * 2.5 - 1.006) * 730.0;
+    assert!((o.saving_usd_per_month - by_hand).abs() < 0.01, "{o:?}");
+    assert!(o.needs.starts_with("a node pool of A10G in the cluster"));
+    // Placement: the group's $3,650 and the embedder's MIG slice.
+    let placement = (3.0 * 2.5 - 2.5) * 730.0 + 4.0 * 6.0 / 7.0 * 730.0;
+    assert!((r.placement_saving_usd_per_month - placement).abs() < 0.01);
     // Each member keeps its own advice beside the group's.
     assert!(kinds(find(r, "classifier")).contains(&"mig"));
     // A100s have no GPM: the classifier's limit is not guessed.
