@@ -4,13 +4,13 @@
 //! functions the exporter's DCGM reader calls (`dcgmInit`, `dcgmConnect_v2`,
 //! groups, field groups, watches, `dcgmEntitiesGetLatestValues`,
 //! `dcgmProfGetSupportedMetricGroups`, ...), with DCGM 4's structures and
-//! version words. Values come from the NVML simulator's scenario file
+//! version words (the `gpuscale-dcgm-abi` crate, which the reader uses
+//! too). Values come from the NVML simulator's scenario file
 //! (`GPUSCALE_SIM_SCENARIO`): the GPUs' `load` curves and the `dcgm:`
 //! section (docs/scenario.md). In standalone mode it connects to a host
 //! engine over TCP: [`hostengine::HostEngine`] (and the `nv-hostengine-sim`
 //! binary) is that peer, which can stop, come back or hang.
 
-pub mod abi;
 pub mod ffi;
 pub mod hostengine;
 mod state;

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gpuscale_nvml_sim::scenario::{self, Scenario};
 
-use crate::abi::*;
+use gpuscale_dcgm_abi::*;
 
 /// Environment variable naming the scenario file (the NVML simulator's).
 pub const ENV_SCENARIO: &str = "GPUSCALE_SIM_SCENARIO";

@@ -3,7 +3,7 @@
 
 use gpuscale_nvml_sim::scenario::{DcgmField, Gpu, MigInstance, Scenario};
 
-use crate::abi::*;
+use gpuscale_dcgm_abi::*;
 
 /// Entity ids of GPU and compute instances: `gpu * 8 + slot`, as DCGM
 /// numbers them (`DCGM_MAX_INSTANCES_PER_GPU`).

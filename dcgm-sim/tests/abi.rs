@@ -2,10 +2,11 @@
 //! dlopen, versioned structures, a host engine that goes away.
 #![allow(clippy::unwrap_used)]
 
-use std::ffi::{CStr, c_char};
+use std::ffi::CStr;
 use std::path::PathBuf;
 
-use gpuscale_dcgm_sim::abi::*;
+use gpuscale_dcgm_abi::functions as c;
+use gpuscale_dcgm_abi::*;
 use gpuscale_dcgm_sim::hostengine::HostEngine;
 use libloading::{Library, Symbol};
 
@@ -23,19 +24,6 @@ fn lib_path() -> PathBuf {
         exe.display()
     );
 }
-
-type Connect = unsafe extern "C" fn(*const c_char, *mut dcgmConnectV2Params_v2, *mut usize) -> i32;
-type Devices = unsafe extern "C" fn(usize, *mut u32, *mut i32) -> i32;
-type Groups = unsafe extern "C" fn(usize, *mut dcgmProfGetMetricGroups_v3) -> i32;
-type Latest = unsafe extern "C" fn(
-    usize,
-    *const dcgmGroupEntityPair_t,
-    u32,
-    *const u16,
-    u32,
-    u32,
-    *mut dcgmFieldValue_v2,
-) -> i32;
 
 fn params(version: u32) -> dcgmConnectV2Params_v2 {
     dcgmConnectV2Params_v2 {
@@ -58,13 +46,15 @@ fn a_client_connects_reads_the_pre_hopper_node_and_sees_the_host_engine_go() {
     let lib = unsafe { Library::new(lib_path()) }.unwrap();
     // SAFETY: each symbol is the DCGM function with the declared signature.
     unsafe {
-        let init: Symbol<unsafe extern "C" fn() -> i32> = lib.get(b"dcgmInit\0").unwrap();
-        let connect: Symbol<Connect> = lib.get(b"dcgmConnect_v2\0").unwrap();
-        let devices: Symbol<Devices> = lib.get(b"dcgmGetAllSupportedDevices\0").unwrap();
-        let groups: Symbol<Groups> = lib.get(b"dcgmProfGetSupportedMetricGroups\0").unwrap();
-        let latest: Symbol<Latest> = lib.get(b"dcgmEntitiesGetLatestValues\0").unwrap();
-        let error: Symbol<unsafe extern "C" fn(i32) -> *const c_char> =
-            lib.get(b"errorString\0").unwrap();
+        let init: Symbol<c::dcgmInit> = lib.get(b"dcgmInit\0").unwrap();
+        let connect: Symbol<c::dcgmConnect_v2> = lib.get(b"dcgmConnect_v2\0").unwrap();
+        let devices: Symbol<c::dcgmGetAllSupportedDevices> =
+            lib.get(b"dcgmGetAllSupportedDevices\0").unwrap();
+        let groups: Symbol<c::dcgmProfGetSupportedMetricGroups> =
+            lib.get(b"dcgmProfGetSupportedMetricGroups\0").unwrap();
+        let latest: Symbol<c::dcgmEntitiesGetLatestValues> =
+            lib.get(b"dcgmEntitiesGetLatestValues\0").unwrap();
+        let error: Symbol<c::errorString> = lib.get(b"errorString\0").unwrap();
         assert_eq!(init(), DCGM_ST_OK);
         let engine = HostEngine::start("127.0.0.1:0").unwrap();
         let addr = std::ffi::CString::new(engine.addr().to_string()).unwrap();

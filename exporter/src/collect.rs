@@ -196,6 +196,7 @@ impl Loop {
                 ..Collected::default()
             };
             self.reader.lost.clear();
+            prepare_all(&mut list, nvml, (&gpus, &migs), &mut self.reader);
             for c in list.iter_mut() {
                 let mut cx = Ctx {
                     nvml,
@@ -458,6 +459,30 @@ impl Loop {
             dcgm::write(&mut text, &input, opts, format);
         }
         encode::finish(text, format)
+    }
+}
+
+/// Lets every collector start what runs beside the cycle (the DCGM read);
+/// a panic there is logged and costs nothing else.
+fn prepare_all<'n>(
+    list: &mut [Running<'n>],
+    nvml: &'n Nvml,
+    (gpus, migs): (&[Gpu<'n>], &[MigDev<'n>]),
+    reader: &mut Reader,
+) {
+    let cx = Ctx {
+        nvml,
+        gpus,
+        migs,
+        reader,
+    };
+    for c in list.iter_mut() {
+        if catch_unwind(AssertUnwindSafe(|| c.collector.prepare(&cx))).is_err() {
+            error!(
+                collector = c.spec.name,
+                "collector panicked while preparing"
+            );
+        }
     }
 }
 

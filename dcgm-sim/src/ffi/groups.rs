@@ -5,9 +5,9 @@ use std::ffi::c_char;
 use gpuscale_nvml_sim::scenario::DcgmField;
 
 use super::{R, get_str, guard, put};
-use crate::abi::*;
 use crate::state::{self, lock};
 use crate::values::{self, PER_GPU};
+use gpuscale_dcgm_abi::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dcgmGetAllSupportedDevices(

@@ -15,8 +15,8 @@
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::abi::*;
 use crate::state;
+use gpuscale_dcgm_abi::*;
 
 pub mod groups;
 pub mod values;
@@ -134,3 +134,24 @@ pub extern "C" fn errorString(result: dcgmReturn_t) -> *const c_char {
     };
     s.as_ptr()
 }
+
+// Every exported function has the C signature the reader calls it through
+// (`gpuscale_dcgm_abi::functions`): a mismatch fails the build.
+const _: () = {
+    use gpuscale_dcgm_abi::functions as c;
+    let _: c::dcgmInit = dcgmInit;
+    let _: c::dcgmShutdown = dcgmShutdown;
+    let _: c::dcgmConnect_v2 = dcgmConnect_v2;
+    let _: c::dcgmDisconnect = dcgmDisconnect;
+    let _: c::errorString = errorString;
+    let _: c::dcgmGetAllSupportedDevices = groups::dcgmGetAllSupportedDevices;
+    let _: c::dcgmGetGpuInstanceHierarchy = groups::dcgmGetGpuInstanceHierarchy;
+    let _: c::dcgmGroupCreate = groups::dcgmGroupCreate;
+    let _: c::dcgmGroupAddEntity = groups::dcgmGroupAddEntity;
+    let _: c::dcgmGroupDestroy = groups::dcgmGroupDestroy;
+    let _: c::dcgmFieldGroupCreate = groups::dcgmFieldGroupCreate;
+    let _: c::dcgmFieldGroupDestroy = groups::dcgmFieldGroupDestroy;
+    let _: c::dcgmWatchFields = groups::dcgmWatchFields;
+    let _: c::dcgmProfGetSupportedMetricGroups = groups::dcgmProfGetSupportedMetricGroups;
+    let _: c::dcgmEntitiesGetLatestValues = values::dcgmEntitiesGetLatestValues;
+};

@@ -1,9 +1,9 @@
 //! Reading field values.
 
 use super::guard;
-use crate::abi::*;
 use crate::state::{self, lock};
 use crate::values::{self, Reading};
+use gpuscale_dcgm_abi::*;
 
 /// Fills `values[e * fieldCount + f]` for every entity and field: the
 /// value of a watched field (a blank where the scenario has none), status

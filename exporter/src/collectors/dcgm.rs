@@ -1,12 +1,13 @@
-//! The `dcgm` collector: serves what the DCGM reader last read for the GPUs
-//! and MIG instances without GPM, under the GPM collector's families, and
-//! says where each GPU's activity comes from. Makes no DCGM call itself.
+//! The `dcgm` collector: asks the DCGM reader for a read of the GPUs and
+//! MIG instances without GPM as the cycle starts, serves that read under
+//! the GPM collector's families, and says where each GPU's activity comes
+//! from. Makes no DCGM call itself.
 
 use std::sync::Arc;
 
 use super::gpm;
 use super::{Collector, Ctx, Spec};
-use crate::dcgm::{Activity, Key, Reader, View, Wanted};
+use crate::dcgm::{Activity, Key, Pending, Reader, View, Wanted};
 use crate::metrics::{Collected, Desc, Family, Subject};
 
 pub const SPEC: Spec = Spec {
@@ -28,6 +29,7 @@ pub const SPEC: Spec = Spec {
     build: |_, setup| {
         Box::new(Dcgm {
             reader: setup.dcgm.clone(),
+            pending: None,
         })
     },
 };
@@ -53,6 +55,8 @@ pub const LEFT_OUT: Desc = Desc::gauge(
 
 pub struct Dcgm {
     reader: Option<Reader>,
+    /// The read this cycle asked for in `prepare`.
+    pending: Option<Pending>,
 }
 
 /// The GPU families in the order of `super::FIELDS`.
@@ -73,22 +77,15 @@ const MIG: [Option<&Desc>; 5] = [
 ];
 
 impl<'n> Collector<'n> for Dcgm {
+    fn prepare(&mut self, cx: &Ctx<'_, 'n>) {
+        self.pending = self.reader.as_ref().map(|r| r.ask(wanted(cx)));
+    }
+
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
-        let mut wanted = Wanted::default();
-        for g in cx.gpus.iter().filter(|g| !g.gpm) {
-            wanted.0.insert(Key::Gpu(g.id.uuid.clone()));
-        }
-        for m in cx.migs {
-            let parent_gpm = cx.gpus.iter().any(|g| g.id == m.id.gpu && g.gpm);
-            if !parent_gpm {
-                wanted
-                    .0
-                    .insert(Key::Mig(m.id.gpu.uuid.clone(), m.id.gpu_instance_id));
-            }
-        }
-        let view = match &self.reader {
-            Some(r) => r.exchange(wanted),
-            None => View::default(),
+        let view = match (&self.reader, self.pending.take()) {
+            (Some(r), Some(p)) => r.answer(p),
+            (Some(r), None) => r.answer(r.ask(wanted(cx))),
+            (None, _) => View::default(),
         };
         out.families.extend(activity(cx, &view));
         out.families.push(sources(cx, &view));
@@ -96,6 +93,23 @@ impl<'n> Collector<'n> for Dcgm {
             out.families.extend(own(&view));
         }
     }
+}
+
+/// The GPUs and MIG instances without GPM.
+fn wanted(cx: &Ctx<'_, '_>) -> Wanted {
+    let mut wanted = Wanted::default();
+    for g in cx.gpus.iter().filter(|g| !g.gpm) {
+        wanted.0.insert(Key::Gpu(g.id.uuid.clone()));
+    }
+    for m in cx.migs {
+        let parent_gpm = cx.gpus.iter().any(|g| g.id == m.id.gpu && g.gpm);
+        if !parent_gpm {
+            wanted
+                .0
+                .insert(Key::Mig(m.id.gpu.uuid.clone(), m.id.gpu_instance_id));
+        }
+    }
+    wanted
 }
 
 fn push(fam: &mut Family, subject: Subject, value: Option<f64>) {

@@ -59,6 +59,9 @@ pub struct Ctx<'a, 'n> {
 }
 
 pub trait Collector<'n> {
+    /// Called for every collector before any collects: starts what runs
+    /// elsewhere while the cycle's NVML reads go on (the DCGM read).
+    fn prepare(&mut self, _cx: &Ctx<'_, 'n>) {}
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected);
 }
 
@@ -155,6 +158,10 @@ struct Trimmed<'n> {
 }
 
 impl<'n> Collector<'n> for Trimmed<'n> {
+    fn prepare(&mut self, cx: &Ctx<'_, 'n>) {
+        self.inner.prepare(cx);
+    }
+
     fn collect(&mut self, cx: &mut Ctx<'_, 'n>, out: &mut Collected) {
         let from = out.families.len();
         self.inner.collect(cx, out);

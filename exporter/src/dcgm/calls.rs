@@ -2,12 +2,14 @@
 
 use std::ffi::CString;
 
-use super::ffi::*;
+use gpuscale_dcgm_abi::*;
+
+use super::ffi::{Dcgm, Error, Handle};
 
 /// A GPU instance (MIG) as DCGM lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
-    pub entity: EntityPair,
+    pub entity: dcgmGroupEntityPair_t,
     pub gpu_uuid: String,
     /// NVML's GPU instance id within the GPU.
     pub gpu_instance_id: u32,
@@ -43,8 +45,8 @@ impl Dcgm {
     /// Standalone mode: a TCP connection to `address` (`host:port`).
     pub fn connect(&self, address: &str, timeout_ms: u32) -> Result<Handle, Error> {
         let addr = cstring("dcgmConnect_v2", address)?;
-        let mut params = ConnectV2Params {
-            version: CONNECT_V2_PARAMS_VERSION2,
+        let mut params = dcgmConnectV2Params_v2 {
+            version: dcgmConnectV2Params_version2,
             persistAfterDisconnect: 0,
             timeoutMs: timeout_ms,
             addressIsUnixSocket: 0,
@@ -62,28 +64,30 @@ impl Dcgm {
     }
 
     pub fn devices(&self, h: Handle) -> Result<Vec<u32>, Error> {
-        let mut ids = [0u32; MAX_NUM_DEVICES];
+        let mut ids = [0u32; DCGM_MAX_NUM_DEVICES];
         let mut count = 0i32;
         // SAFETY: an array of DCGM_MAX_NUM_DEVICES entries and an out-pointer.
         let rc = unsafe { (self.devices)(h, ids.as_mut_ptr(), &mut count) };
         self.check("dcgmGetAllSupportedDevices", rc)?;
-        let n = usize::try_from(count).unwrap_or(0).min(MAX_NUM_DEVICES);
+        let n = usize::try_from(count)
+            .unwrap_or(0)
+            .min(DCGM_MAX_NUM_DEVICES);
         Ok(ids[..n].to_vec())
     }
 
     /// The GPU instances (MIG) DCGM knows, with their GPU's UUID.
     pub fn instances(&self, h: Handle) -> Result<Vec<Instance>, Error> {
-        // SAFETY: all-zero bytes are a valid MigHierarchyV2 (integers and
+        // SAFETY: all-zero bytes are a valid dcgmMigHierarchy_v2 (integers and
         // byte arrays only).
-        let mut hier: Box<MigHierarchyV2> = unsafe { Box::new_zeroed().assume_init() };
-        hier.version = MIG_HIERARCHY_VERSION2;
+        let mut hier: Box<dcgmMigHierarchy_v2> = unsafe { Box::new_zeroed().assume_init() };
+        hier.version = dcgmMigHierarchy_version2;
         // SAFETY: a versioned struct, live and writable for the call.
         let rc = unsafe { (self.hierarchy)(h, &mut *hier) };
         self.check("dcgmGetGpuInstanceHierarchy", rc)?;
         let n = (hier.count as usize).min(hier.entityList.len());
         Ok(hier.entityList[..n]
             .iter()
-            .filter(|e| e.entity.group == FE_GPU_I)
+            .filter(|e| e.entity.entityGroupId == DCGM_FE_GPU_I)
             .map(|e| {
                 let bytes: Vec<u8> = e.info.gpuUuid.iter().map(|&c| c as u8).collect();
                 let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
@@ -100,13 +104,18 @@ impl Dcgm {
         let name = cstring("dcgmGroupCreate", name)?;
         let mut id = 0usize;
         // SAFETY: a NUL-terminated name and an out-pointer.
-        let rc = unsafe { (self.group_create)(h, GROUP_EMPTY, name.as_ptr(), &mut id) };
+        let rc = unsafe { (self.group_create)(h, DCGM_GROUP_EMPTY, name.as_ptr(), &mut id) };
         self.check("dcgmGroupCreate", rc).map(|()| id)
     }
 
-    pub fn group_add(&self, h: Handle, group: usize, e: EntityPair) -> Result<(), Error> {
+    pub fn group_add(
+        &self,
+        h: Handle,
+        group: usize,
+        e: dcgmGroupEntityPair_t,
+    ) -> Result<(), Error> {
         // SAFETY: plain values.
-        let rc = unsafe { (self.group_add)(h, group, e.group, e.id) };
+        let rc = unsafe { (self.group_add)(h, group, e.entityGroupId, e.entityId) };
         self.check("dcgmGroupAddEntity", rc)
     }
 
@@ -144,11 +153,11 @@ impl Dcgm {
     pub fn latest(
         &self,
         h: Handle,
-        entities: &[EntityPair],
+        entities: &[dcgmGroupEntityPair_t],
         fields: &[u16],
         flags: u32,
-    ) -> Result<Vec<FieldValueV2>, Error> {
-        let mut out = vec![FieldValueV2::ZERO; entities.len() * fields.len()];
+    ) -> Result<Vec<dcgmFieldValue_v2>, Error> {
+        let mut out = vec![dcgmFieldValue_v2::ZERO; entities.len() * fields.len()];
         if out.is_empty() {
             return Ok(out);
         }
@@ -169,9 +178,9 @@ impl Dcgm {
 
     /// The profiling metric groups of GPU `gpu`.
     pub fn metric_groups(&self, h: Handle, gpu: u32) -> Result<Vec<MetricGroup>, Error> {
-        // SAFETY: all-zero bytes are a valid ProfGetMetricGroupsV3.
-        let mut q: Box<ProfGetMetricGroupsV3> = unsafe { Box::new_zeroed().assume_init() };
-        q.version = PROF_GET_METRIC_GROUPS_VERSION3;
+        // SAFETY: all-zero bytes are a valid dcgmProfGetMetricGroups_v3.
+        let mut q: Box<dcgmProfGetMetricGroups_v3> = unsafe { Box::new_zeroed().assume_init() };
+        q.version = dcgmProfGetMetricGroups_version3;
         q.gpuId = gpu;
         // SAFETY: a versioned struct, live and writable for the call.
         let rc = unsafe { (self.prof_groups)(h, &mut *q) };
@@ -182,7 +191,9 @@ impl Dcgm {
             .map(|g| MetricGroup {
                 major: g.majorId,
                 minor: g.minorId,
-                fields: g.fieldIds[..(g.numFieldIds as usize).min(64)].to_vec(),
+                fields: g.fieldIds
+                    [..(g.numFieldIds as usize).min(DCGM_PROF_MAX_FIELD_IDS_PER_GROUP_V2)]
+                    .to_vec(),
             })
             .collect())
     }

@@ -2,12 +2,15 @@
 //! of GPUs without GPM (T4, A10G, A100, L4, L40S) from the node's DCGM host
 //! engine, served under the families the GPM collector serves.
 //!
-//! Every DCGM call runs on the reader's own thread; the collection loop
-//! only swaps what it wants and what was last read under a lock held for
-//! a copy. A host engine that stops answering therefore delays neither
-//! `/metrics` nor the NVML families: once a call has been out longer than
-//! [`Settings::bound`], or the last read is older than that, its values are
-//! dropped and `gpuscale_exporter_dcgm_up` says `timeout`.
+//! Every DCGM call runs on the reader's own thread. Each collection asks it
+//! for one read as the collection starts ([`Reader::ask`]), collects NVML
+//! meanwhile, and serves that read only ([`Reader::answer`]): a read that
+//! failed, or that has not come back within [`Settings::wait`], leaves the
+//! families out of that very collection, so a stopped host engine's values
+//! are gone within one interval and no value older than the collection is
+//! served. While a read is still out, later collections ask nothing and do
+//! not wait: a host engine that stops answering delays neither `/metrics`
+//! nor the NVML families.
 
 pub mod calls;
 pub mod ffi;
@@ -20,7 +23,7 @@ mod worker;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// DCGM's host engine port (`nv-hostengine`, the GPU Operator's `nvidia-dcgm`).
@@ -50,10 +53,16 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The longest a DCGM call may take, and the oldest a read may be, for
-    /// its values to be served: two intervals, 1 s to 10 s.
+    /// The connect timeout given to DCGM: two intervals, 1 s to 10 s.
     pub fn bound(&self) -> Duration {
         (self.interval * 2).clamp(Duration::from_secs(1), Duration::from_secs(10))
+    }
+
+    /// How long a collection waits for the read it asked for (while NVML is
+    /// collected): half the interval, at most 1 s. A read not back by then
+    /// is `timeout`, and its values are never served.
+    pub fn wait(&self) -> Duration {
+        (self.interval / 2).min(Duration::from_secs(1))
     }
 }
 
@@ -83,13 +92,26 @@ pub mod reason {
 #[derive(Debug, Default)]
 struct State {
     wanted: Wanted,
+    /// The last read a collection asked for, and the last one answered.
+    asked: u64,
+    answered: u64,
+    /// The values of read `answered` (none when it failed).
     values: HashMap<Key, Activity>,
-    read_at: Option<Instant>,
-    /// None while connected and reading.
+    /// None while connected and the last read succeeded.
     down: Option<&'static str>,
+    /// Connected, no call out: the next collection may ask for a read.
+    ready: bool,
+    /// When the call now out began.
     in_flight: Option<Instant>,
     /// Fields left out: (field name, reason) -> entities.
     left_out: BTreeMap<(&'static str, &'static str), usize>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a read is asked for and when one is answered.
+    changed: Condvar,
 }
 
 /// What one collection sees.
@@ -101,11 +123,18 @@ pub struct View {
     pub left_out: BTreeMap<(&'static str, &'static str), usize>,
 }
 
+/// A read a collection asked for, or why it asked none.
+#[derive(Debug, Clone, Copy)]
+pub enum Pending {
+    Asked { read: u64, by: Instant },
+    Not(&'static str),
+}
+
 /// The running reader; cheap to clone.
 #[derive(Clone)]
 pub struct Reader {
-    shared: Arc<Mutex<State>>,
-    bound: Duration,
+    shared: Arc<Shared>,
+    wait: Duration,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -115,51 +144,82 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 impl Reader {
     /// Starts the reader's thread; it stops when `stop` is set.
     pub fn spawn(settings: Settings, stop: Arc<AtomicBool>) -> Reader {
-        let shared = Arc::new(Mutex::new(State {
-            down: Some(reason::STARTING),
-            ..State::default()
-        }));
+        let shared = Arc::new(Shared::default());
+        lock(&shared.state).down = Some(reason::STARTING);
         let reader = Reader {
             shared: shared.clone(),
-            bound: settings.bound(),
+            wait: settings.wait(),
         };
         let spawned = std::thread::Builder::new()
             .name("dcgm".into())
             .spawn(move || worker::run(&settings, &shared, &stop));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the DCGM reader thread");
-            lock(&reader.shared).down = Some(reason::ERROR);
+            lock(&reader.shared.state).down = Some(reason::ERROR);
         }
         reader
     }
 
-    /// Says what to read from now on; returns what may be served now.
-    pub fn exchange(&self, wanted: Wanted) -> View {
+    /// At the start of a collection: asks for a read of `wanted` now, unless
+    /// the reader is not connected or a read is still out (then says why).
+    pub fn ask(&self, wanted: Wanted) -> Pending {
         let now = Instant::now();
-        let mut s = lock(&self.shared);
+        let mut s = lock(&self.shared.state);
         s.wanted = wanted;
-        let stuck = s
-            .in_flight
-            .is_some_and(|t| now.duration_since(t) > self.bound);
-        let fresh = s
-            .read_at
-            .is_some_and(|t| now.duration_since(t) <= self.bound);
-        let down = match (stuck, s.down) {
-            (true, _) => Some(reason::TIMEOUT),
-            (false, d) => d,
+        if !s.ready {
+            let stuck = s
+                .in_flight
+                .is_some_and(|t| now.duration_since(t) > self.wait);
+            return Pending::Not(match s.down {
+                Some(why) if !stuck => why,
+                _ => reason::TIMEOUT,
+            });
+        }
+        s.ready = false;
+        s.asked += 1;
+        let read = s.asked;
+        drop(s);
+        self.shared.changed.notify_all();
+        Pending::Asked {
+            read,
+            by: now + self.wait,
+        }
+    }
+
+    /// What the collection serves: the read it asked for, waited for until
+    /// its deadline; nothing, and why, when it failed or is late.
+    pub fn answer(&self, pending: Pending) -> View {
+        let (read, by) = match pending {
+            Pending::Asked { read, by } => (read, by),
+            Pending::Not(why) => return down(&lock(&self.shared.state), why),
         };
-        if down.is_some() || !fresh {
-            return View {
-                values: HashMap::new(),
-                down: down.or(Some(reason::TIMEOUT)),
+        let mut s = lock(&self.shared.state);
+        while s.answered < read {
+            let left = by.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return down(&s, reason::TIMEOUT);
+            }
+            s = (self.shared.changed.wait_timeout(s, left))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        match s.down {
+            Some(why) => down(&s, why),
+            None => View {
+                values: s.values.clone(),
+                down: None,
                 left_out: s.left_out.clone(),
-            };
+            },
         }
-        View {
-            values: s.values.clone(),
-            down: None,
-            left_out: s.left_out.clone(),
-        }
+    }
+}
+
+/// Nothing to serve, and why.
+fn down(s: &State, why: &'static str) -> View {
+    View {
+        values: HashMap::new(),
+        down: Some(why),
+        left_out: s.left_out.clone(),
     }
 }
 

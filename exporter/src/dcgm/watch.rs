@@ -9,11 +9,14 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::calls::MetricGroup;
-use super::ffi::{
-    EntityPair, Error, FE_GPU, FI_DEV_UUID, FV_FLAG_LIVE_DATA, Handle, ST_CONNECTION_NOT_VALID,
+use gpuscale_dcgm_abi::{
+    DCGM_FE_GPU, DCGM_FI_DEV_UUID, DCGM_FV_FLAG_LIVE_DATA, DCGM_ST_CONNECTION_NOT_VALID,
+    dcgmGroupEntityPair_t as EntityPair,
 };
+
+use super::ffi::{Error, Handle};
 use super::link::Link;
-use super::{Activity, FIELDS, Key, Wanted, lock};
+use super::{Activity, FIELDS, Key, Wanted};
 
 pub(super) struct Watches {
     pub wanted: Wanted,
@@ -85,7 +88,7 @@ fn plans(
     for (gpu, _) in gpus {
         let groups = match link.call(|l| l.metric_groups(h, *gpu)) {
             Ok(g) => g,
-            Err(e) if e.code == ST_CONNECTION_NOT_VALID => return Err(e),
+            Err(e) if e.code == DCGM_ST_CONNECTION_NOT_VALID => return Err(e),
             Err(e) => {
                 warn!(error = %e, gpu, "DCGM has no profiling metric groups for this GPU");
                 Vec::new()
@@ -126,7 +129,7 @@ impl Watches {
         };
         if w.wanted.0.is_empty() {
             // Every GPU has GPM (or none is there): DCGM is asked nothing.
-            lock(link.shared).left_out.clear();
+            link.state().left_out.clear();
             return Ok(w);
         }
         let gpus = w.find_gpus(link, h)?;
@@ -150,7 +153,7 @@ impl Watches {
                 w.watch(link, h, target, list, every_us, &mut left_out)?;
             }
         }
-        lock(link.shared).left_out = left_out;
+        link.state().left_out = left_out;
         Ok(w)
     }
 
@@ -192,7 +195,7 @@ impl Watches {
                 }
                 Ok(())
             }
-            Err(e) if e.code == ST_CONNECTION_NOT_VALID => Err(e),
+            Err(e) if e.code == DCGM_ST_CONNECTION_NOT_VALID => Err(e),
             Err(e) => {
                 let names: Vec<&str> = list.iter().map(|&f| name_of(f)).collect();
                 warn!(error = %e, fields = ?names, "DCGM refused to watch these fields; they are left out");
@@ -209,15 +212,19 @@ impl Watches {
         let ids = link.call(|l| l.devices(h))?;
         let pairs: Vec<EntityPair> = ids
             .iter()
-            .map(|&id| EntityPair { group: FE_GPU, id })
+            .map(|&id| EntityPair {
+                entityGroupId: DCGM_FE_GPU,
+                entityId: id,
+            })
             .collect();
-        let uuids = link.call(|l| l.latest(h, &pairs, &[FI_DEV_UUID], FV_FLAG_LIVE_DATA))?;
+        let uuids =
+            link.call(|l| l.latest(h, &pairs, &[DCGM_FI_DEV_UUID], DCGM_FV_FLAG_LIVE_DATA))?;
         let mut found = Vec::new();
         for (pair, v) in pairs.iter().zip(uuids) {
             let Some(uuid) = v.text() else { continue };
             let key = Key::Gpu(Arc::from(uuid.as_str()));
             if let (true, Key::Gpu(u)) = (self.wanted.0.contains(&key), &key) {
-                found.push((pair.id, u.clone()));
+                found.push((pair.entityId, u.clone()));
                 self.keys.insert(*pair, key);
                 self.entities.push(*pair);
             }
@@ -246,8 +253,8 @@ impl Watches {
             .iter()
             .filter_map(|id| {
                 match self.keys.get(&EntityPair {
-                    group: FE_GPU,
-                    id: *id,
+                    entityGroupId: DCGM_FE_GPU,
+                    entityId: *id,
                 }) {
                     Some(Key::Gpu(u)) => Some(u),
                     _ => None,
@@ -273,8 +280,8 @@ impl Watches {
         let values = link.call(|l| l.latest(h, &self.entities, &self.fields, 0))?;
         for v in values {
             let pair = EntityPair {
-                group: v.entityGroupId,
-                id: v.entityId,
+                entityGroupId: v.entityGroupId,
+                entityId: v.entityId,
             };
             let (Some(key), Some(slot)) = (
                 self.keys.get(&pair),

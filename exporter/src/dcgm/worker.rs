@@ -1,32 +1,38 @@
-//! The reader's thread: load the library, connect, watch, read on the
-//! interval; on any failure drop the values, say why and reconnect with
-//! backoff. Every call is timed into the shared state, so the collection
-//! loop sees a call that does not come back.
+//! The reader's thread: load the library, connect, then read whenever a
+//! collection asks (watching what it wants first); on any failure drop the
+//! values, answer the read with why and reconnect with backoff. Every call
+//! is timed into the shared state, so the collection loop sees a call that
+//! does not come back.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use tracing::{info, warn};
 
-use super::ffi::{Dcgm, Error, Handle, ST_CONNECTION_NOT_VALID};
+use gpuscale_dcgm_abi::{DCGM_ST_CONNECTION_NOT_VALID, DCGM_ST_TIMEOUT};
+
+use super::ffi::{Dcgm, Error, Handle};
 use super::link::Link;
 use super::watch::Watches;
-use super::{Settings, State, lock, reason};
+use super::{Activity, Key, Settings, Shared, Wanted, lock, reason};
 use crate::backoff::Backoff;
 use crate::clock::sleep_unless_stopped;
 
 /// How often a missing library is looked for again (without a log line).
 const RELOAD: Duration = Duration::from_secs(60);
+/// How often a reader waiting for a collection looks at the stop switch.
+const POLL: Duration = Duration::from_millis(100);
 
-pub(super) fn set_down(shared: &Mutex<State>, why: &'static str) {
-    let mut s = lock(shared);
+pub(super) fn set_down(shared: &Shared, why: &'static str) {
+    let mut s = lock(&shared.state);
     s.down = Some(why);
     s.values.clear();
-    s.read_at = None;
+    s.ready = false;
 }
 
-pub(super) fn run(settings: &Settings, shared: &Arc<Mutex<State>>, stop: &AtomicBool) {
+pub(super) fn run(settings: &Settings, shared: &Arc<Shared>, stop: &AtomicBool) {
     let Some(lib) = load(settings, shared, stop) else {
         return;
     };
@@ -64,7 +70,7 @@ fn sleep(d: Duration, stop: &AtomicBool) -> bool {
 }
 
 /// Loads the library, saying once why it cannot; looks again every minute.
-fn load(settings: &Settings, shared: &Mutex<State>, stop: &AtomicBool) -> Option<Dcgm> {
+fn load(settings: &Settings, shared: &Shared, stop: &AtomicBool) -> Option<Dcgm> {
     let mut told = false;
     loop {
         match Dcgm::load(&settings.lib) {
@@ -105,6 +111,8 @@ fn connected(
     why
 }
 
+/// Answers each read a collection asks for until one fails (returns why)
+/// or the reader is stopped.
 fn read_loop(
     settings: &Settings,
     link: &Link<'_>,
@@ -113,44 +121,86 @@ fn read_loop(
     backoff: &mut Backoff,
 ) -> &'static str {
     let mut watches: Option<Watches> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let started = Instant::now();
-        let wanted = lock(link.shared).wanted.clone();
-        if watches.as_ref().is_none_or(|w| w.wanted != wanted) {
-            if let Some(old) = watches.take() {
-                old.remove(link, h);
-            }
-            match Watches::set(link, h, wanted, settings.interval) {
-                Ok(w) => watches = Some(w),
-                Err(e) => return classify(&e, reason::ERROR),
-            }
-        }
-        let Some(w) = watches.as_ref() else {
-            continue;
-        };
-        match w.read(link, h) {
+    while let Some((read, wanted)) = next_ask(link.shared, stop) {
+        match read_once(settings, link, h, &mut watches, wanted) {
             Ok(values) => {
-                let mut s = lock(link.shared);
-                s.values = values;
-                s.read_at = Some(Instant::now());
-                s.down = None;
+                answer(link.shared, read, Ok(values));
                 backoff.reset();
             }
-            Err(e) => return classify(&e, reason::ERROR),
-        }
-        let next = settings.interval.saturating_sub(started.elapsed());
-        if !sleep(next, stop) {
-            break;
+            Err(e) => {
+                let why = classify(&e, reason::ERROR);
+                answer(link.shared, read, Err(why));
+                return why;
+            }
         }
     }
     reason::STARTING
 }
 
+/// Waits, connected and ready, until a collection asks for a read: its
+/// number and what to read. None once stopped.
+fn next_ask(shared: &Shared, stop: &AtomicBool) -> Option<(u64, Wanted)> {
+    let mut s = lock(&shared.state);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            s.ready = false;
+            return None;
+        }
+        if s.asked > s.answered {
+            return Some((s.asked, s.wanted.clone()));
+        }
+        s.ready = true;
+        s = (shared.changed.wait_timeout(s, POLL))
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+}
+
+/// One read: the watches set again first when the wanted entities changed.
+fn read_once(
+    settings: &Settings,
+    link: &Link<'_>,
+    h: Handle,
+    watches: &mut Option<Watches>,
+    wanted: Wanted,
+) -> Result<HashMap<Key, Activity>, Error> {
+    if watches.as_ref().is_none_or(|w| w.wanted != wanted) {
+        if let Some(old) = watches.take() {
+            old.remove(link, h);
+        }
+        *watches = Some(Watches::set(link, h, wanted, settings.interval)?);
+    }
+    match watches {
+        Some(w) => w.read(link, h),
+        None => Ok(HashMap::new()),
+    }
+}
+
+/// Answers read `read`: its values (ready for the next), or why it failed.
+fn answer(shared: &Shared, read: u64, result: Result<HashMap<Key, Activity>, &'static str>) {
+    let mut s = lock(&shared.state);
+    s.answered = read;
+    match result {
+        Ok(values) => {
+            s.values = values;
+            s.down = None;
+            s.ready = true;
+        }
+        Err(why) => {
+            s.values.clear();
+            s.down = Some(why);
+            s.ready = false;
+        }
+    }
+    drop(s);
+    shared.changed.notify_all();
+}
+
 /// A lost connection, or `otherwise`; logged with DCGM's message.
 fn classify(e: &Error, otherwise: &'static str) -> &'static str {
     let why = match e.code {
-        ST_CONNECTION_NOT_VALID if otherwise != reason::CONNECT => reason::LOST,
-        -11 => reason::TIMEOUT,
+        DCGM_ST_CONNECTION_NOT_VALID if otherwise != reason::CONNECT => reason::LOST,
+        DCGM_ST_TIMEOUT => reason::TIMEOUT,
         _ => otherwise,
     };
     warn!(error = %e, reason = why, "DCGM call failed");

@@ -1,11 +1,17 @@
-//! The parts of DCGM's C ABI (`dcgm_structs.h`, `dcgm_fields.h`, DCGM 4)
-//! the simulator implements: return codes, entity groups, blank values and
-//! the structures with their version words. The sizes are asserted below
-//! against the header's layout, so a field out of place fails the build.
+//! The parts of DCGM 4's C ABI (`dcgm_structs.h`, `dcgm_fields.h`,
+//! `dcgm_agent.h`) that the exporter's DCGM reader calls and the DCGM
+//! simulator implements, declared once for both: return codes, entity
+//! groups, blank values, the structures with their version words
+//! ([`functions`]: the functions' C signatures). The sizes are asserted
+//! below against the header's layout, so a field out of place fails the
+//! build of both sides.
 
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 
 use std::ffi::c_char;
+
+pub mod functions;
+mod value;
 
 pub type dcgmReturn_t = i32;
 pub type dcgmHandle_t = usize;
@@ -49,9 +55,14 @@ pub const DCGM_FT_DOUBLE: u16 = b'd' as u16;
 pub const DCGM_FT_INT64: u16 = b'i' as u16;
 pub const DCGM_FT_STRING: u16 = b's' as u16;
 
+/// `DCGM_FP64_BLANK`: this and every value above it is no value
+/// (`DCGM_FP64_IS_BLANK`); likewise for the integer blanks.
 pub const DCGM_FP64_BLANK: f64 = 140737488355328.0;
 pub const DCGM_INT64_BLANK: i64 = 0x7ffffffffffffff0;
 pub const DCGM_INT32_BLANK: i64 = 0x7ffffff0;
+
+/// `DCGM_FV_FLAG_LIVE_DATA`: read the value now, watched or not.
+pub const DCGM_FV_FLAG_LIVE_DATA: u32 = 1;
 
 /// `DCGM_FI_DEV_UUID`.
 pub const DCGM_FI_DEV_UUID: u16 = 54;
@@ -72,7 +83,7 @@ pub struct dcgmConnectV2Params_v2 {
 pub const dcgmConnectV2Params_version2: u32 = version(size_of::<dcgmConnectV2Params_v2>(), 2);
 
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct dcgmGroupEntityPair_t {
     pub entityGroupId: u32,
     pub entityId: u32,
