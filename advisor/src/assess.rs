@@ -84,6 +84,8 @@ pub struct Assessment {
     pub preemptions: Option<f64>,
     /// vLLM requests waiting p95 (the busiest pod).
     pub requests_waiting_p95: Option<f64>,
+    /// Its serving queue on the range's first and last day.
+    pub queue: Option<crate::history::Queue>,
     /// Judged too small (a `too_small` recommendation says what to).
     pub too_small: bool,
     pub sm_active_p95: Option<f64>,
@@ -367,6 +369,14 @@ fn placement(h: &History, p: &Policy, key: &Key, f: &Facts) -> (String, String, 
     (tier, source, pool)
 }
 
+/// GPUs it holds now: MIG instances and time-sliced GPUs as fractions.
+fn gpus_now(h: &History, f: &Facts) -> f64 {
+    f.devices_now
+        .iter()
+        .map(|(id, own)| gpu_share(h, id).unwrap_or(0.0) * own)
+        .sum()
+}
+
 /// The facts of one workload, judged.
 pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Facts) -> Assessment {
     let mut notes = Vec::new();
@@ -402,11 +412,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         tier,
         tier_source,
         node_pool,
-        gpus_now: f
-            .devices_now
-            .iter()
-            .map(|(id, own)| gpu_share(h, id).unwrap_or(0.0) * own)
-            .sum(),
+        gpus_now: gpus_now(h, f),
         devices_now: f.devices_now.len(),
         gpu_type: gpu.map(|g| g.name.clone()),
         mig_profile: devices.iter().find_map(|d| d.profile.clone()),
@@ -422,6 +428,7 @@ pub fn assess(h: &History, tables: &Tables, policy: &Policy, key: &Key, f: &Fact
         kv_usage_p99: f.kv.as_ref().and_then(|k| k.usage_p99),
         preemptions: f.kv.as_ref().and_then(|k| k.preemptions),
         requests_waiting_p95: f.kv.as_ref().and_then(|k| k.waiting_p95),
+        queue: f.queue.clone(),
         too_small: false,
         sm_active_p95: f.sm_active_p95,
         tensor_active_p95: f.tensor_active_p95,

@@ -13,8 +13,10 @@ use crate::prom::{Prometheus, Sample};
 mod coverage;
 mod moves;
 mod placement;
+mod queue;
 mod serving;
 
+pub use queue::Queue;
 pub use serving::Kv;
 
 /// The labels that name a workload (the pod mapper's owner walk).
@@ -133,6 +135,8 @@ pub struct Facts {
     /// Where it ran before its latest placement, if it moved: its facts
     /// are then the latest placement's alone.
     pub moved: Option<String>,
+    /// Its serving queue on the range's first and last day.
+    pub queue: Option<Queue>,
 }
 
 /// Everything the advisor read.
@@ -300,6 +304,7 @@ impl History {
         h.read_coverage(p, w)?;
         h.read_placement(p, w)?;
         h.read_serving(p, w)?;
+        h.read_queue(p, w)?;
         Ok(h)
     }
 

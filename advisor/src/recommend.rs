@@ -288,6 +288,7 @@ mod tests {
             kv_usage_p99: None,
             preemptions: None,
             requests_waiting_p95: None,
+            queue: None,
             too_small: false,
             gpus_now: 1.0,
             devices_now: 1,

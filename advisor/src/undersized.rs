@@ -8,9 +8,30 @@ use crate::thresholds as t;
 
 /// KV-cache use p99 at or over this: requests wait for blocks.
 pub const KV_FULL: f64 = 0.95;
-/// Utilization p95 at or over this with requests waiting: the GPU is at
-/// its ceiling and the queue grows.
+/// Utilization p95 at or over this with a rising queue: the GPU is at
+/// its ceiling and more of it will not come from the same GPU.
 pub const BUSY: f64 = 0.95;
+/// A queue is rising when its last day is at least this many times its
+/// first day...
+pub const QUEUE_GROWTH: f64 = 2.0;
+/// ...and at least this: half a second a request (under it a queue is
+/// noise beside an LLM request's seconds), or one request waiting.
+pub const QUEUE_TIME_FLOOR_S: f64 = 0.5;
+pub const QUEUE_WAITING_FLOOR: f64 = 1.0;
+
+/// "queue time rose from ..." when the queue rose over the range.
+fn rising(q: &crate::history::Queue) -> Option<String> {
+    let (floor, what, unit) = match q.unit {
+        "seconds" => (QUEUE_TIME_FLOOR_S, "mean queue time", " s a request"),
+        _ => (QUEUE_WAITING_FLOOR, "mean requests waiting", ""),
+    };
+    (q.last_day >= floor && q.last_day >= QUEUE_GROWTH * q.first_day).then(|| {
+        format!(
+            "{what} rose from {:.2}{unit} on the range's first day to {:.2}{unit} on its last (>= {QUEUE_GROWTH}x and >= {floor}{unit})",
+            q.first_day, q.last_day
+        )
+    })
+}
 /// Peak VRAM at or over this share of the device (not vLLM, whose peak is
 /// its reservation): the next allocation fails.
 pub const VRAM_FULL: f64 = 0.95;
@@ -31,12 +52,11 @@ fn reasons(a: &Assessment) -> Vec<String> {
             "{n:.0} vLLM preemptions (vllm:num_preemptions_total) in the range"
         ));
     }
-    if let (Some(q), Some(u)) = (a.requests_waiting_p95, a.utilization_p95)
-        && q >= 1.0
+    if let (Some(q), Some(u)) = (a.queue.as_ref().and_then(rising), a.utilization_p95)
         && u >= BUSY
     {
         why.push(format!(
-            "{q:.0} requests waiting at p95 (vllm:num_requests_waiting) with utilization p95 {:.0} % >= {:.0} %",
+            "{q}, with utilization p95 {:.0} % >= {:.0} %",
             u * 100.0,
             BUSY * 100.0
         ));
@@ -113,7 +133,7 @@ pub fn judge(tables: &Tables, a: &mut Assessment) {
     // today's bandwidth) than today; capacity: the peak x 1.2.
     let kv = a.kv_usage_p99.is_some_and(|u| u >= KV_FULL)
         || a.preemptions.is_some_and(|p| p > 0.0)
-        || why.iter().any(|w| w.contains("requests waiting"));
+        || why.iter().any(|w| w.contains(" rose from "));
     let dev = a
         .device_memory_gib
         .unwrap_or(cur.memory_gib)

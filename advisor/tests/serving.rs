@@ -9,9 +9,9 @@
 use gpuscale_advisor::Report;
 use gpuscale_advisor::bottleneck::Bottleneck;
 
-use crate::synth::{A100, Gpu, H100, L4, Vllm, Workload, workload};
 use crate::fleet::spare;
-use crate::week::{find, kinds};
+use crate::synth::{A100, Gpu, H100, L4, Vllm, Workload, workload};
+use crate::week::{RANGE_S, STEP_S, find, kinds};
 
 const H: f64 = 730.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -26,6 +26,8 @@ fn vllm(model: &'static str, kv: (f64, f64), f: f64, blocks: u32) -> Vllm {
         preemptions: (0.0, 0.0),
         new_name: false,
         waiting: (0.0, 0.0),
+        queue_time: (0.0, 0.0),
+        queue_growth: 1.0,
     }
 }
 
@@ -61,17 +63,23 @@ fn fleet() -> Vec<Workload> {
     for w in [&mut decoder, &mut light, &mut dcgm] {
         w.cluster = Some("lab");
     }
-    // Busy all day with requests queueing: its KV cache is not the limit.
+    // Busy all day with a queue that grows eight-fold over the week: its
+    // KV cache is not the limit. The same at a steady queue is not too
+    // small: a queue at the ceiling that does not grow is the load it has.
     let mut busy = workload("queue", "busy-8b", "Deployment", H100,
         (72.04, 72.04), (0.98, 0.5), (0.7, 0.3), (0.3, 0.1), (0.45, 0.2));
+    busy.tokens = Some(((300.0, 50.0), (600.0, 100.0), (2.0, 0.3)));
+    let mut steady = busy.clone();
     let mut v = vllm("meta-llama/Llama-3.1-8B-Instruct", (0.3, 0.1), 0.9, 30_000);
-    v.waiting = (3.0, 0.0);
-    busy.vllm = Some(v);
+    (v.waiting, v.queue_time) = ((3.0, 0.0), (0.3, 0.05));
+    busy.vllm = Some(Vllm { queue_growth: 8.0, ..v.clone() });
+    steady.name = "steady-8b".into();
+    steady.vllm = Some(Vllm { queue_time: (2.0, 0.5), ..v });
     // Node pools of the types their moves go to (a GPU of each).
     let l40s = Gpu { model: "NVIDIA L40S", memory_gib: 44.5, price: 1.861, gpm: false };
     let h200 = Gpu { model: "NVIDIA H200", memory_gib: 139.8, price: 7.91, gpm: true };
     vec![
-        chat, small, big, decoder, light, dcgm, busy,
+        chat, small, big, decoder, light, dcgm, busy, steady,
         spare("l40s", l40s, None, None),
         spare("h200", h200, None, None),
         spare("l40s-lab", l40s, Some("lab"), None),
@@ -80,15 +88,63 @@ fn fleet() -> Vec<Workload> {
 
 #[test]
 fn vllm_is_sized_by_what_it_needs_and_small_gpus_are_called_too_small() {
-    let r = crate::fleet::week(&fleet()).advise();
+    let w = crate::fleet::week(&fleet());
+    let r = w.advise();
     a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(&r);
     an_l4_at_97_percent_kv_is_too_small(&r);
     a_70b_model_without_headroom_is_too_small(&r);
     nvml_only_a100s_get_proxy_classes(&r);
-    a_queue_at_the_ceiling_is_too_small(&r);
+    a_queue_at_the_ceiling_is_too_small(&r, w.end);
 }
 
-fn a_queue_at_the_ceiling_is_too_small(r: &Report) {
+fn busy_8b() -> Workload {
+    fleet()
+        .into_iter()
+        .find(|w| w.name == "busy-8b")
+        .expect("in the fleet")
+}
+
+/// Mean queue time of the first and last day, as Prometheus' ratio of two
+/// `increase(...[1d])` reads it: the samples in the day after its first.
+fn queue_days(w: &Workload, end: i64) -> (f64, f64) {
+    let v = w.vllm.as_ref().expect("vLLM");
+    let ts = crate::synth::times(end, RANGE_S, STEP_S);
+    let span = (ts[0], ts[ts.len() - 1]);
+    let rate = |t: i64| if is_day(t) { 2.0 } else { 0.3 };
+    let q = |t: i64| {
+        if is_day(t) {
+            v.queue_time.0
+        } else {
+            v.queue_time.1
+        }
+    };
+    let mean = |from: i64, to: i64| {
+        let day: Vec<i64> = ts
+            .iter()
+            .copied()
+            .filter(|t| *t > from && *t <= to)
+            .collect();
+        let (sum, n) = day[1..].iter().fold((0.0, 0.0), |(s, n), t| {
+            let r = rate(*t);
+            (
+                s + r * q(*t) * crate::synth::ramp(v.queue_growth, span, *t),
+                n + r,
+            )
+        });
+        sum / n
+    };
+    let day = 86_400;
+    (
+        mean(end - RANGE_S, end - RANGE_S + day),
+        mean(end - day, end),
+    )
+}
+
+fn is_day(t: i64) -> bool {
+    (8..20).contains(&((t % 86_400) / 3600))
+}
+
+fn a_queue_at_the_ceiling_is_too_small(r: &Report, end: i64) {
     let a = find(r, "busy-8b");
     assert!(
         a.too_small,
@@ -100,7 +156,18 @@ fn a_queue_at_the_ceiling_is_too_small(r: &Report) {
         .iter()
         .find(|x| x.kind == "too_small")
         .expect("too small");
-    assert!(t.why.contains("3 requests waiting at p95"), "{}", t.why);
+    // By hand: the mean queue time a request of its first and last day
+    // (the day's queue time over its requests).
+    let (first, last) = queue_days(&busy_8b(), end);
+    let q = a.queue.as_ref().expect("a queue");
+    assert_eq!(q.unit, "seconds");
+    assert!((q.first_day / first - 1.0).abs() < 0.02, "{q:?} vs {first}");
+    assert!((q.last_day / last - 1.0).abs() < 0.02, "{q:?} vs {last}");
+    let rose = format!("mean queue time rose from {:.2} s a request", q.first_day);
+    assert!(t.why.contains(&rose), "{} lacks {rose}", t.why);
+    // Steady: 2 s a request all week, at the same ceiling: not too small.
+    let s = find(r, "steady-8b");
+    assert!(!s.too_small, "{:?}", s.queue);
     // 1.2 x 74.5 GiB (the table's H100) = 89.4 GiB at >= 3350 GB/s: an
     // H200 ($7.91) beats two H100s ($8.00).
     assert!(t.action.contains("1 x H200"), "{}", t.action);

@@ -56,6 +56,13 @@ pub struct Vllm {
     pub new_name: bool,
     /// `vllm:num_requests_waiting`.
     pub waiting: Level,
+    /// Seconds a request waits in the queue (`vllm:request_queue_time_seconds`
+    /// histogram's `_sum` and `_count`, at the request rate of `tokens`;
+    /// its `_bucket` series are left out: the advisor reads none).
+    pub queue_time: Level,
+    /// The queue (time and requests waiting) at the range's end over its
+    /// start, in a straight line between (1: steady).
+    pub queue_growth: f64,
 }
 
 /// (day, night) levels.
@@ -261,18 +268,38 @@ fn counter(
     step: i64,
     rate: Level,
 ) {
+    counter_of(fams, name, l, ts, step, |t| at(rate, t));
+}
+
+/// A counter growing at `rate(t)` a second.
+fn counter_of(
+    fams: &mut Vec<Family>,
+    name: &'static str,
+    l: String,
+    ts: &[i64],
+    step: i64,
+    rate: impl Fn(i64) -> f64,
+) {
     let mut total = 0.0;
     let pts = ts
         .iter()
         .enumerate()
         .map(|(i, t)| {
             if i > 0 {
-                total += at(rate, *t) * step as f64;
+                total += rate(*t) * step as f64;
             }
             (*t, total)
         })
         .collect();
     family(fams, name).series.push((l, pts));
+}
+
+/// The queue's factor at `t`: 1 at `start`, `growth` at `end`, linear.
+pub fn ramp(growth: f64, (start, end): (i64, i64), t: i64) -> f64 {
+    if end <= start {
+        return 1.0;
+    }
+    1.0 + (growth - 1.0) * (t - start) as f64 / (end - start) as f64
 }
 
 /// A short name of a GPU model for node names: `h100`, `a100`, `t4`.
@@ -524,14 +551,35 @@ fn add_vllm(
         ],
     );
     gauge(fams, "vllm:cache_config_info", config, ts, |_| 1.0);
-    let q = v.waiting;
+    let (q, g) = (v.waiting, v.queue_growth);
+    let span = (ts[0], ts[ts.len() - 1]);
     gauge(
         fams,
         "vllm:num_requests_waiting",
         served.to_string(),
         ts,
-        |t| at(q, t),
+        |t| at(q, t) * ramp(g, span, t),
     );
+    if let (Some((_, _, rq)), true) = (w.tokens, v.queue_time != (0.0, 0.0)) {
+        let qt = v.queue_time;
+        let l = served.to_string();
+        counter_of(
+            fams,
+            "vllm:request_queue_time_seconds_sum",
+            l.clone(),
+            ts,
+            step,
+            |t| at(rq, t) * at(qt, t) * ramp(g, span, t),
+        );
+        counter_of(
+            fams,
+            "vllm:request_queue_time_seconds_count",
+            l,
+            ts,
+            step,
+            |t| at(rq, t),
+        );
+    }
     counter(
         fams,
         "vllm:num_preemptions_total",
