@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpuscale_e2e::alerts::stack::Prometheus;
+use gpuscale_e2e::exporter::Exporter;
 use serde_json::Value;
 
 fn top(args: &[&str]) -> Value {
@@ -52,18 +53,26 @@ fn gpu_indexes(snap: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
-    let e = crate::once::node();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gpuscale\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-        e.port
-    );
-    let prom = Prometheus::start(dir.path(), &config, gpuscale_e2e::free_port());
+/// The exporter at `port` as a static scrape target.
+fn scrape_configs(port: u16) -> String {
+    format!(
+        "scrape_configs:\n  - job_name: gpuscale\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+    )
+}
+
+/// Waits until `store` (Prometheus or VictoriaMetrics, through `query`)
+/// holds every holder and the activity of the node `e`; returns what the
+/// exporter itself and `gpuscale-top --prometheus URL --node` then show,
+/// after checking that both show the same GPUs and holders.
+fn node_through(
+    e: &Exporter,
+    store: &str,
+    url: &str,
+    query: impl Fn(&str) -> Result<Vec<Value>, String>,
+) -> (Value, Value) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let count = |q: &str| {
-        prom.query(q).ok().and_then(|v| {
+        query(q).ok().and_then(|v| {
             v.first()
                 .and_then(|s| s["value"][1].as_str().map(str::to_string))
         })
@@ -73,17 +82,32 @@ fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
     {
         assert!(
             Instant::now() < deadline,
-            "Prometheus never had the node's series"
+            "{store} never had the node's series"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
     let direct = top(&["--exporter", &e.url("")]);
-    let cluster = top(&["--prometheus", &prom.url, "--node", "sim-node-1"]);
+    let cluster = top(&["--prometheus", url, "--node", "sim-node-1"]);
     assert_eq!(
         gpu_indexes(&cluster),
         ["0", "1", "2", "3", "4", "5", "6", "7"]
     );
     assert_eq!(holders(&cluster), holders(&direct));
+    let inference = top(&["--prometheus", url, "--namespace", "inference"]);
+    assert_eq!(gpu_indexes(&inference), ["5", "6"]);
+    (direct, cluster)
+}
+
+#[test]
+fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
+    let e = crate::once::node();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n{}",
+        scrape_configs(e.port)
+    );
+    let prom = Prometheus::start(dir.path(), &config, gpuscale_e2e::free_port());
+    let (direct, cluster) = node_through(&e, "Prometheus", &prom.url, |q| prom.query(q));
     assert_eq!(holders(&cluster).len(), 11);
     assert_eq!(cluster["source"], format!("prometheus {}", prom.url));
     let mig = &cluster["gpus"][5]["mig"];
@@ -100,8 +124,6 @@ fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
     }
     let none = top(&["--prometheus", &prom.url, "--node", "no-such-node"]);
     assert_eq!(gpu_indexes(&none), Vec::<String>::new());
-    let inference = top(&["--prometheus", &prom.url, "--namespace", "inference"]);
-    assert_eq!(gpu_indexes(&inference), ["5", "6"]);
 }
 
 /// The same through VictoriaMetrics (its Prometheus query API): the node's
@@ -109,33 +131,6 @@ fn through_prometheus_the_node_looks_as_its_exporter_shows_it() {
 #[test]
 fn through_victoriametrics_the_node_looks_as_its_exporter_shows_it() {
     let e = crate::once::node();
-    let vm = gpuscale_e2e::victoria::VictoriaMetrics::start(&format!(
-        "scrape_configs:\n  - job_name: gpuscale\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
-        e.port
-    ));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let count = |q: &str| {
-        vm.vector(q).ok().and_then(|v| {
-            v.first()
-                .and_then(|s| s["value"][1].as_str().map(str::to_string))
-        })
-    };
-    while count("count(gpu_pod_allocation)").as_deref() != Some("11")
-        || count("count(gpu_sm_active_ratio)").is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "VictoriaMetrics never had the node's series"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let direct = top(&["--exporter", &e.url("")]);
-    let cluster = top(&["--prometheus", &vm.url, "--node", "sim-node-1"]);
-    assert_eq!(
-        gpu_indexes(&cluster),
-        ["0", "1", "2", "3", "4", "5", "6", "7"]
-    );
-    assert_eq!(holders(&cluster), holders(&direct));
-    let inference = top(&["--prometheus", &vm.url, "--namespace", "inference"]);
-    assert_eq!(gpu_indexes(&inference), ["5", "6"]);
+    let vm = gpuscale_e2e::victoria::VictoriaMetrics::start(&scrape_configs(e.port));
+    node_through(&e, "VictoriaMetrics", &vm.url, |q| vm.vector(q));
 }
