@@ -1,18 +1,18 @@
 //! The one door to Prometheus: instant queries over its HTTP API.
 //!
-//! Answers are deserialised from the response stream straight into typed
-//! series (no JSON tree, no copy of the body), so memory holds what is
-//! kept, not the answer's text. A label set twice in one answer is an
-//! error (`duplicate series`): summing or "last wins" would be advice from
-//! a broken Prometheus. The answer's `warnings` are kept for the report.
+//! Answers are read from the response stream one series at a time and
+//! each handed to the caller as it is read ([`Prometheus::query_each`]),
+//! so memory holds what the caller keeps, not the answer's text, a tree
+//! or every series at once. A label set twice in one answer is an error
+//! (`duplicate series`): summing or "last wins" would be advice from a
+//! broken Prometheus. The answer's `warnings` are kept for the report.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::Error;
+
+mod answer;
 
 /// Largest answer read (bytes): a bound on what a broken or hostile
 /// Prometheus can make the advisor read.
@@ -46,33 +46,6 @@ impl Sample {
     }
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    warnings: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct Data {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    #[serde(default)]
-    result: Vec<Series>,
-}
-
-#[derive(Deserialize)]
-struct Series {
-    metric: BTreeMap<String, String>,
-    value: (serde_json::Number, String),
-}
-
 /// A Prometheus (or Thanos, Mimir: anything serving `/api/v1/query`).
 pub struct Prometheus {
     base: String,
@@ -101,8 +74,16 @@ impl Prometheus {
         }
     }
 
-    /// An instant query at `self.time`.
+    /// An instant query at `self.time`: every series of its answer.
     pub fn query(&self, promql: &str) -> Result<Vec<Sample>, Error> {
+        let mut out = Vec::new();
+        self.query_each(promql, |s| out.push(s))?;
+        Ok(out)
+    }
+
+    /// An instant query at `self.time`, each series handed to `each` as it
+    /// is read. On an error, what `each` got is part of a refused answer.
+    pub fn query_each(&self, promql: &str, mut each: impl FnMut(Sample)) -> Result<(), Error> {
         self.queries.set(self.queries.get() + 1);
         let err = |problem: String| Error::Prometheus {
             url: self.base.clone(),
@@ -117,7 +98,7 @@ impl Prometheus {
             .map_err(|e| err(e.to_string()))?;
         let status = resp.status().as_u16();
         let reader = resp.body_mut().with_config().limit(ANSWER_LIMIT).reader();
-        let (samples, warnings) = decode_from(std::io::BufReader::new(reader))
+        let warnings = answer::read(std::io::BufReader::new(reader), &mut each)
             .map_err(|p| err(format!("HTTP {status}: {p}")))?;
         tracing::debug!(query = promql, status, elapsed = ?started.elapsed(), "query");
         for w in warnings {
@@ -126,7 +107,7 @@ impl Prometheus {
                 .borrow_mut()
                 .push(format!("{w} (query: {promql})"));
         }
-        Ok(samples)
+        Ok(())
     }
 }
 
@@ -138,46 +119,9 @@ pub fn decode(body: &str) -> Result<(Vec<Sample>, Vec<String>), String> {
 
 /// [`decode`] from a reader, without holding the text.
 pub fn decode_from(r: impl std::io::Read) -> Result<(Vec<Sample>, Vec<String>), String> {
-    let a: Answer = serde_json::from_reader(r).map_err(|e| format!("answer is not JSON: {e}"))?;
-    if a.status != "success" {
-        return Err(format!(
-            "{} {}",
-            a.error_type.unwrap_or_default(),
-            a.error.unwrap_or_default()
-        ));
-    }
-    let data = a.data.ok_or("answer has no data")?;
-    if data.result_type != "vector" {
-        return Err(format!(
-            "result type {:?} is not a vector",
-            data.result_type
-        ));
-    }
-    let mut out = Vec::with_capacity(data.result.len());
-    for s in data.result {
-        let text = &s.value.1;
-        let value: f64 = text
-            .parse()
-            .map_err(|_| format!("value {text:?} is not a number"))?;
-        let sample = Sample {
-            labels: s.metric.into_iter().collect(),
-            value,
-        };
-        out.push(sample);
-    }
-    // Sorted indices, not a set of copies: duplicates end up adjacent.
-    let mut order: Vec<usize> = (0..out.len()).collect();
-    order.sort_unstable_by(|a, b| out[*a].labels.cmp(&out[*b].labels));
-    if let Some(w) = order
-        .windows(2)
-        .find(|w| out[w[0]].labels == out[w[1]].labels)
-    {
-        return Err(format!(
-            "duplicate series: {} twice in one answer",
-            out[w[0]].name()
-        ));
-    }
-    Ok((out, a.warnings))
+    let mut out = Vec::new();
+    let warnings = answer::read(r, &mut |s| out.push(s))?;
+    Ok((out, warnings))
 }
 
 #[cfg(test)]
