@@ -76,3 +76,11 @@ fn the_keda_scaler_links_no_kubernetes_client_and_not_the_poll_cache() {
         ],
     );
 }
+
+/// The DCGM ABI is linked by both sides of the library boundary (the
+/// reader, the image's exporter included, and the simulator): it brings
+/// nothing else along.
+#[test]
+fn the_dcgm_abi_depends_on_nothing() {
+    assert_eq!(tree("gpuscale-dcgm-abi"), ["gpuscale-dcgm-abi"]);
+}

@@ -57,6 +57,12 @@ fn nvml_sim_modules_import_one_way() {
 }
 
 #[test]
+fn dcgm_sim_modules_import_one_way() {
+    assert_no_cycles("dcgm-sim");
+    assert_no_cycles("dcgm-abi");
+}
+
+#[test]
 fn replay_modules_import_one_way() {
     assert_no_cycles("replay");
 }
