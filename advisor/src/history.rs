@@ -240,46 +240,53 @@ pub fn per_workload(dev: &str, mig: &str) -> String {
     )
 }
 
-pub(crate) fn by_key(samples: Vec<Sample>) -> BTreeMap<Key, f64> {
-    samples
-        .into_iter()
-        .map(|s| (Key::of(&s), s.value))
-        .collect()
+/// Whether `s` is within `bound`; if not, a note names it and the reason.
+pub fn keep(excluded: &mut Vec<String>, what: &str, bound: Bound, s: &Sample) -> bool {
+    let Some(why) = bound.refuse(s.value) else {
+        return true;
+    };
+    tracing::warn!(series = %s.name(), value = s.value, what, why, "refused");
+    excluded.push(format!(
+        "{what} {}: {} is {why}: excluded",
+        s.name(),
+        s.value
+    ));
+    false
 }
 
-/// Splits an answer into the samples within `bound` and the refused ones,
-/// each refusal a note naming the series and the reason.
-pub fn check(
+/// A query's series, each checked on arrival and handed to `f` as it is
+/// read (no vector of the answer), with whether it is within `bound`; a
+/// refused one is already a note.
+pub(crate) fn fold(
+    p: &Prometheus,
     excluded: &mut Vec<String>,
-    what: &str,
-    bound: Bound,
-    samples: Vec<Sample>,
-) -> (Vec<Sample>, Vec<Sample>) {
-    let (bad, good): (Vec<Sample>, Vec<Sample>) = samples
-        .into_iter()
-        .partition(|s| bound.refuse(s.value).is_some());
-    for s in &bad {
-        let why = bound.refuse(s.value).unwrap_or_default();
-        tracing::warn!(series = %s.name(), value = s.value, what, why, "refused");
-        excluded.push(format!(
-            "{what} {}: {} is {why}: excluded",
-            s.name(),
-            s.value
-        ));
-    }
-    (good, bad)
+    (what, bound): (&str, Bound),
+    q: &str,
+    mut f: impl FnMut(Sample, bool),
+) -> Result<(), Error> {
+    p.query_each(q, |s| {
+        let ok = keep(excluded, what, bound, &s);
+        f(s, ok);
+    })
 }
 
 impl History {
-    /// A query's samples within `bound`; the others become notes.
-    fn get(
+    /// A query's values within `bound` per workload, each series folded in
+    /// as it is read (no vector of the answer); the others become notes.
+    fn keyed(
         &mut self,
         p: &Prometheus,
         what: &str,
         bound: Bound,
         q: &str,
-    ) -> Result<Vec<Sample>, Error> {
-        Ok(check(&mut self.excluded, what, bound, p.query(q)?).0)
+    ) -> Result<BTreeMap<Key, f64>, Error> {
+        let mut out = BTreeMap::new();
+        fold(p, &mut self.excluded, (what, bound), q, |s, ok| {
+            if ok {
+                out.insert(Key::of(&s), s.value);
+            }
+        })?;
+        Ok(out)
     }
 
     /// Reads every fact from Prometheus.
@@ -308,82 +315,90 @@ impl History {
         Ok(h)
     }
 
+    /// Devices per workload now, each with its share of the device. The
+    /// sharing is read first so both answers are folded as they arrive.
     fn read_allocations(&mut self, p: &Prometheus) -> Result<(), Error> {
-        let now = self.get(
+        let mut sharing: BTreeMap<DeviceId, f64> = BTreeMap::new();
+        fold(
             p,
-            "allocations",
-            Bound::Positive,
-            &format!("count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"),
-        )?;
-        let sharing = self.get(
-            p,
-            "allocations per device",
-            Bound::Positive,
+            &mut self.excluded,
+            ("allocations per device", Bound::Positive),
             "count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation)",
+            |s, ok| {
+                if ok {
+                    sharing.insert(DeviceId::of(&s), s.value);
+                }
+            },
         )?;
-        let sharing: BTreeMap<DeviceId, f64> =
-            sharing.iter().map(|s| (DeviceId::of(s), s.value)).collect();
-        for s in &now {
-            let d = DeviceId::of(s);
-            // Its allocations (containers) over all on the device.
-            let n = sharing.get(&d).map_or(1.0, |all| (s.value / all).min(1.0));
-            let f = self.workloads.entry(Key::of(s)).or_default();
-            f.devices_now.push((d, n));
-        }
+        let workloads = &mut self.workloads;
+        fold(
+            p,
+            &mut self.excluded,
+            ("allocations", Bound::Positive),
+            &format!("count by ({KEY}, node, uuid, mig_uuid) (gpu_pod_allocation)"),
+            |s, ok| {
+                if !ok {
+                    return;
+                }
+                let d = DeviceId::of(&s);
+                // Its allocations (containers) over all on the device.
+                let n = sharing.get(&d).map_or(1.0, |all| (s.value / all).min(1.0));
+                let f = workloads.entry(Key::of(&s)).or_default();
+                f.devices_now.push((d, n));
+            },
+        )?;
         Ok(())
     }
 
     fn read_devices(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let r = &w.range;
-        for s in p.query(&format!(
-            "max by (cluster, node, uuid, model) (last_over_time(gpu_info[{r}]))"
-        ))? {
-            self.devices.entry(DeviceId::of(&s)).or_default().model =
-                Some(s.label("model").to_string());
-        }
-        for s in self.get(
+        let devices = &mut self.devices;
+        p.query_each(
+            &format!("max by (cluster, node, uuid, model) (last_over_time(gpu_info[{r}]))"),
+            |s| {
+                devices.entry(DeviceId::of(&s)).or_default().model =
+                    Some(s.label("model").to_string())
+            },
+        )?;
+        let memory = |d: &mut BTreeMap<DeviceId, Device>, s: Sample, ok: bool| {
+            if ok {
+                d.entry(DeviceId::of(&s)).or_default().memory_bytes = Some(s.value);
+            }
+        };
+        fold(
             p,
-            "gpu_memory_total_bytes",
-            Bound::Positive,
-            &format!("max by (cluster, node, uuid) (last_over_time(gpu_memory_total_bytes[{r}]))"),
-        )? {
-            self.devices
-                .entry(DeviceId::of(&s))
-                .or_default()
-                .memory_bytes = Some(s.value);
-        }
-        let prices = p.query(&format!(
-            "max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour[{r}]))"
-        ))?;
-        let (good, bad) = check(
             &mut self.excluded,
-            "gpu_price_usd_per_hour",
-            Bound::Price,
-            prices,
-        );
-        for s in good {
-            self.devices
-                .entry(DeviceId::of(&s))
-                .or_default()
-                .price_usd_per_hour = Some(s.value);
-        }
-        for s in bad {
-            self.devices
-                .entry(DeviceId::of(&s))
-                .or_default()
-                .price_refused = true;
-        }
-        for s in p.query(&format!(
-            "max by (cluster, node, uuid, mig_uuid, profile) (last_over_time(gpu_mig_info[{r}]))"
-        ))? {
-            self.devices.entry(DeviceId::of(&s)).or_default().profile =
-                Some(s.label("profile").to_string());
-        }
-        for s in self.get(p, "gpu_mig_memory_total_bytes", Bound::Positive, &format!(
-            "max by (cluster, node, uuid, mig_uuid) (last_over_time(gpu_mig_memory_total_bytes[{r}]))"
-        ))? {
-            self.devices.entry(DeviceId::of(&s)).or_default().memory_bytes = Some(s.value);
-        }
+            ("gpu_memory_total_bytes", Bound::Positive),
+            &format!("max by (cluster, node, uuid) (last_over_time(gpu_memory_total_bytes[{r}]))"),
+            |s, ok| memory(devices, s, ok),
+        )?;
+        fold(
+            p,
+            &mut self.excluded,
+            ("gpu_price_usd_per_hour", Bound::Price),
+            &format!("max by (cluster, node, uuid) (last_over_time(gpu_price_usd_per_hour[{r}]))"),
+            |s, ok| {
+                let d = devices.entry(DeviceId::of(&s)).or_default();
+                if ok {
+                    d.price_usd_per_hour = Some(s.value);
+                } else {
+                    d.price_refused = true;
+                }
+            },
+        )?;
+        p.query_each(
+            &format!("max by (cluster, node, uuid, mig_uuid, profile) (last_over_time(gpu_mig_info[{r}]))"),
+            |s| devices.entry(DeviceId::of(&s)).or_default().profile = Some(s.label("profile").to_string()),
+        )?;
+        fold(
+            p,
+            &mut self.excluded,
+            ("gpu_mig_memory_total_bytes", Bound::Positive),
+            &format!(
+                "max by (cluster, node, uuid, mig_uuid) (last_over_time(gpu_mig_memory_total_bytes[{r}]))"
+            ),
+            |s, ok| memory(devices, s, ok),
+        )?;
         // A MIG instance inherits its GPU's model, price and memory.
         let gpus: BTreeMap<DeviceId, Device> = self
             .devices
@@ -409,7 +424,7 @@ impl History {
     fn read_usage(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let (r, st) = (&w.range, &w.step);
         let nn = Bound::NonNegative;
-        let seen = self.get(
+        let seen = self.keyed(
             p,
             "samples seen",
             nn,
@@ -417,13 +432,13 @@ impl History {
         )?;
         let vram =
             "max by (cluster, namespace, workload_kind, workload) (gpu_pod_memory_used_bytes)";
-        let peak = self.get(
+        let peak = self.keyed(
             p,
             "peak VRAM",
             nn,
             &format!("max_over_time(({vram})[{r}:{st}])"),
         )?;
-        let p99 = self.get(
+        let p99 = self.keyed(
             p,
             "p99 VRAM",
             nn,
@@ -432,31 +447,24 @@ impl History {
         self.read_activity(p, w)?;
         // NVML has no utilization per MIG instance: its SM activity stands in.
         let util_expr = per_workload("gpu_utilization_ratio", "gpu_mig_sm_active_ratio");
-        let util = by_key(self.get(
+        let util = self.keyed(
             p,
             "utilization p95",
             Bound::Ratio,
             &format!("quantile_over_time(0.95, ({util_expr})[{r}:{st}])"),
-        )?);
-        let samples = self.get(
+        )?;
+        let samples = self.keyed(
             p,
             "utilization samples",
             nn,
             &format!("count_over_time(({util_expr})[{r}:{st}])"),
         )?;
-        let idle = self.get(
+        let idle = self.keyed(
             p,
             "idle samples",
             nn,
             &format!("count_over_time(({util_expr} < {IDLE_UTILIZATION})[{r}:{st}])"),
         )?;
-        let (seen, peak, p99, samples, idle) = (
-            by_key(seen),
-            by_key(peak),
-            by_key(p99),
-            by_key(samples),
-            by_key(idle),
-        );
         for (k, f) in &mut self.workloads {
             f.seen_seconds = seen.get(k).copied().unwrap_or(0.0) * w.step_s;
             f.vram_peak_bytes = peak.get(k).copied();
@@ -474,7 +482,7 @@ impl History {
     fn read_activity(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let (r, st) = (&w.range, &w.step);
         let p95 = |h: &mut Self, what: &str, dev: &str, mig: &str| {
-            h.get(
+            h.keyed(
                 p,
                 what,
                 Bound::Ratio,
@@ -483,7 +491,6 @@ impl History {
                     per_workload(dev, mig)
                 ),
             )
-            .map(by_key)
         };
         let sm = p95(
             self,
@@ -519,7 +526,7 @@ impl History {
                 "quantile_over_time(0.95, (max by ({KEY}) (gpu_pod_allocation{{mig_uuid=\"\"}} \
                  * on (cluster, node, uuid) group_left () max by (cluster, node, uuid) ({dev})))[{r}:{st}])"
             );
-            h.get(p, what, bound, &q).map(by_key)
+            h.keyed(p, what, bound, &q)
         };
         let duty = p95(
             self,
@@ -554,13 +561,14 @@ impl History {
              count by (cluster, node, uuid, mig_uuid) (gpu_pod_allocation))[{}:{}])",
             w.range, w.step
         );
-        for s in self.get(p, "device-hours", Bound::NonNegative, &q)? {
-            if let Some(f) = self.workloads.get_mut(&Key::of(&s)) {
+        let workloads = &mut self.workloads;
+        let what = ("device-hours", Bound::NonNegative);
+        fold(p, &mut self.excluded, what, &q, |s, ok| {
+            if let Some(f) = workloads.get_mut(&Key::of(&s)).filter(|_| ok) {
                 f.device_hours
                     .push((DeviceId::of(&s), s.value * w.step_s / 3600.0));
             }
-        }
-        Ok(())
+        })
     }
 
     /// One counter's increase per workload; refused series mark theirs.
@@ -570,18 +578,26 @@ impl History {
         r: &str,
         series: &str,
     ) -> Result<BTreeMap<Key, f64>, Error> {
-        let all = p.query(&format!(
+        let q = format!(
             "sum by ({KEY}) (increase({series}[{r}]) \
              * on (cluster, namespace, pod) group_left (workload_kind, workload) \
              max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))"
-        ))?;
-        let (good, bad) = check(&mut self.excluded, series, Bound::NonNegative, all);
-        for s in bad {
-            if let Some(f) = self.workloads.get_mut(&Key::of(&s)) {
-                f.work_refused = true;
-            }
-        }
-        Ok(by_key(good))
+        );
+        let (mut good, workloads) = (BTreeMap::new(), &mut self.workloads);
+        fold(
+            p,
+            &mut self.excluded,
+            (series, Bound::NonNegative),
+            &q,
+            |s, ok| {
+                if ok {
+                    good.insert(Key::of(&s), s.value);
+                } else if let Some(f) = workloads.get_mut(&Key::of(&s)) {
+                    f.work_refused = true;
+                }
+            },
+        )?;
+        Ok(good)
     }
 
     fn read_tokens(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {

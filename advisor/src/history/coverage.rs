@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Bound, History, KEY, Key, SERVING_COUNTERS, Window, by_key};
+use super::{Bound, History, KEY, Key, SERVING_COUNTERS, Window};
 use crate::Error;
 use crate::prom::Prometheus;
 
@@ -28,7 +28,7 @@ impl History {
              max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))",
             names.join("|")
         );
-        let served = by_key(self.get(p, "serving counter samples", Bound::NonNegative, &q)?);
+        let served = self.keyed(p, "serving counter samples", Bound::NonNegative, &q)?;
         let mut gapped = Vec::new();
         for (k, f) in &mut self.workloads {
             let Some(n) = served.get(k) else { continue };
@@ -59,7 +59,7 @@ impl History {
                      * on (cluster, namespace, pod) group_left (workload_kind, workload) \
                      max by (cluster, namespace, pod, workload_kind, workload) (gpu_pod_info)))[{r}:{st}])"
                 );
-                for (k, v) in by_key(self.get(p, series, Bound::NonNegative, &q)?) {
+                for (k, v) in self.keyed(p, series, Bound::NonNegative, &q)? {
                     *totals[i].entry(k).or_insert(0.0) += v * w.step_s;
                 }
             }

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::{Bound, History, KEY, Key, Window, by_key};
+use super::{Bound, History, KEY, Key, Window};
 use crate::Error;
 use crate::prom::Prometheus;
 
@@ -51,7 +51,7 @@ fn parse(v: &str) -> Option<f64> {
 impl History {
     pub(super) fn read_serving(&mut self, p: &Prometheus, w: &Window) -> Result<(), Error> {
         let (r, st) = (&w.range, &w.step);
-        let usage = by_key(self.get(
+        let usage = self.keyed(
             p,
             "vLLM KV-cache usage p99",
             Bound::Ratio,
@@ -62,8 +62,8 @@ impl History {
                 "",
                 r,
             ),
-        )?);
-        let pre = by_key(self.get(
+        )?;
+        let pre = self.keyed(
             p,
             "vllm:num_preemptions_total",
             Bound::NonNegative,
@@ -74,8 +74,8 @@ impl History {
                 "",
                 r,
             ),
-        )?);
-        let waiting = by_key(self.get(
+        )?;
+        let waiting = self.keyed(
             p,
             "vllm:num_requests_waiting p95",
             Bound::NonNegative,
@@ -86,7 +86,7 @@ impl History {
                 "",
                 r,
             ),
-        )?);
+        )?;
         let keep = "gpu_memory_utilization, num_gpu_blocks, block_size";
         let config = p.query(&to_workload(
             &format!("max by (cluster, namespace, pod, {keep}) (last_over_time(vllm:cache_config_info[{r}]))"),
