@@ -269,7 +269,12 @@ fn price_notes(h: &History, f: &Facts, cost_now: Option<f64>, notes: &mut Vec<St
     }
 }
 
-/// vLLM's need seen through (or why not), per GPU.
+/// Why a TGI workload is sized by its peak: TGI fills what
+/// `--cuda-memory-fraction` leaves with KV blocks at warm-up and publishes
+/// no share of them in use.
+const TGI_NOTE: &str = "TGI publishes no KV-cache use: tgi_batch_current_max_tokens is the running batch's token budget, not a share of its KV pool, whose size (--max-batch-total-tokens, found at warm-up) it does not export; sized by its peak, which is what it preallocated";
+
+/// vLLM's (or SGLang's) need seen through (or why not), per GPU.
 fn see_through(
     f: &Facts,
     device_gib: Option<f64>,
@@ -280,13 +285,17 @@ fn see_through(
         if f.request_series == Some(crate::history::SERVING_COUNTERS[0].3) {
             notes.push("vLLM without vllm:gpu_cache_usage_perc or vllm:kv_cache_usage_perc: sized by its preallocation, not its need".into());
         }
+        if f.request_series == Some("tgi_request_success") {
+            notes.push(TGI_NOTE.into());
+        }
         return None;
     };
     let gpus = f.devices_now.len().max(1) as u32;
     match vllm::see_through(kv, device_gib?, peak_gib?, gpus) {
         Ok(v) => {
             notes.push(format!(
-                "vLLM reserves {:.1} GiB ({:.2} of the device); it needs {:.1} GiB: weights {:.1} GiB ({} B parameters x {} bytes, from model_name {:?}) + KV p99 {:.0} % of a {:.1} GiB pool",
+                "{} reserves {:.1} GiB ({:.2} of the device); it needs {:.1} GiB: weights {:.1} GiB ({} B parameters x {} bytes, from model_name {:?}) + KV p99 {:.0} % of a {:.1} GiB pool",
+                v.engine,
                 v.reserved_gib,
                 v.gpu_memory_utilization,
                 v.need_gib,
@@ -301,7 +310,8 @@ fn see_through(
         }
         Err(why) => {
             notes.push(format!(
-                "vLLM: {why}; sized by its preallocation, not its need"
+                "{}: {why}; sized by its preallocation, not its need",
+                if kv.sglang { "SGLang" } else { "vLLM" }
             ));
             None
         }
@@ -321,10 +331,7 @@ fn limit(f: &Facts, vllm: bool, need: Option<f64>, device: Option<f64>) -> (Bott
         pcie_bytes_per_second: f.pcie_bytes_per_second_p95,
     });
     if vllm {
-        (
-            b,
-            why.replace("peak VRAM", "vLLM's need (weights + KV p99)"),
-        )
+        (b, why.replace("peak VRAM", "its need (weights + KV p99)"))
     } else {
         (b, why)
     }

@@ -15,6 +15,7 @@ mod moves;
 mod placement;
 mod queue;
 mod serving;
+mod sglang;
 
 pub use queue::Queue;
 pub use serving::Kv;
@@ -217,6 +218,12 @@ pub const SERVING_COUNTERS: &[(&str, &str, &str, &str)] = &[
         "vllm:request_success_total",
     ),
     (
+        "SGLang",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:num_requests_total",
+    ),
+    (
         "TGI",
         "tgi_request_input_length_sum",
         "tgi_request_generated_tokens_sum",
@@ -311,6 +318,7 @@ impl History {
         h.read_coverage(p, w)?;
         h.read_placement(p, w)?;
         h.read_serving(p, w)?;
+        h.read_sglang(p, w)?;
         h.read_queue(p, w)?;
         Ok(h)
     }

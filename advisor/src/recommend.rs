@@ -78,7 +78,7 @@ fn mig(tables: &Tables, a: &Assessment) -> Option<Recommendation> {
 /// What the memory figure is: the peak, or vLLM's need.
 fn need_name(a: &Assessment) -> &'static str {
     if a.vllm.is_some() {
-        "vLLM's need (weights + KV p99)"
+        "its need (weights + KV p99)"
     } else {
         "peak VRAM"
     }

@@ -64,7 +64,9 @@ fn reasons(a: &Assessment) -> Vec<String> {
     let (Some(peak), Some(dev)) = (a.vram_peak_gib, a.device_memory_gib) else {
         return why;
     };
-    if a.kv_usage_p99.is_none() && peak >= VRAM_FULL * dev {
+    // vLLM and TGI fill the GPU at start: their peak is a reservation.
+    let preallocates = a.request_series == Some("tgi_request_success");
+    if a.kv_usage_p99.is_none() && !preallocates && peak >= VRAM_FULL * dev {
         why.push(format!(
             "peak VRAM {peak:.1} GiB is {:.0} % of {dev:.1} GiB (>= {:.0} %)",
             peak / dev * 100.0,

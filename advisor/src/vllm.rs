@@ -14,6 +14,8 @@ pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
 /// What a vLLM workload reserves and what it needs, per GPU (GiB).
 #[derive(Debug, Clone, Serialize)]
 pub struct Vllm {
+    /// `vLLM` or `SGLang`: whose flags the advice names.
+    pub engine: &'static str,
     pub served_model: String,
     /// Parameters (billions) and bytes per parameter, from the model name.
     pub parameters_billion: f64,
@@ -70,9 +72,13 @@ pub fn see_through(kv: &Kv, device_gib: f64, peak_gib: f64, gpus: u32) -> Result
         .ok_or("no model_name on its vLLM series: weights unknown")?;
     let (params, bytes) = parameters(&model)
         .ok_or_else(|| format!("model_name {model:?} names no parameter count: weights unknown"))?;
-    let f = kv
-        .gpu_memory_utilization
-        .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION);
+    // SGLang publishes no --mem-fraction-static: what it holds is taken
+    // for its reservation (an upper bound: it counts activations too).
+    let f = match (kv.gpu_memory_utilization, kv.sglang) {
+        (Some(f), _) => f,
+        (None, true) => (peak_gib / device_gib).min(1.0),
+        (None, false) => DEFAULT_GPU_MEMORY_UTILIZATION,
+    };
     let weights = params * 1e9 * bytes / f64::from(gpus.max(1)) / (1u64 << 30) as f64;
     let reserved = f * device_gib;
     let pool = reserved - weights;
@@ -83,6 +89,7 @@ pub fn see_through(kv: &Kv, device_gib: f64, peak_gib: f64, gpus: u32) -> Result
     }
     let beyond = (peak_gib - reserved).max(0.0);
     Ok(Vllm {
+        engine: if kv.sglang { "SGLang" } else { "vLLM" },
         served_model: model,
         parameters_billion: params,
         bytes_per_parameter: bytes,
@@ -92,7 +99,11 @@ pub fn see_through(kv: &Kv, device_gib: f64, peak_gib: f64, gpus: u32) -> Result
         kv_pool_gib: pool,
         kv_usage_p99: usage,
         need_gib: weights + usage * pool + beyond,
-        kv_tokens: kv.num_gpu_blocks.zip(kv.block_size).map(|(n, b)| n * b),
+        kv_tokens: kv
+            .num_gpu_blocks
+            .zip(kv.block_size)
+            .map(|(n, b)| n * b)
+            .or(kv.pool_tokens),
     })
 }
 
@@ -103,14 +114,19 @@ pub fn flags(v: &Vllm, device_gib: f64, share: f64) -> String {
     let f = (v.gpu_memory_utilization * share * 100.0).floor() / 100.0;
     let pool = f * device_gib - v.weights_gib;
     let tokens = v.kv_tokens.map(|t| (t * pool / v.kv_pool_gib).floor());
+    let (flag, max_len) = match v.engine {
+        "SGLang" => ("--mem-fraction-static", "--context-length"),
+        _ => ("--gpu-memory-utilization", "--max-model-len"),
+    };
     let len = tokens.map_or(String::new(), |t| {
         format!(
-            " holding {t:.0} tokens (today {:.0}): --max-model-len at most {t:.0}",
+            " holding {t:.0} tokens (today {:.0}): {max_len} at most {t:.0}",
             v.kv_tokens.unwrap_or(0.0)
         )
     });
     format!(
-        "vLLM --gpu-memory-utilization {f:.2}: reserves {:.1} of {device_gib:.1} GiB, weights {:.1} GiB, KV pool {pool:.1} GiB{len}; its p99 KV use is {:.1} GiB",
+        "{} {flag} {f:.2}: reserves {:.1} of {device_gib:.1} GiB, weights {:.1} GiB, KV pool {pool:.1} GiB{len}; its p99 KV use is {:.1} GiB",
+        v.engine,
         f * device_gib,
         v.weights_gib,
         v.kv_usage_p99 * v.kv_pool_gib

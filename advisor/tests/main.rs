@@ -10,6 +10,7 @@ mod moved;
 mod plan;
 mod prefill;
 mod serving;
+mod sglang;
 mod sites;
 mod synth;
 mod walkthrough;

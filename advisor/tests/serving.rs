@@ -28,6 +28,7 @@ fn vllm(model: &'static str, kv: (f64, f64), f: f64, blocks: u32) -> Vllm {
         waiting: (0.0, 0.0),
         queue_time: (0.0, 0.0),
         queue_growth: 1.0,
+        sglang: false,
     }
 }
 

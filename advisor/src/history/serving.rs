@@ -26,10 +26,21 @@ pub struct Kv {
     pub preemptions: Option<f64>,
     /// `vllm:num_requests_waiting` p95 over the range, the busiest pod.
     pub waiting_p95: Option<f64>,
+    /// It serves SGLang (`sglang:max_total_num_tokens`), not vLLM.
+    pub sglang: bool,
+    /// Tokens its KV pool holds where it says so directly (SGLang).
+    pub pool_tokens: Option<f64>,
 }
 
 /// The KV usage gauges, under either name.
-const USAGE: &str = "{__name__=~\"vllm:gpu_cache_usage_perc|vllm:kv_cache_usage_perc\"}";
+const USAGE: &str =
+    "{__name__=~\"vllm:gpu_cache_usage_perc|vllm:kv_cache_usage_perc|sglang:token_usage\"}";
+/// Requests evicted for lack of KV blocks: vLLM's preemptions, SGLang's
+/// retractions.
+const PREEMPTED: &str =
+    "{__name__=~\"vllm:num_preemptions_total|sglang:num_retracted_requests_total\"}";
+/// Requests waiting in the queue.
+const WAITING: &str = "{__name__=~\"vllm:num_requests_waiting|sglang:num_queue_reqs\"}";
 
 /// A pod-level expression summed up to its workload through `gpu_pod_info`.
 fn to_workload(inner: &str, keep: &str, r: &str) -> String {
@@ -69,7 +80,7 @@ impl History {
             Bound::NonNegative,
             &to_workload(
                 &format!(
-                    "sum by (cluster, namespace, pod) (increase(vllm:num_preemptions_total[{r}]))"
+                    "sum by (cluster, namespace, pod) (increase({PREEMPTED}[{r}]))"
                 ),
                 "",
                 r,
@@ -81,7 +92,7 @@ impl History {
             Bound::NonNegative,
             &to_workload(
                 &format!(
-                    "quantile_over_time(0.95, (max by (cluster, namespace, pod) (vllm:num_requests_waiting))[{r}:{st}])"
+                    "quantile_over_time(0.95, (max by (cluster, namespace, pod) ({WAITING}))[{r}:{st}])"
                 ),
                 "",
                 r,

@@ -63,6 +63,11 @@ pub struct Vllm {
     /// The queue (time and requests waiting) at the range's end over its
     /// start, in a straight line between (1: steady).
     pub queue_growth: f64,
+    /// SGLang instead of vLLM: its scheduler's gauges (`sglang:token_usage`,
+    /// `sglang:max_total_num_tokens` = `num_gpu_blocks`, `sglang:num_queue_reqs`),
+    /// retractions for preemptions, its tokenizer's counters, and no
+    /// `cache_config_info` (SGLang publishes none).
+    pub sglang: bool,
 }
 
 /// (day, night) levels.
@@ -106,6 +111,9 @@ pub struct Workload {
     pub pool_on_gpu_info: bool,
     /// No pod: a node's free GPU (its exporter's GPU series alone).
     pub spare: bool,
+    /// Its `tokens` are TGI's (`tgi_request_input_length_sum`, ...,
+    /// `tgi_request_success`; TGI's router labels them with no model).
+    pub tgi: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -142,6 +150,7 @@ pub fn workload(
         until_s: None,
         pool_on_gpu_info: false,
         spare: false,
+        tgi: false,
     }
 }
 
@@ -486,37 +495,94 @@ fn add_pod(
     let mut info = vec![("node", node)];
     info.extend_from_slice(&podl);
     gauge(fams, "gpu_pod_info", with_cluster(w, &info), ts, |_| 1.0);
+    add_serving(fams, w, (podl[0], podl[1]), served_ts, step);
+}
+
+/// The serving framework's series of a pod: its token and request
+/// counters, and vLLM's or SGLang's own.
+fn add_serving(
+    fams: &mut Vec<Family>,
+    w: &Workload,
+    podl: ((&str, &str), (&str, &str)),
+    served_ts: &[i64],
+    step: i64,
+) {
+    let podl = [podl.0, podl.1];
     let model = w.vllm.as_ref().map_or("llama-3-8b", |v| v.model_name);
-    let served = with_cluster(w, &[podl[0], podl[1], ("model_name", model)]);
-    if let Some((p, gen_, rq)) = w.tokens {
-        counter(
-            fams,
+    let served = if w.tgi {
+        with_cluster(w, &[podl[0], podl[1]])
+    } else {
+        with_cluster(w, &[podl[0], podl[1], ("model_name", model)])
+    };
+    let names = match &w.vllm {
+        _ if w.tgi => [
+            "tgi_request_input_length_sum",
+            "tgi_request_generated_tokens_sum",
+            "tgi_request_success",
+        ],
+        Some(v) if v.sglang => [
+            "sglang:prompt_tokens_total",
+            "sglang:generation_tokens_total",
+            "sglang:num_requests_total",
+        ],
+        _ => [
             "vllm:prompt_tokens_total",
-            served.clone(),
-            served_ts,
-            step,
-            p,
-        );
-        counter(
-            fams,
             "vllm:generation_tokens_total",
-            served.clone(),
-            served_ts,
-            step,
-            gen_,
-        );
-        counter(
-            fams,
             "vllm:request_success_total",
-            served.clone(),
-            served_ts,
-            step,
-            rq,
-        );
+        ],
+    };
+    if let Some((p, gen_, rq)) = w.tokens {
+        counter(fams, names[0], served.clone(), served_ts, step, p);
+        counter(fams, names[1], served.clone(), served_ts, step, gen_);
+        counter(fams, names[2], served.clone(), served_ts, step, rq);
     }
-    if let Some(v) = &w.vllm {
+    if let Some(v) = w.vllm.as_ref().filter(|v| v.sglang) {
+        let sched = with_cluster(
+            w,
+            &[
+                podl[0],
+                podl[1],
+                ("engine_type", "unified"),
+                ("model_name", model),
+                ("moe_ep_rank", "0"),
+                ("pp_rank", "0"),
+                ("tp_rank", "0"),
+            ],
+        );
+        add_sglang(fams, v, &sched, served_ts, step);
+    } else if let Some(v) = &w.vllm {
         add_vllm(fams, w, v, &served, (podl[0], podl[1]), served_ts, step);
     }
+}
+
+/// SGLang's scheduler series (labels `sched`: its model, engine type and
+/// ranks): KV pool use and size, queue, retractions.
+fn add_sglang(fams: &mut Vec<Family>, v: &Vllm, sched: &str, ts: &[i64], step: i64) {
+    let (kv, q, g) = (v.kv_usage, v.waiting, v.queue_growth);
+    let span = (ts[0], ts[ts.len() - 1]);
+    gauge(fams, "sglang:token_usage", sched.into(), ts, |t| at(kv, t));
+    let pool = f64::from(v.num_gpu_blocks);
+    gauge(fams, "sglang:num_used_tokens", sched.into(), ts, |t| {
+        (at(kv, t) * pool).floor()
+    });
+    gauge(
+        fams,
+        "sglang:max_total_num_tokens",
+        sched.into(),
+        ts,
+        |_| pool,
+    );
+    gauge(fams, "sglang:num_queue_reqs", sched.into(), ts, |t| {
+        at(q, t) * ramp(g, span, t)
+    });
+    counter(
+        fams,
+        "sglang:num_retracted_requests_total",
+        sched.into(),
+        ts,
+        step,
+        v.preemptions,
+    );
 }
 
 fn add_vllm(
