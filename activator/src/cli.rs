@@ -126,6 +126,20 @@ pub struct Args {
     /// Longest a forwarded request waits for its upstream's response head (time to first byte); past it, 504.
     #[arg(long, env = "GPUSCALE_ACTIVATOR_UPSTREAM_TTFB_TIMEOUT", default_value = "300s", value_parser = duration)]
     pub upstream_ttfb_timeout: Duration,
+    /// Prometheus that scrapes gpuscale-exporter (http://host:port[/prefix]): with it, waking a sleeping model whose VRAM does not fit its GPU's free memory first puts least recently used idle neighbours on that GPU to sleep.
+    #[arg(long, global = true, env = "GPUSCALE_ACTIVATOR_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
+    /// Most neighbours put to sleep on one GPU in any 60 s to make room for wakes; past it a wake waits.
+    #[arg(
+        long,
+        global = true,
+        env = "GPUSCALE_ACTIVATOR_GPU_NEIGHBOUR_SLEEPS",
+        default_value = "4"
+    )]
+    pub gpu_neighbour_sleeps: usize,
+    /// How often the VRAM readings are refreshed from Prometheus (each model's need is remembered from its readings while awake).
+    #[arg(long, global = true, env = "GPUSCALE_ACTIVATOR_VRAM_REFRESH", default_value = "10s", value_parser = duration)]
+    pub vram_refresh: Duration,
     /// Log format.
     #[arg(
         long,

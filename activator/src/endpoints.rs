@@ -20,8 +20,8 @@ pub async fn watch(client: Client, route: Arc<Route>) {
     let api: Api<EndpointSlice> = Api::namespaced(client, &svc.namespace);
     let cfg =
         watcher::Config::default().labels(&format!("kubernetes.io/service-name={}", svc.name));
-    let mut slices: BTreeMap<String, Vec<SocketAddr>> = BTreeMap::new();
-    let mut fresh: Option<BTreeMap<String, Vec<SocketAddr>>> = None;
+    let mut slices: BTreeMap<String, Vec<Ready>> = BTreeMap::new();
+    let mut fresh: Option<BTreeMap<String, Vec<Ready>>> = None;
     let mut stream = std::pin::pin!(watcher(api, cfg).default_backoff());
     while let Some(event) = stream.next().await {
         match event {
@@ -47,15 +47,22 @@ pub async fn watch(client: Client, route: Arc<Route>) {
                 continue;
             }
         }
-        let all: Vec<SocketAddr> = slices.values().flatten().copied().collect();
+        let all: Vec<SocketAddr> = slices.values().flatten().map(|r| r.0).collect();
         tracing::debug!(route = %route.spec.name, ready = all.len(), "endpoints changed");
+        if let Some(s) = &route.sleeper {
+            let pods = slices.values().flatten();
+            s.set_pods(pods.filter_map(|(a, p)| Some((*a, p.clone()?))).collect());
+        }
         route.set_endpoints(all);
     }
 }
 
+/// A Ready endpoint and the pod behind it (its `targetRef`, when a Pod).
+type Ready = (SocketAddr, Option<String>);
+
 /// The slice's Ready endpoints on the route's port. A missing `ready`
 /// condition counts as ready, as the EndpointSlice API says to read it.
-fn ready(slice: &EndpointSlice, port: &Port) -> Vec<SocketAddr> {
+fn ready(slice: &EndpointSlice, port: &Port) -> Vec<Ready> {
     let port = match port {
         Port::Number(n) => Some(*n),
         Port::Name(name) => slice.ports.iter().flatten().find_map(|p| {
@@ -74,9 +81,16 @@ fn ready(slice: &EndpointSlice, port: &Port) -> Vec<SocketAddr> {
         .iter()
         .flatten()
         .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-        .flat_map(|e| e.addresses.iter())
-        .filter_map(|a| match a.parse::<IpAddr>() {
-            Ok(ip) => Some(SocketAddr::new(ip, port)),
+        .flat_map(|e| {
+            let pod = e
+                .target_ref
+                .as_ref()
+                .filter(|t| t.kind.as_deref() == Some("Pod"))
+                .and_then(|t| t.name.clone());
+            e.addresses.iter().map(move |a| (a, pod.clone()))
+        })
+        .filter_map(|(a, pod)| match a.parse::<IpAddr>() {
+            Ok(ip) => Some((SocketAddr::new(ip, port), pod)),
             Err(_) => {
                 tracing::warn!(address = %a, "skipping an endpoint address that is not an IP");
                 None

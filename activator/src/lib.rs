@@ -8,6 +8,7 @@ pub mod config;
 pub mod conn;
 pub mod endpoints;
 pub mod fds;
+pub mod gpu_share;
 pub mod handler;
 pub mod held_body;
 pub mod in_flight;
@@ -17,8 +18,10 @@ pub mod route;
 pub mod router;
 pub mod server;
 pub mod sleep;
+pub mod sleep_calls;
 pub mod sleep_spec;
 pub mod sleepers;
+pub mod vram;
 pub mod wake;
 
 use std::sync::Arc;
@@ -36,9 +39,10 @@ pub async fn run(args: Args) -> Result<(), String> {
         .map(|spec| route::Route::new(spec, metrics.clone()))
         .collect();
     let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let share = gpu_share(&args, &routes, &metrics)?;
     for r in &routes {
         tokio::spawn(endpoints::watch(client.clone(), r.clone()));
-        tokio::spawn(sleep::run(r.clone(), metrics.clone()));
+        tokio::spawn(sleep::run(r.clone(), metrics.clone(), share.clone()));
         tokio::spawn(wake::run(
             client.clone(),
             r.clone(),
@@ -80,6 +84,27 @@ pub async fn run(args: Args) -> Result<(), String> {
 }
 
 use metrics::Metrics;
+
+/// With `--prometheus-url`, the shared-GPU room maker, its readings
+/// refreshed every `--vram-refresh`.
+fn gpu_share(
+    args: &Args,
+    routes: &[Arc<route::Route>],
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<gpu_share::GpuShare>>, String> {
+    let Some(url) = &args.prometheus_url else {
+        return Ok(None);
+    };
+    let prom = vram::Prometheus::new(url)?;
+    let share = Arc::new(gpu_share::GpuShare::new(
+        prom,
+        routes,
+        metrics.clone(),
+        args.gpu_neighbour_sleeps,
+    ));
+    tokio::spawn(share.clone().run(args.vram_refresh));
+    Ok(Some(share))
+}
 
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, String> {
     let config = match kubeconfig {

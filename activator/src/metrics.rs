@@ -113,6 +113,30 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "",
         "Bytes of held requests' bodies read into memory now (at most --max-held-bytes).",
     ),
+    (
+        "gpuscale_activator_gpu_room_total",
+        "counter",
+        "namespace, route, outcome",
+        "Wakes from sleep with --prometheus-url, by what the room check on the endpoint's GPU found: fits, made_room (neighbours put to sleep first), unknown (VRAM data missing: woken without evicting), wont_fit (no neighbour could free enough: woken anyway), in_flight (only neighbours with requests open could: the wake waits), limit (--gpu-neighbour-sleeps reached: the wake waits), failed (a neighbour did not sleep: the wake waits).",
+    ),
+    (
+        "gpuscale_activator_neighbour_sleeps_total",
+        "counter",
+        "namespace, route, result",
+        "Endpoints of this route put to sleep to make room for a neighbour's wake on their GPU: slept, failed.",
+    ),
+    (
+        "gpuscale_activator_vram_need_bytes",
+        "gauge",
+        "namespace, route",
+        "VRAM one endpoint of the route needs awake: its sleep.vram, else the largest gpu_pod_memory_used_bytes read while awake; absent while unknown.",
+    ),
+    (
+        "gpuscale_activator_sleeping_endpoints",
+        "gauge",
+        "namespace, route",
+        "Endpoints of a sleep route asleep now: they hold host RAM, not their VRAM, which neighbours on the GPU may use.",
+    ),
 ];
 
 pub struct Metrics {
@@ -133,6 +157,10 @@ pub struct Metrics {
     pub upstream_timeouts: IntCounterVec,
     pub sleep_wake: HistogramVec,
     pub held_body_bytes: prometheus::IntGauge,
+    pub gpu_room: IntCounterVec,
+    pub neighbour_sleeps: IntCounterVec,
+    pub vram_need: IntGaugeVec,
+    pub sleeping_endpoints: IntGaugeVec,
 }
 
 fn opts(i: usize) -> (Opts, Vec<&'static str>) {
@@ -194,6 +222,10 @@ impl Metrics {
             upstream_timeouts: counter(&r, 13)?,
             sleep_wake: histogram(&r, 14, HOLD_BUCKETS)?,
             held_body_bytes: plain_gauge(&r, 15)?,
+            gpu_room: counter(&r, 16)?,
+            neighbour_sleeps: counter(&r, 17)?,
+            vram_need: gauge(&r, 18)?,
+            sleeping_endpoints: gauge(&r, 19)?,
             registry: r,
         })
     }

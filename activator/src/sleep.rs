@@ -18,37 +18,75 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
-use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
 
+use crate::gpu_share::GpuShare;
 use crate::metrics::Metrics;
 use crate::route::Route;
+use crate::sleep_calls::{POLL, call, is_sleeping, publish_sleeping};
 pub use crate::sleep_spec::SleepSpec;
 use crate::sleepers::Sleeper;
 
-/// One `/is_sleeping` or `/wake_up` call's limit.
-const CALL_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often a waking endpoint's `/is_sleeping` is read.
-const POLL: Duration = Duration::from_millis(50);
-
-/// Reads every endpoint's `/is_sleeping`; forwards to those awake.
-async fn probe(s: &Sleeper, route: &Arc<Route>) {
+/// Reads every endpoint's `/is_sleeping`; forwards to those awake. An
+/// endpoint found asleep while requests forwarded to the route are open
+/// is woken for them: a request that reached it before this probe waits
+/// inside the server (vLLM's paused scheduler) or was answered 503.
+async fn probe(s: &Sleeper, route: &Arc<Route>, metrics: &Metrics) {
     let mut changed = false;
+    let mut fell_asleep = false;
     for a in s.endpoints() {
         if let Some(sleeping) = is_sleeping(s.sleep_addr(a), route).await {
-            changed |= s.mark(a, sleeping);
+            let flipped = s.mark(a, sleeping);
+            changed |= flipped;
+            fell_asleep |= flipped && sleeping;
         }
+    }
+    if fell_asleep && forwarded_open(route, metrics) {
+        tracing::info!(route = %route.spec.name, "an endpoint fell asleep under open requests; waking it");
+        s.want_wake(true);
     }
     if changed {
         route.set_ready(s.awake());
+        publish_sleeping(route, metrics);
     }
 }
 
-/// Wakes every sleeping endpoint; true when one woke.
-async fn wake(s: &Sleeper, route: &Arc<Route>, metrics: &Metrics) -> bool {
+/// Requests of the route open and not held: forwarded, not yet answered.
+fn forwarded_open(route: &Route, m: &Metrics) -> bool {
+    let l = [
+        route.spec.service.namespace.as_str(),
+        route.spec.name.as_str(),
+    ];
+    m.in_flight.with_label_values(&l).get() > m.pending.with_label_values(&l).get()
+}
+
+/// Notes a use of the route (a request forwarded or open) for the least
+/// recently used choice among neighbours on a GPU.
+fn saw_use(s: &Sleeper, route: &Route, m: &Metrics) {
+    let l = [
+        route.spec.service.namespace.as_str(),
+        route.spec.name.as_str(),
+    ];
+    s.saw_use(
+        m.forwarded.with_label_values(&l).get(),
+        m.in_flight.with_label_values(&l).get() > 0,
+    );
+}
+
+/// Wakes every sleeping endpoint (making room on its GPU first when
+/// `share` is on); true when one woke.
+async fn wake(
+    s: &Sleeper,
+    route: &Arc<Route>,
+    metrics: &Metrics,
+    share: Option<&GpuShare>,
+) -> bool {
     let wakes = s.asleep().into_iter().map(|a| async move {
+        if let Some(share) = share
+            && !share.make_room(route, a).await
+        {
+            return false;
+        }
         let woke = wake_one(s, a, route).await;
         if woke {
             s.mark(a, false);
@@ -62,10 +100,15 @@ async fn wake(s: &Sleeper, route: &Arc<Route>, metrics: &Metrics) -> bool {
                     .observe(secs);
             }
             route.set_ready(s.awake());
+            publish_sleeping(route, metrics);
         }
         woke
     });
-    futures::future::join_all(wakes).await.contains(&true)
+    let woke = futures::future::join_all(wakes).await.contains(&true);
+    if woke {
+        s.want_wake(false);
+    }
+    woke
 }
 
 /// `POST /wake_up`, then `/is_sleeping` until false, within the wake
@@ -94,81 +137,31 @@ async fn wake_one(s: &Sleeper, a: SocketAddr, route: &Route) -> bool {
     false
 }
 
-/// An endpoint's `/is_sleeping`: `None` when it did not answer in time
-/// or answered something else than vLLM's JSON (logged); a 404 (no sleep
-/// mode) is awake.
-async fn is_sleeping(at: SocketAddr, route: &Route) -> Option<bool> {
-    let fail = |why: String| {
-        tracing::debug!(route = %route.spec.name, endpoint = %at, "GET /is_sleeping: {why}");
-        None
-    };
-    match call(at, Method::GET, "/is_sleeping", CALL_TIMEOUT).await {
-        Ok((StatusCode::NOT_FOUND, _)) => Some(false),
-        Ok((StatusCode::OK, body)) => {
-            match serde_json::from_slice::<serde_json::Value>(&body)
-                .map(|v| v["is_sleeping"].as_bool())
-            {
-                Ok(Some(b)) => Some(b),
-                _ => fail(format!(
-                    "not {{\"is_sleeping\": bool}}: {}",
-                    String::from_utf8_lossy(&body)
-                )),
-            }
-        }
-        Ok((s, _)) => fail(format!("answered {s}")),
-        Err(e) => fail(e),
-    }
-}
-
-/// One HTTP/1.1 request with an empty body, bounded by `limit`.
-async fn call(
-    at: SocketAddr,
-    method: Method,
-    path: &str,
-    limit: Duration,
-) -> Result<(StatusCode, Bytes), String> {
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect(at)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, at.to_string())
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok((status, body.to_bytes()))
-    };
-    tokio::time::timeout(limit, exchange)
-        .await
-        .map_err(|_| format!("no answer within {limit:?}"))?
-}
-
-/// Probes the route's endpoints and wakes them for held requests, until
-/// the process ends; a route without `sleep:` returns at once.
-pub async fn run(route: Arc<Route>, metrics: Arc<Metrics>) {
+/// Probes the route's endpoints and wakes them for held requests (or for
+/// requests that reached an endpoint as it fell asleep), until the process
+/// ends; a route without `sleep:` returns at once. With `share`, a wake
+/// first makes room on the endpoint's GPU (`crate::gpu_share`).
+pub async fn run(route: Arc<Route>, metrics: Arc<Metrics>, share: Option<Arc<GpuShare>>) {
     let Some(sleeper) = route.sleeper.clone() else {
         return;
     };
+    metrics
+        .sleeping_endpoints
+        .with_label_values(&[&route.spec.service.namespace, &route.spec.name])
+        .set(0);
     let mut next_probe = Instant::now();
     loop {
+        saw_use(&sleeper, &route, &metrics);
         if Instant::now() >= next_probe {
-            probe(&sleeper, &route).await;
+            probe(&sleeper, &route, &metrics).await;
             next_probe = Instant::now() + sleeper.spec.probe_interval;
         }
         let asleep = !sleeper.asleep().is_empty();
-        if asleep && route.needs_wake() && !wake(&sleeper, &route, &metrics).await {
+        if !asleep {
+            sleeper.want_wake(false);
+        }
+        let wanted = route.needs_wake() || sleeper.wake_wanted();
+        if asleep && wanted && !wake(&sleeper, &route, &metrics, share.as_deref()).await {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         tokio::time::sleep(POLL).await;

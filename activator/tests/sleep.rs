@@ -56,6 +56,8 @@ fn route_with_sleep(metrics: &Arc<Metrics>) -> Arc<Route> {
         port: None,
         probe_interval: Duration::from_millis(100),
         wake_timeout: Duration::from_secs(5),
+        level: 1,
+        vram: None,
     });
     Route::new(spec, metrics.clone())
 }
@@ -67,7 +69,7 @@ async fn a_held_request_wakes_a_sleeping_model_in_its_wake_time() {
     let metrics = Arc::new(Metrics::new().unwrap());
     let route = route_with_sleep(&metrics);
     route.set_endpoints(vec![addr(&vllm)]);
-    tokio::spawn(sleep::run(route.clone(), metrics.clone()));
+    tokio::spawn(sleep::run(route.clone(), metrics.clone(), None));
     let proxy = support::proxy(route.clone(), metrics.clone(), support::bounds()).await;
     let (status, _) = send(proxy, "POST", "/v1/completions").await;
     assert!(status.contains(" 200"), "awake: {status}");
@@ -107,7 +109,7 @@ async fn a_server_without_sleep_mode_is_taken_as_awake() {
     let metrics = Arc::new(Metrics::new().unwrap());
     let route = route_with_sleep(&metrics);
     route.set_endpoints(vec![addr(&vllm)]);
-    tokio::spawn(sleep::run(route.clone(), metrics.clone()));
+    tokio::spawn(sleep::run(route.clone(), metrics.clone(), None));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let ready = metrics
         .ready_endpoints
@@ -116,4 +118,35 @@ async fn a_server_without_sleep_mode_is_taken_as_awake() {
     let proxy = support::proxy(route, metrics.clone(), support::bounds()).await;
     let (status, _) = send(proxy, "POST", "/v1/completions").await;
     assert!(status.contains(" 200"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_reached_a_server_as_it_fell_asleep_is_woken_for_and_answered() {
+    let vllm = FakeVllm::start(
+        Config::new("m", Duration::from_millis(200)),
+        &tokio::runtime::Handle::current(),
+    )
+    .unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = route_with_sleep(&metrics);
+    route.set_endpoints(vec![addr(&vllm)]);
+    let proxy = support::proxy(route.clone(), metrics.clone(), support::bounds()).await;
+    // Asleep before any probe saw it: the request is forwarded, and the
+    // server (vLLM's paused scheduler) keeps it open.
+    let (status, _) = send(addr(&vllm), "POST", "/sleep").await;
+    assert!(status.contains(" 200"), "{status}");
+    let request = tokio::spawn(send(proxy, "POST", "/v1/completions"));
+    let open = metrics
+        .in_flight
+        .with_label_values(&["inference", "chat"]);
+    until("the request forwarded and open", || open.get() == 1).await;
+    assert_eq!(vllm.transitions(), (1, 0));
+
+    // The first probe finds the server asleep under an open request.
+    tokio::spawn(sleep::run(route.clone(), metrics.clone(), None));
+    let (status, _) = request.await.unwrap();
+    assert!(status.contains(" 200"), "woken for it and answered: {status}");
+    assert_eq!(vllm.transitions(), (1, 1));
+    let held = metrics.held.with_label_values(&["inference", "chat"]);
+    assert_eq!(held.get_sample_count(), 0, "forwarded, never held");
 }

@@ -41,6 +41,7 @@ mod scale_to_zero_ownership;
 mod scale_to_zero_safety;
 mod scale_to_zero_support;
 mod self_tls;
+mod sleep_share;
 mod sleep_stage;
 mod sleep_tier;
 mod victoriametrics;

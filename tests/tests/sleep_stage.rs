@@ -77,15 +77,17 @@ fn pod_phase(kube: &KubeFake, policy: &str) -> Option<(String, Option<String>)> 
     ))
 }
 
-/// Target `slow`, idle by its rule, whose server answers in 40 s, and
-/// one request to it under way (its answer when the thread ends).
+/// Target `slow`, idle by its rule, and one request to its server kept
+/// in flight until the story releases it (its answer when the thread
+/// ends): no deadline of the machine's speed decides what the controller
+/// sees.
 fn slow_target(
     kube: &KubeFake,
     rt: &tokio::runtime::Handle,
 ) -> (FakeVllm, std::thread::JoinHandle<String>) {
-    let mut slow_cfg = Config::new("slow", Duration::from_millis(300));
-    slow_cfg.answer = Duration::from_secs(40);
-    let slow = FakeVllm::start(slow_cfg, rt).expect("a slow fake vLLM");
+    let slow = FakeVllm::start(Config::new("slow", Duration::from_millis(300)), rt)
+        .expect("a slow fake vLLM");
+    slow.hold_answers();
     put_target(kube, "slow");
     let mut p = sleep_policy("slow", port_of(&slow));
     p["spec"]["idle"]["labelSelector"] = json!("pod=bursty-0");
@@ -102,6 +104,9 @@ fn slow_target(
         let mut out = String::new();
         let _ = std::io::Read::read_to_string(&mut c, &mut out);
         out
+    });
+    eventually("slow's request in flight", || {
+        (slow.running() == 1).then_some(())
     });
     (slow, request)
 }
@@ -164,6 +169,7 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
         (pod_phase(&kube, "slow-policy") == serving).then_some(())
     });
     assert!(!slow.is_sleeping());
+    slow.release_answers();
     let answer = request.join().expect("the request thread");
     assert!(answer.starts_with("HTTP/1.1 200"), "answered: {answer}");
     eventually("slow's pod asleep once done", || {
@@ -178,7 +184,8 @@ fn an_idle_target_sleeps_wakes_when_busy_and_a_pod_without_sleep_mode_is_reporte
     eventually("the new controller to lead", || {
         leads(&adapter).then_some(())
     });
-    std::thread::sleep(Duration::from_secs(3));
+    // Its own rounds have read the pod: it counts it asleep.
+    sleeping_pods(&adapter, "chat", "1");
     assert_eq!(pod_phase(&kube, "chat-policy"), asleep);
     assert_eq!(chat.transitions(), slept, "nothing done twice");
 
