@@ -89,8 +89,7 @@ fn a_services_slice_follows_its_ready_pods() {
         [("10.0.0.11".to_string(), true)]
     );
 
-    // Slices written by hand for the Service (a process on the
-    // workstation) replace the simulated pods' slice.
+    // A slice of another manager for the Service stands beside its own.
     let by_hand = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "chat-local", "namespace": "ml",
             "labels": {"kubernetes.io/service-name": "chat"}},
@@ -98,12 +97,17 @@ fn a_services_slice_follows_its_ready_pods() {
         "ports": [{"name": "http", "port": 18000, "protocol": "TCP"}]});
     let slices = gvr("discovery.k8s.io", "v1", "endpointslices");
     kube.put(&slices, by_hand);
-    assert!(slice(&kube).is_none(), "the hand-made slice stands alone");
-    kube.delete(&slices, "ml", "chat-local");
-    assert!(
-        slice(&kube).is_some(),
-        "and the Service's own is back once it goes"
+    assert_eq!(
+        ready_ips(&slice(&kube).expect("its own slice")),
+        [("10.0.0.11".to_string(), true)]
     );
+    assert!(kube.get(&slices, "ml", "chat-local").is_some());
+
+    // A pod that ended leaves the slice, its IP kept.
+    let mut done = pod("chat-1", "chat", Some("10.0.0.11"), false);
+    done["status"]["phase"] = json!("Succeeded");
+    kube.put(&pods, done);
+    assert_eq!(ready_ips(&slice(&kube).expect("slice")), []);
 
     kube.delete(&gvr("", "v1", "services"), "ml", "chat");
     assert!(slice(&kube).is_none(), "the slice goes with its Service");

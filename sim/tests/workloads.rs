@@ -192,6 +192,93 @@ fn statefulset_pods_are_named_by_ordinal(node: &SimNode) {
     });
 }
 
+/// A vLLM Deployment's pod runs the fake vLLM on an address of its own,
+/// Running and not Ready until the cold start has passed; its Service's
+/// EndpointSlice lists that address and the target port, and the model
+/// answers there; scaled to 0 the pod, the slice's endpoint and the server
+/// go.
+#[test]
+fn a_vllm_pod_answers_on_its_own_address_through_its_services_slice() {
+    let scenario = scenario::parse(SCENARIO, "test").unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let node = Arc::new(SimNode::start(&scenario, rt.handle()).expect("simulated node"));
+    let _workloads = Workloads::start(node.clone(), Duration::from_secs_f64(0.5));
+    let mut d = deployment(1);
+    d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("vllm/vllm-openai:latest");
+    d["spec"]["template"]["spec"]["containers"][0]["args"] =
+        json!(["--model", "Qwen/Qwen2.5-0.5B-Instruct"]);
+    d["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"name": "http", "containerPort": 8000}]);
+    node.api().put(
+        &("".into(), "v1".into(), "services".into()),
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "llm", "namespace": "default"},
+            "spec": {"selector": {"app": "llm"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}),
+    );
+    node.api().put(&apps("deployments"), d);
+    let pod = until("a pod with an IP", || {
+        let pods = node.api().list(&gvr_pods(), "default");
+        pods.into_iter().find(|p| p["status"]["podIP"].is_string())
+    });
+    let ip = pod["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(ip.starts_with("127.") && ip != "127.0.0.1", "{ip}");
+    assert_eq!(pod["status"]["phase"], "Running");
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"],
+        "vllm/vllm-openai:latest"
+    );
+    let slices = (
+        "discovery.k8s.io".into(),
+        "v1".into(),
+        "endpointslices".into(),
+    );
+    let endpoint = until("the pod Ready in the slice", || {
+        let s = node.api().get(&slices, "default", "llm-sim")?;
+        let e = s["endpoints"][0].clone();
+        (e["conditions"]["ready"] == true).then_some(s)
+    });
+    assert_eq!(endpoint["endpoints"][0]["addresses"][0], ip.as_str());
+    assert_eq!(endpoint["ports"][0]["port"], 8000, "{endpoint}");
+    let models = get(&format!("{ip}:8000"), "/v1/models").expect("the pod answers");
+    assert!(
+        models.contains("\"id\":\"Qwen/Qwen2.5-0.5B-Instruct\""),
+        "{models}"
+    );
+
+    node.api().put(&apps("deployments"), deployment(0));
+    until("no endpoint", || {
+        let s = node.api().get(&slices, "default", "llm-sim")?;
+        (s["endpoints"] == json!([])).then_some(())
+    });
+    until("the server gone", || {
+        get(&format!("{ip}:8000"), "/v1/models")
+            .is_err()
+            .then_some(())
+    });
+}
+
+/// The body of a plain HTTP/1.1 GET.
+fn get(addr: &str, path: &str) -> std::io::Result<String> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
 /// The binary: the scenario's node in the API for kubectl, the exporter's
 /// flags printed, and everything removed on SIGINT.
 #[test]

@@ -7,7 +7,8 @@
 //! `sim.gpuscale.dev/pending-requests` annotation wakes it and a Ready pod
 //! holds a GPU again, and the metrics APIs answer through `kubectl get
 //! --raw`. The activator: a held request wakes the parked Deployment and is
-//! answered once its endpoint is Ready.
+//! answered by the pod's fake vLLM once the simulated cluster's own
+//! EndpointSlice lists the pod Ready, at the pod's loopback address.
 
 use std::process::Command;
 
@@ -85,12 +86,27 @@ fn local_scale_to_zero_walkthrough_runs_as_written() {
     }
 }
 
-/// docs/activator.md's: a request held for a parked Deployment wakes it
-/// and is answered once its endpoint is Ready, counted as one wake, one
-/// forward and one observed cold start.
+/// docs/activator.md's: the Service's EndpointSlice lists its pod at a
+/// loopback address of its own and the targetPort; a request held for the
+/// parked Deployment wakes it and is answered once the new pod is Ready,
+/// counted as one wake, one forward and one observed cold start.
 #[test]
 fn local_activator_walkthrough_runs_as_written() {
     let text = run_walkthrough("activator.md", 4);
+    let endpoint = text.lines().find(|l| {
+        l.strip_suffix(":8000")
+            .and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok())
+            .is_some_and(|ip| ip.is_loopback() && ip.octets()[1] > 1)
+    });
+    assert!(
+        endpoint.is_some(),
+        "no pod address of the slice (127.x.y.z:8000) in the walkthrough's output:\n{text}"
+    );
+    assert!(
+        !text.contains("EndpointSlice created")
+            && !text.contains("endpointslice.discovery.k8s.io/"),
+        "the walkthrough wrote a slice by hand:\n{text}"
+    );
     for want in [
         "gpuscale_activator_pending_requests{namespace=\"default\",route=\"vllm\"} 1",
         "\"Qwen/Qwen2.5-0.5B-Instruct\"",

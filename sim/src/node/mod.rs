@@ -12,6 +12,7 @@ pub mod economics;
 pub mod kubelet;
 pub mod objects;
 pub mod procfs;
+pub mod serving;
 pub mod vllm;
 pub mod workloads;
 
@@ -31,7 +32,7 @@ use gpuscale_nvml_sim::scenario::{Pod as SimPod, PodPhase, Scenario};
 
 use self::devices::{allocatable, list};
 use self::kubelet::{FakeKubelet, KubeletData};
-use self::objects::api_pod;
+use self::objects::{Run, api_pod, pod_address};
 use self::procfs::Layout;
 use crate::kubeapi::{Cluster, KubeFake, StartError, core};
 
@@ -62,8 +63,10 @@ pub struct SimNode {
     /// GPU or MIG UUID → DRA device name.
     dra_names: HashMap<String, String>,
     slices: Vec<serde_json::Value>,
-    /// Scenario pods currently on the node, with their layout index.
-    pods: Mutex<Vec<(usize, SimPod)>>,
+    /// Pods currently on the node.
+    pods: Mutex<Vec<Slot>>,
+    /// The node's pod range, `127.<net>.0/24`.
+    net: [u8; 2],
     next_index: AtomicU64,
     kubelet: Mutex<FakeKubelet>,
     api: Arc<KubeFake>,
@@ -95,6 +98,13 @@ impl SimNode {
         let dir = TempDir(dir);
         std::fs::create_dir_all(dir.0.join("proc")).map_err(io(dir.0.display().to_string()))?;
         let pods: Vec<(usize, SimPod)> = scenario.pods.iter().cloned().enumerate().collect();
+        static NODES: AtomicU64 = AtomicU64::new(0);
+        // One /24 per node of this process; the second octet from the
+        // process, so that two simulated clusters on a machine differ.
+        let net = [
+            (2 + std::process::id() % 250) as u8,
+            (NODES.fetch_add(1, Ordering::Relaxed) % 256) as u8,
+        ];
         let allocatable = allocatable(scenario);
         let dra_names = dra::device_names(scenario);
         let data = KubeletData {
@@ -111,6 +121,7 @@ impl SimNode {
             slices: dra::resource_slices(scenario),
             next_index: AtomicU64::new(pods.len() as u64),
             pods: Mutex::new(Vec::new()),
+            net,
             kubelet: Mutex::new(kubelet),
             api,
         };
@@ -124,9 +135,19 @@ impl SimNode {
                     .map_err(io("/proc tree"))?;
             }
         }
-        for (i, pod) in pods {
-            sim.publish_pod(i, &pod)?;
-            sim.lock_pods().push((i, pod));
+        for (index, pod) in pods {
+            let mut slots = sim.lock_pods();
+            let ip = free_address(&slots, net);
+            let slot = Slot::new(
+                index,
+                pod,
+                Run {
+                    ip,
+                    ..Run::default()
+                },
+            );
+            sim.publish_pod(&slot)?;
+            slots.push(slot);
         }
         sim.publish_slices();
         sim.api.put(
@@ -173,20 +194,47 @@ impl SimNode {
     pub fn free_devices(&self, resource: &str) -> Vec<String> {
         devices::free(
             &self.allocatable,
-            self.lock_pods().iter().map(|(_, p)| p),
+            self.lock_pods().iter().map(|s| &s.pod),
             resource,
         )
     }
 
     /// Adds a pod (or replaces one with the same namespace/name).
     pub fn add_pod(&self, pod: &SimPod) -> Result<(), SimNodeError> {
-        let i = self.next_index.fetch_add(1, Ordering::Relaxed) as usize;
-        self.publish_pod(i, pod)?;
+        self.place(pod, Run::default()).map(|_| ())
+    }
+
+    /// Runs a workload's pod: the containers of its template (image,
+    /// args, ports) served as the pod's, Running and Ready as `ready` says.
+    /// Its address, when the node's range has one free.
+    pub fn run_pod(
+        &self,
+        pod: &SimPod,
+        containers: Vec<serde_json::Value>,
+        ready: bool,
+    ) -> Result<Option<String>, SimNodeError> {
+        let run = Run {
+            containers,
+            ready: Some(ready),
+            ip: None,
+        };
+        self.place(pod, run)
+    }
+
+    fn place(&self, pod: &SimPod, mut run: Run) -> Result<Option<String>, SimNodeError> {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed) as usize;
         let mut pods = self.lock_pods();
-        pods.retain(|(_, p)| !(p.namespace == pod.namespace && p.name == pod.name));
-        pods.push((i, pod.clone()));
+        pods.retain(|s| !(s.pod.namespace == pod.namespace && s.pod.name == pod.name));
+        run.ip = free_address(&pods, self.net);
+        if run.ip.is_none() {
+            tracing::warn!(pod = %pod.name, node = %self.node, "no free pod address: served without one");
+        }
+        let slot = Slot::new(index, pod.clone(), run);
+        self.publish_pod(&slot)?;
+        let ip = slot.run.ip.clone();
+        pods.push(slot);
         self.sync_kubelet(&pods);
-        Ok(())
+        Ok(ip)
     }
 
     /// Deletes a pod from the API and the kubelet and removes its processes.
@@ -194,11 +242,11 @@ impl SimNode {
         let mut pods = self.lock_pods();
         let Some(at) = pods
             .iter()
-            .position(|(_, p)| p.namespace == namespace && p.name == name)
+            .position(|s| s.pod.namespace == namespace && s.pod.name == name)
         else {
             return false;
         };
-        let (_, pod) = pods.remove(at);
+        let pod = pods.remove(at).pod;
         self.sync_kubelet(&pods);
         drop(pods);
         self.api.delete_pod(namespace, name);
@@ -211,15 +259,27 @@ impl SimNode {
     /// Changes a pod's phase in the API (the kubelet keeps listing it, as a
     /// real kubelet does for a while after a pod terminates).
     pub fn set_phase(&self, namespace: &str, name: &str, phase: PodPhase) -> bool {
+        self.change(namespace, name, |s| s.pod.phase = phase)
+    }
+
+    /// A workload pod's readiness probe passes (or fails again).
+    pub fn set_ready(&self, namespace: &str, name: &str, ready: bool) -> bool {
+        self.change(namespace, name, |s| s.run.ready = Some(ready))
+    }
+
+    fn change(&self, namespace: &str, name: &str, f: impl FnOnce(&mut Slot)) -> bool {
         let mut pods = self.lock_pods();
-        let Some((i, pod)) = pods
+        let Some(slot) = pods
             .iter_mut()
-            .find(|(_, p)| p.namespace == namespace && p.name == name)
+            .find(|s| s.pod.namespace == namespace && s.pod.name == name)
         else {
             return false;
         };
-        pod.phase = phase;
-        match self.api.apply_pod(&api_pod(pod, &self.node, *i)) {
+        f(slot);
+        match self
+            .api
+            .apply_pod(&api_pod(&slot.pod, &self.node, slot.index, &slot.run))
+        {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(pod = %name, error = %e, "simulated node: pod not published");
@@ -254,9 +314,10 @@ impl SimNode {
     pub fn remove_claim(&self, namespace: &str, pod: &str, claim: &str) -> bool {
         let mut pods = self.lock_pods();
         let mut found = false;
-        for (_, p) in pods
+        for p in pods
             .iter_mut()
-            .filter(|(_, p)| p.namespace == namespace && p.name == pod)
+            .map(|s| &mut s.pod)
+            .filter(|p| p.namespace == namespace && p.name == pod)
         {
             for c in &mut p.containers {
                 let before = c.claims.len();
@@ -272,7 +333,8 @@ impl SimNode {
         self.api.set_down(down);
     }
 
-    fn publish_pod(&self, i: usize, pod: &SimPod) -> Result<(), SimNodeError> {
+    fn publish_pod(&self, slot: &Slot) -> Result<(), SimNodeError> {
+        let (i, pod) = (slot.index, &slot.pod);
         let layout = Layout::for_index(i);
         let qos = procfs::qos_for_index(i);
         for c in &pod.containers {
@@ -282,19 +344,19 @@ impl SimNode {
             }
         }
         self.api
-            .apply_pod(&api_pod(pod, &self.node, i))
+            .apply_pod(&api_pod(pod, &self.node, i, &slot.run))
             .map_err(|e| SimNodeError::Pod(format!("{}/{}", pod.namespace, pod.name), e))
     }
 
-    fn sync_kubelet(&self, pods: &[(usize, SimPod)]) {
+    fn sync_kubelet(&self, pods: &[Slot]) {
         let data = KubeletData {
-            list: list(pods.iter().map(|(_, p)| p), &self.node, &self.dra_names),
+            list: list(pods.iter().map(|s| &s.pod), &self.node, &self.dra_names),
             allocatable: self.allocatable.clone(),
         };
         self.lock_kubelet().set(data);
     }
 
-    fn lock_pods(&self) -> MutexGuard<'_, Vec<(usize, SimPod)>> {
+    fn lock_pods(&self) -> MutexGuard<'_, Vec<Slot>> {
         self.pods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -308,6 +370,28 @@ impl Drop for SimNode {
         // The directory goes after this, when the field drops.
         self.lock_kubelet().stop();
     }
+}
+
+/// A pod on the node: its layout index (cgroup layout, QoS), the
+/// scenario's pod and what the node adds.
+struct Slot {
+    index: usize,
+    pod: SimPod,
+    run: Run,
+}
+
+impl Slot {
+    fn new(index: usize, pod: SimPod, run: Run) -> Self {
+        Self { index, pod, run }
+    }
+}
+
+/// The lowest address of the node's range no pod holds (as host-local
+/// IPAM hands out a freed one again); none when all 253 are taken.
+fn free_address(pods: &[Slot], net: [u8; 2]) -> Option<String> {
+    (2..=254)
+        .map(|host| pod_address(net, host))
+        .find(|a| pods.iter().all(|s| s.run.ip.as_ref() != Some(a)))
 }
 
 const PREFIX: &str = "gpuscale-simnode-";

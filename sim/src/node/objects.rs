@@ -1,5 +1,11 @@
 //! The Kubernetes objects of a simulated node: its Node and its pods as
 //! the API serves them, and the stable names and UIDs they carry.
+//!
+//! A pod's address is a loopback address of its own (`127.h.n.x`, one
+//! `/24` per node), which Linux routes without set-up: what listens there
+//! (the fake vLLM the node runs for a vLLM container, or a server the user
+//! starts on it) is reachable from the machine, as a pod IP is from inside
+//! a cluster.
 
 use gpuscale_nvml_sim::scenario::{Pod as SimPod, PodPhase, Scenario};
 use k8s_openapi::api::core::v1::{
@@ -41,14 +47,23 @@ pub fn node_object(scenario: &Scenario, resources: &[(String, usize)]) -> Value 
     })
 }
 
+/// What the node knows of a pod beyond the scenario's fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Run {
+    /// Its address on the node's pod range, while it has one.
+    pub ip: Option<String>,
+    /// The containers of the template it was made from (image, command,
+    /// args, env, ports), served as the pod's; empty for a scenario pod.
+    pub containers: Vec<Value>,
+    /// Readiness when it is not the phase's: a workload's pod is Running
+    /// and not Ready while its model loads.
+    pub ready: Option<bool>,
+}
+
 /// Ready (and ContainersReady) while Running, as a pod whose readiness
-/// probe passes.
-fn conditions(phase: PodPhase) -> Vec<PodCondition> {
-    let ready = if phase == PodPhase::Running {
-        "True"
-    } else {
-        "False"
-    };
+/// probe passes, unless `run` says otherwise.
+fn conditions(ready: bool) -> Vec<PodCondition> {
+    let ready = if ready { "True" } else { "False" };
     [("PodScheduled", "True"), ("Initialized", "True")]
         .into_iter()
         .chain([("ContainersReady", ready), ("Ready", ready)])
@@ -63,8 +78,9 @@ fn conditions(phase: PodPhase) -> Vec<PodCondition> {
 /// The API object of a scenario pod. A `Deployment` owner is served the way
 /// the Deployment controller creates pods: owned by ReplicaSet
 /// `<deployment>-<pod-template-hash>`, with the `pod-template-hash` label.
-pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
+pub fn api_pod(pod: &SimPod, node: &str, index: usize, run: &Run) -> Pod {
     let layout = Layout::for_index(index);
+    let ready = run.ready.unwrap_or(pod.phase == PodPhase::Running);
     let mut labels = pod.labels.clone();
     let owner = pod.owner.as_ref().map(|o| {
         let (kind, name, api_version) = if o.kind == "Deployment" {
@@ -115,19 +131,15 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
             containers: pod
                 .containers
                 .iter()
-                .map(|c| Container {
-                    name: c.name.clone(),
-                    ..Container::default()
-                })
+                .map(|c| container(&c.name, &run.containers))
                 .collect(),
             ..PodSpec::default()
         }),
         status: Some(PodStatus {
             phase: Some(phase.into()),
-            // One address per pod slot on the node's pod CIDR, while Running.
-            pod_ip: (pod.phase == PodPhase::Running)
-                .then(|| format!("10.244.{}.{}", index / 250, index % 250 + 2)),
-            conditions: Some(conditions(pod.phase)),
+            // Its address once its containers started (not while Pending).
+            pod_ip: run.ip.clone().filter(|_| pod.phase != PodPhase::Pending),
+            conditions: Some(conditions(ready)),
             container_statuses: Some(
                 pod.containers
                     .iter()
@@ -136,7 +148,7 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
                         container_id: Some(format!("{}://{}", layout.scheme(), c.id)),
                         image: "registry.example/sim:latest".into(),
                         image_id: String::new(),
-                        ready: pod.phase == PodPhase::Running,
+                        ready,
                         restart_count: 0,
                         ..ContainerStatus::default()
                     })
@@ -145,6 +157,24 @@ pub fn api_pod(pod: &SimPod, node: &str, index: usize) -> Pod {
             ..PodStatus::default()
         }),
     }
+}
+
+/// The container `name` as its template describes it (the name alone for
+/// a scenario pod, or a template the API types cannot read).
+fn container(name: &str, template: &[Value]) -> Container {
+    let described = template
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| serde_json::from_value::<Container>(c.clone()).ok());
+    Container {
+        name: name.to_owned(),
+        ..described.unwrap_or_default()
+    }
+}
+
+/// The address of slot `host` (2–254) on the node range `net`.
+pub fn pod_address(net: [u8; 2], host: u8) -> String {
+    format!("127.{}.{}.{host}", net[0], net[1])
 }
 
 /// A stable UID for a name.
@@ -212,6 +242,7 @@ mod tests {
             &pod("Deployment", &[("pod-template-hash", "5f6d")]),
             "n1",
             0,
+            &Run::default(),
         );
         let owner = p.metadata.owner_references.as_ref().and_then(|o| o.first());
         assert_eq!(
@@ -219,7 +250,7 @@ mod tests {
             Some(("ReplicaSet", "web-5f6d"))
         );
         // Without a hash label one is made up, and the label added to match.
-        let p = api_pod(&pod("Deployment", &[]), "n1", 0);
+        let p = api_pod(&pod("Deployment", &[]), "n1", 0, &Run::default());
         let hash = p
             .metadata
             .labels
@@ -234,7 +265,32 @@ mod tests {
             .and_then(|o| o.first())
             .map(|o| o.name.clone());
         assert_eq!(owner, Some(format!("web-{hash}")));
-        let p = api_pod(&pod("StatefulSet", &[]), "n1", 2);
+        let run = Run {
+            ip: Some(pod_address([40, 0], 2)),
+            containers: vec![json!({"name": "c", "image": "vllm/vllm-openai:v0.11.0",
+                "ports": [{"name": "http", "containerPort": 8000}]})],
+            ready: Some(false),
+        };
+        let p = api_pod(&pod("StatefulSet", &[]), "n1", 2, &run);
+        let c = &p
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default()[0];
+        assert_eq!(c.image.as_deref(), Some("vllm/vllm-openai:v0.11.0"));
+        assert_eq!(c.ports.as_ref().map(|p| p[0].container_port), Some(8000));
+        let st = p.status.clone().unwrap_or_default();
+        assert_eq!(st.pod_ip.as_deref(), Some("127.40.0.2"));
+        let ready = st
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        assert_eq!(
+            ready.map(|c| c.status),
+            Some("False".to_owned()),
+            "Running, not Ready"
+        );
         let status = p
             .status
             .and_then(|s| s.container_statuses)

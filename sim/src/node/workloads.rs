@@ -2,8 +2,10 @@
 //! StatefulSets in the cluster's API. Scaling one creates or removes its
 //! pods on the simulated node; a new pod takes the GPUs (or MIG instances,
 //! or time-slice replicas) its template's limits ask for, appears on the
-//! kubelet's pod-resources socket and in `/proc`, and becomes Ready after
-//! the scenario's cold start; the workload's status counts its ready pods.
+//! kubelet's pod-resources socket and in `/proc`, is Running on an address
+//! of its own with its template's containers, and becomes Ready after the
+//! scenario's cold start, once what it runs listens ([`super::serving`]);
+//! the workload's status counts its ready pods.
 //! A pod the node has no free devices for is not created (as a pod the
 //! scheduler cannot place); that is logged and retried.
 
@@ -17,9 +19,11 @@ use gpuscale_nvml_sim::scenario::{
     Container as SimContainer, DeviceAlloc, Owner, Pod as SimPod, PodPhase,
 };
 use serde_json::{Value, json};
+use tokio::runtime::Handle;
 
-use super::SimNode;
 use super::objects::{template_hash, uid_of};
+use super::vllm::FakeVllm;
+use super::{SimNode, serving};
 use crate::kubeapi::{Gvr, core};
 
 /// How often the loop looks at the API.
@@ -47,6 +51,8 @@ pub struct Spec {
     pub labels: BTreeMap<String, String>,
     /// Per container: its name and the device resources its limits ask for.
     pub containers: Vec<(String, Vec<(String, usize)>)>,
+    /// The template's containers as written (image, args, env, ports).
+    pub template: Vec<Value>,
 }
 
 impl Spec {
@@ -62,9 +68,10 @@ impl Spec {
         let template = &workload["spec"]["template"];
         let labels =
             serde_json::from_value(template["metadata"]["labels"].clone()).unwrap_or_default();
-        let containers = template["spec"]["containers"]
+        let written = template["spec"]["containers"]
             .as_array()
-            .ok_or("spec.template.spec.containers: missing")?
+            .ok_or("spec.template.spec.containers: missing")?;
+        let containers = written
             .iter()
             .map(|c| Ok((c["name"].as_str().unwrap_or("main").to_owned(), limits(c)?)))
             .collect::<Result<_, String>>()?;
@@ -72,6 +79,7 @@ impl Spec {
             replicas,
             labels,
             containers,
+            template: written.clone(),
         })
     }
 }
@@ -96,11 +104,13 @@ fn limits(container: &Value) -> Result<Vec<(String, usize)>, String> {
 }
 
 /// A pod the controller made.
-#[derive(Debug, Clone)]
 struct Made {
     name: String,
+    ip: Option<String>,
     started: Instant,
     ready: bool,
+    /// What its containers run; stopped with it.
+    servers: Vec<FakeVllm>,
 }
 
 /// The controller's memory of the pods it made.
@@ -110,6 +120,8 @@ pub struct Controller {
     seq: u32,
     /// Workloads whose last problem was logged (logged once until it changes).
     logged: BTreeMap<Key, String>,
+    /// Where the pods' servers run; none, none run.
+    rt: Option<Handle>,
 }
 
 impl Controller {
@@ -119,7 +131,15 @@ impl Controller {
             made: BTreeMap::new(),
             seq: 0,
             logged: BTreeMap::new(),
+            rt: None,
         }
+    }
+
+    /// Runs what the pods' containers run (a fake vLLM) on `rt`.
+    #[must_use]
+    pub fn serving(mut self, rt: Handle) -> Self {
+        self.rt = Some(rt);
+        self
     }
 
     /// One pass over every workload in the API.
@@ -185,11 +205,28 @@ impl Controller {
             }
         }
         for p in pods.iter_mut().filter(|p| !p.ready) {
-            if now.duration_since(p.started) >= self.cold_start {
-                p.ready = node.set_phase(&key.1, &p.name, PodPhase::Running);
+            if now.duration_since(p.started) >= self.cold_start
+                && let Err(e) = self.turn_ready(node, &key.1, &spec.template, p)
+            {
+                self.log(key, format!("pod {}: not Ready: {e}", p.name));
             }
         }
         self.made.insert(key.clone(), pods);
+    }
+
+    /// The cold start passed: what the pod runs listens, then it is Ready.
+    fn turn_ready(
+        &self,
+        node: &SimNode,
+        ns: &str,
+        template: &[Value],
+        p: &mut Made,
+    ) -> Result<(), String> {
+        if let Some(rt) = &self.rt {
+            p.servers = serving::start(template, p.ip.as_deref(), rt)?;
+        }
+        p.ready = node.set_ready(ns, &p.name, true);
+        Ok(())
     }
 
     /// Makes one pod on the node, with the devices its template asks for.
@@ -222,11 +259,8 @@ impl Controller {
             )
         };
         let containers = allocate(node, spec, seq)?;
-        let phase = if self.cold_start.is_zero() {
-            PodPhase::Running
-        } else {
-            PodPhase::Pending
-        };
+        // Its containers start at once; the model loads until it is Ready.
+        let phase = PodPhase::Running;
         let pod = SimPod {
             namespace: ns.clone(),
             name: pod_name.clone(),
@@ -239,12 +273,16 @@ impl Controller {
             }),
             containers,
         };
-        node.add_pod(&pod).map_err(|e| e.to_string())?;
-        tracing::info!(namespace = %ns, pod = %pod_name, "workload pod started");
+        let ip = node
+            .run_pod(&pod, spec.template.clone(), false)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(namespace = %ns, pod = %pod_name, ip = ?ip, "workload pod started");
         Ok(Made {
             name: pod_name,
+            ip,
             started: now,
-            ready: phase == PodPhase::Running,
+            ready: false,
+            servers: Vec::new(),
         })
     }
 
@@ -328,14 +366,27 @@ fn write_status(node: &SimNode, plural: &str, key: &Key, w: &Value, (pods, ready
 pub struct Workloads {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// The pods' servers' runtime, stopped after the controller.
+    rt: Option<tokio::runtime::Runtime>,
 }
 
 impl Workloads {
     pub fn start(node: Arc<SimNode>, cold_start: Duration) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sim-pods")
+            .enable_all()
+            .build()
+            .inspect_err(|e| tracing::warn!(error = %e, "no runtime: the pods run no servers"))
+            .ok();
+        let handle = rt.as_ref().map(|r| r.handle().clone());
         let thread = std::thread::spawn(move || {
             let mut controller = Controller::new(cold_start);
+            if let Some(h) = handle {
+                controller = controller.serving(h);
+            }
             while !stopping.load(Ordering::Relaxed) {
                 controller.tick(&node, Instant::now());
                 std::thread::sleep(PERIOD);
@@ -344,6 +395,7 @@ impl Workloads {
         Self {
             stop,
             thread: Some(thread),
+            rt,
         }
     }
 }
@@ -353,6 +405,9 @@ impl Drop for Workloads {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
         }
     }
 }

@@ -1,16 +1,14 @@
 //! EndpointSlices for Services, as the endpointslice controller keeps
 //! them: each Service with a selector has one slice (`<service>-sim`,
 //! labelled `kubernetes.io/service-name`) listing the pods its selector
-//! matches that have an IP, each `ready` and `serving` by its Ready
+//! matches that have an IP and have not ended (`Succeeded`, `Failed`),
+//! each `ready` and `serving` by its Ready
 //! condition (`terminating` once it is being deleted), with the Service's
 //! ports resolved to the pods' (a named `targetPort` through the
 //! container port of that name). Kept in step on every write of a pod, a
 //! Service or a slice; a Service without a selector gets none (its slices
 //! are the user's, as on a real cluster), and a Service gone takes its
-//! slice. Unlike a real cluster, a Service that has slices of another
-//! manager (written by hand, as the local walkthroughs do for a process on
-//! the workstation) gets none of its own: the simulated pods' addresses
-//! reach nothing.
+//! slice. Slices of another manager are left alone beside it.
 
 use serde_json::{Value, json};
 
@@ -90,6 +88,7 @@ fn desired(service: &Value, pods: &[Value]) -> Value {
         .iter()
         .filter(|p| matches(&service["spec"]["selector"], &p["metadata"]["labels"]))
         .filter(|p| p["status"]["podIP"].is_string())
+        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
         .collect();
     let ports: Vec<Value> = service["spec"]["ports"]
         .as_array()
@@ -125,19 +124,13 @@ pub(crate) fn sync(st: &mut State, ns: &str) {
     let existing = st.list(&slices(), Some(ns), &all, &none);
     let ours =
         |s: &Value| s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == MANAGED_BY;
-    let theirs = |svc: &Value| {
-        existing.iter().any(|s| {
-            s["metadata"]["labels"]["kubernetes.io/service-name"] == svc["metadata"]["name"]
-                && !ours(s)
-        })
-    };
     let selects = |s: &Value| {
         s["spec"]["selector"]
             .as_object()
             .is_some_and(|m| !m.is_empty())
     };
     let mut keep = Vec::new();
-    for svc in services.iter().filter(|s| selects(s) && !theirs(s)) {
+    for svc in services.iter().filter(|s| selects(s)) {
         let want = desired(svc, &pods);
         let name = want["metadata"]["name"].as_str().unwrap_or("").to_string();
         keep.push(name.clone());
