@@ -168,7 +168,9 @@ pub fn run(o: &Options, tables: &Tables) -> Result<Report, Error> {
         .filter_map(|d| Some((d.model.as_deref()?, d.price_usd_per_hour?)));
     let tables = &tables
         .with_prices(prices)
-        .with_sites(sites::Sites::seen(&h, tables));
+        .with_sites(sites::Sites::seen(&h, |m| {
+            tables.gpu(m).map(|g| g.name.clone())
+        }));
     let mut all: Vec<Assessment> = h
         .workloads
         .iter()

@@ -142,7 +142,7 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Vec<Recommendation>> {
         })
         .collect();
     fits.sort_by(|x, y| x.price_usd_per_hour.total_cmp(&y.price_usd_per_hour));
-    let (firm, cond) = where_to(tables, &a.workload.cluster, &fits, |c| c);
+    let (firm, cond) = tables.sites.split(&a.workload.cluster, &fits, |c| &c.name);
     let rec = |best: &GpuType, needs| type_rec(tables, a, cur, best, n, needs);
     let mut out: Vec<Recommendation> = cond
         .map(|(c, needs)| rec(c, Some(needs)))
@@ -150,20 +150,6 @@ fn gpu_type(tables: &Tables, a: &Assessment) -> Option<Vec<Recommendation>> {
         .collect();
     out.extend(firm.map(|c| rec(c, None)));
     Some(out)
-}
-
-/// The cheapest of `sorted` (cheapest first) the cluster has nodes of,
-/// and the cheapest of all with what it needs when that one is not there.
-pub fn where_to<'a, T>(
-    tables: &Tables,
-    cluster: &str,
-    sorted: &'a [T],
-    gpu: impl Fn(&T) -> &GpuType,
-) -> (Option<&'a T>, Option<(&'a T, String)>) {
-    let needs = |x: &T| tables.sites.needs(cluster, &gpu(x).name);
-    let firm = sorted.iter().find(|x| needs(x).is_none());
-    let cond = sorted.first().and_then(|x| needs(x).map(|n| (x, n)));
-    (firm, cond)
 }
 
 fn type_rec(

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::History;
-use crate::tables::Tables;
 
 /// Table types per cluster, each with the node pools it was seen in.
 #[derive(Debug, Clone, Default)]
@@ -19,17 +18,18 @@ pub struct Sites {
 }
 
 impl Sites {
-    /// The table types of every GPU Prometheus has a `gpu_info` for.
-    pub fn seen(h: &History, tables: &Tables) -> Self {
+    /// The table types (`type_of` an NVML model name) of every GPU
+    /// Prometheus has a `gpu_info` for.
+    pub fn seen(h: &History, type_of: impl Fn(&str) -> Option<String>) -> Self {
         let mut seen: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
         for (id, d) in h.devices.iter().filter(|(id, _)| id.mig_uuid.is_empty()) {
-            let Some(g) = d.model.as_deref().and_then(|m| tables.gpu(m)) else {
+            let Some(g) = d.model.as_deref().and_then(&type_of) else {
                 continue;
             };
             let pools = seen
                 .entry(id.cluster.clone())
                 .or_default()
-                .entry(g.name.clone())
+                .entry(g)
                 .or_default();
             if let Some(p) = h.node_pool(&id.cluster, &id.node) {
                 pools.insert(p.to_string());
@@ -53,6 +53,21 @@ impl Sites {
         Some(format!(
             "a node pool of {gpu} in {at}: no {gpu} GPU seen there in the range (a pool scaled to zero nodes would not show)"
         ))
+    }
+
+    /// The first of `sorted` (cheapest first) whose type `cluster` has
+    /// nodes of, and the first of all with what it needs when its type is
+    /// not there.
+    pub fn split<'a, T>(
+        &self,
+        cluster: &str,
+        sorted: &'a [T],
+        name: impl Fn(&T) -> &str,
+    ) -> (Option<&'a T>, Option<(&'a T, String)>) {
+        let needs = |x: &T| self.needs(cluster, name(x));
+        let firm = sorted.iter().find(|x| needs(x).is_none());
+        let cond = sorted.first().and_then(|x| needs(x).map(|n| (x, n)));
+        (firm, cond)
     }
 
     /// The node pools of `cluster` a type was seen in, for the reasons.

@@ -6,7 +6,6 @@
 //! N × price for the same tokens wins (docs/right-sizing.md, "Decode").
 
 use crate::assess::{Assessment, Recommendation, dram_or_duty};
-use crate::recommend::where_to;
 use crate::tables::{GpuType, Tables};
 use crate::thresholds as t;
 
@@ -90,7 +89,9 @@ pub fn cheapest<'a>(
     (cur, n, now): (&GpuType, u32, f64),
 ) -> Vec<(&'a Candidate<'a>, Option<String>)> {
     let ok = |c: &Candidate| c.usd_per_hour < now - 1e-9 && (c.gpu.name != cur.name || c.n < n);
-    let (firm, cond) = where_to(tables, &a.workload.cluster, all, |c| c.gpu);
+    let (firm, cond) = tables
+        .sites
+        .split(&a.workload.cluster, all, |c| &c.gpu.name);
     let mut v: Vec<_> = cond
         .filter(|(c, _)| ok(c))
         .map(|(c, needs)| (c, Some(needs)))
