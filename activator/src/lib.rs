@@ -31,7 +31,11 @@ use cli::Args;
 /// Starts the watches, the wakers and both listeners; returns on a start-up
 /// error or when a listener ends.
 pub async fn run(args: Args) -> Result<(), String> {
-    let file = config::load(&args.config).map_err(|e| e.to_string())?;
+    let path = args
+        .config
+        .as_deref()
+        .ok_or("--config: the routes file is required")?;
+    let file = config::load(path).map_err(|e| e.to_string())?;
     let metrics = Arc::new(Metrics::new().map_err(|e| format!("self-metrics: {e}"))?);
     let routes: Vec<Arc<route::Route>> = file
         .routes

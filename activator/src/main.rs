@@ -1,5 +1,8 @@
-use clap::Parser as _;
-use gpuscale_activator::cli::{Args, LogFormat};
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory as _, Parser as _};
+use gpuscale_activator::cli::{Args, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(format: LogFormat, filter: &str) {
@@ -18,32 +21,60 @@ fn init_logging(format: LogFormat, filter: &str) {
     };
 }
 
-fn main() -> std::process::ExitCode {
+/// `check-config`: the routes of `--config` printed, or exit 2 naming
+/// the problem.
+fn check_config(path: &std::path::Path) -> ExitCode {
+    match gpuscale_activator::config::load(path) {
+        Ok(f) => {
+            for r in f.routes {
+                println!(
+                    "{}: host={} pathPrefix={} model={} -> {}/{} ({} {})",
+                    r.name,
+                    r.host.as_deref().unwrap_or("*"),
+                    r.path_prefix,
+                    r.model.as_deref().unwrap_or("*"),
+                    r.service.namespace,
+                    r.service.name,
+                    r.target.kind,
+                    r.target.name
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A usage error as clap prints its own (exit 2).
+fn usage(message: impl std::fmt::Display) -> ! {
+    Args::command()
+        .error(ErrorKind::ArgumentConflict, message)
+        .exit()
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
+    let mode = args.mode().unwrap_or_else(|e| usage(e));
+    let Some(config) = args.config.clone() else {
+        Args::command()
+            .error(
+                ErrorKind::MissingRequiredArgument,
+                "the following required arguments were not provided:\n  --config <CONFIG>",
+            )
+            .exit()
+    };
     init_logging(args.log_format, &args.log_level);
-    if args.check_config {
-        return match gpuscale_activator::config::load(&args.config) {
-            Ok(f) => {
-                for r in f.routes {
-                    println!(
-                        "{}: host={} pathPrefix={} model={} -> {}/{} ({} {})",
-                        r.name,
-                        r.host.as_deref().unwrap_or("*"),
-                        r.path_prefix,
-                        r.model.as_deref().unwrap_or("*"),
-                        r.service.namespace,
-                        r.service.name,
-                        r.target.kind,
-                        r.target.name
-                    );
-                }
-                std::process::ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                std::process::ExitCode::from(2)
-            }
-        };
+    if let Some(flag) = mode.deprecated {
+        tracing::warn!(
+            "{flag} is deprecated and will be removed in the next release: use `gpuscale-activator {}`",
+            mode.command.name()
+        );
+    }
+    if mode.command == Command::CheckConfig {
+        return check_config(&config);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -52,15 +83,15 @@ fn main() -> std::process::ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
-            return std::process::ExitCode::FAILURE;
+            return ExitCode::FAILURE;
         }
     };
     match rt.block_on(gpuscale_activator::run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("gpuscale-activator: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
 }

@@ -43,7 +43,8 @@ fn flags_and_defaults_match_the_cli() {
         .get_arguments()
         .filter_map(|a| {
             let long = a.get_long()?;
-            if long == "help" || long == "version" {
+            // The hidden ones are deprecated forms of a subcommand.
+            if long == "help" || long == "version" || a.is_hide_set() {
                 return None;
             }
             let default = a

@@ -317,9 +317,9 @@ impl Checker {
         } else if keys == BTreeSet::from(["routes"]) {
             self.tool(
                 origin,
-                "activator routes (--check-config)",
+                "activator routes (check-config)",
                 Command::new(gpuscale_e2e::bins::activator())
-                    .arg("--check-config")
+                    .arg("check-config")
                     .arg("--config")
                     .arg(&file),
             );
