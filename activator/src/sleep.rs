@@ -167,3 +167,23 @@ pub async fn run(route: Arc<Route>, metrics: Arc<Metrics>, share: Option<Arc<Gpu
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// A `sleep:` route's endpoint answered `503` (a server that rejects
+/// model requests while asleep, as earlier vLLM releases did): when its
+/// `/is_sleeping` says true it is left out of forwarding at once, without
+/// waiting for the next probe, so a request sent again is held and wakes
+/// it. True when it sleeps; false for any other 503 (passed on).
+pub async fn answered_asleep(route: &Arc<Route>, addr: SocketAddr, metrics: &Metrics) -> bool {
+    let Some(s) = &route.sleeper else {
+        return false;
+    };
+    if is_sleeping(s.sleep_addr(addr), route).await != Some(true) {
+        return false;
+    }
+    if s.mark(addr, true) {
+        tracing::info!(route = %route.spec.name, endpoint = %addr, "answered 503 asleep: left out until woken");
+        route.set_ready(s.awake());
+        publish_sleeping(route, metrics);
+    }
+    true
+}

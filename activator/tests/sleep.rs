@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use gpuscale_activator::metrics::Metrics;
 use gpuscale_activator::route::Route;
 use gpuscale_activator::sleep::{self, SleepSpec};
-use gpuscale_sim::node::vllm::{Config, FakeVllm};
+use gpuscale_sim::node::vllm::{Asleep, Config, FakeVllm};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -136,17 +136,42 @@ async fn a_request_that_reached_a_server_as_it_fell_asleep_is_woken_for_and_answ
     let (status, _) = send(addr(&vllm), "POST", "/sleep").await;
     assert!(status.contains(" 200"), "{status}");
     let request = tokio::spawn(send(proxy, "POST", "/v1/completions"));
-    let open = metrics
-        .in_flight
-        .with_label_values(&["inference", "chat"]);
+    let open = metrics.in_flight.with_label_values(&["inference", "chat"]);
     until("the request forwarded and open", || open.get() == 1).await;
     assert_eq!(vllm.transitions(), (1, 0));
 
     // The first probe finds the server asleep under an open request.
     tokio::spawn(sleep::run(route.clone(), metrics.clone(), None));
     let (status, _) = request.await.unwrap();
-    assert!(status.contains(" 200"), "woken for it and answered: {status}");
+    assert!(
+        status.contains(" 200"),
+        "woken for it and answered: {status}"
+    );
     assert_eq!(vllm.transitions(), (1, 1));
     let held = metrics.held.with_label_values(&["inference", "chat"]);
     assert_eq!(held.get_sample_count(), 0, "forwarded, never held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_from_a_server_asleep_leaves_it_out_at_once_and_another_503_does_not() {
+    let mut cfg = Config::new("m", Duration::from_millis(10));
+    cfg.asleep = Asleep::Reject;
+    let vllm = FakeVllm::start(cfg, &tokio::runtime::Handle::current()).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let route = route_with_sleep(&metrics);
+    route.set_endpoints(vec![addr(&vllm)]);
+    let ready = metrics
+        .ready_endpoints
+        .with_label_values(&["inference", "chat"]);
+    assert!(
+        !sleep::answered_asleep(&route, addr(&vllm), &metrics).await,
+        "awake: a 503 of its own"
+    );
+    assert_eq!(ready.get(), 1);
+    let (status, _) = send(addr(&vllm), "POST", "/sleep").await;
+    assert!(status.contains(" 200"), "{status}");
+    let (status, _) = send(addr(&vllm), "POST", "/v1/completions").await;
+    assert!(status.contains(" 503"), "{status}");
+    assert!(sleep::answered_asleep(&route, addr(&vllm), &metrics).await);
+    assert_eq!(ready.get(), 0, "left out before any probe");
 }

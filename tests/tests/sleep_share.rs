@@ -121,12 +121,20 @@ fn ask(port: u16, model: &str) -> u16 {
     response(send(port, "/v1/completions", "models.test", "", &body)).0
 }
 
-#[test]
-fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
-    let rt = tokio::runtime::Runtime::new().expect("a runtime");
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let live_dir = dir.path().join("live");
-    let scenario = dir.path().join("scenario.yaml");
+/// Chat awake on the GPU, the exporter and Prometheus reading it, and
+/// the activator in front of both routes (code's server not yet up).
+struct World {
+    chat: FakeVllm,
+    prom: Prometheus,
+    kube: KubeFake,
+    a: Activator,
+    live_dir: std::path::PathBuf,
+    _exporter: Exporter,
+}
+
+fn world(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> World {
+    let live_dir = dir.join("live");
+    let scenario = dir.join("scenario.yaml");
     std::fs::write(&scenario, share_scenario()).expect("the scenario");
     let chat = server("chat", 4101, &live_dir, rt.handle());
     let exporter = Exporter::simulate_env(&scenario, &[], &[(live::ENV_LIVE, &live_dir)]);
@@ -148,29 +156,45 @@ fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
         "--vram-refresh=500ms".to_string(),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let a = Activator::start(dir.path(), "a", &kube, &routes(), &flags);
+    let a = Activator::start(dir, "a", &kube, &routes(), &flags);
+    World {
+        chat,
+        prom,
+        kube,
+        a,
+        live_dir,
+        _exporter: exporter,
+    }
+}
+
+#[test]
+fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let w = world(&rt, dir.path());
+    let (chat, prom, a) = (&w.chat, &w.prom, &w.a);
     let need = AWAKE_MIB as f64 * MIB;
     let vram_need = "gpuscale_activator_vram_need_bytes";
     eventually("chat's need read awake", || {
-        (route_value(&a, vram_need, "chat") == Some(need)).then_some(())
+        (route_value(a, vram_need, "chat") == Some(need)).then_some(())
     });
 
     // Chat is put to sleep (the controller's sleep stage); code starts
     // on the room it left and is read awake.
     assert_eq!(
-        response(send(port(&chat), "/sleep", "127.0.0.1", "", "")).0,
+        response(send(port(chat), "/sleep", "127.0.0.1", "", "")).0,
         200
     );
     let sleeping = "gpuscale_activator_sleeping_endpoints";
     eventually("chat seen asleep", || {
-        (route_value(&a, sleeping, "chat") == Some(1.0)).then_some(())
+        (route_value(a, sleeping, "chat") == Some(1.0)).then_some(())
     });
-    let code = server("code", 4102, &live_dir, rt.handle());
-    kube.put(&slices(), slice("code", port(&code)));
+    let code = server("code", 4102, &w.live_dir, rt.handle());
+    w.kube.put(&slices(), slice("code", port(&code)));
     eventually("code's need read awake", || {
-        (route_value(&a, vram_need, "code") == Some(need)).then_some(())
+        (route_value(a, vram_need, "code") == Some(need)).then_some(())
     });
-    prom_reads(&prom, "chat-0", ASLEEP_MIB);
+    prom_reads(prom, "chat-0", ASLEEP_MIB);
 
     // A request for chat: 46000 MiB more do not fit in the 31559 free,
     // so idle code is put to sleep first, then chat woken and answered.
@@ -179,19 +203,26 @@ fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
     let room = "gpuscale_activator_gpu_room_total";
     let slept = "gpuscale_activator_neighbour_sleeps_total";
     assert_eq!(
-        series(&a, room, &[("route", "chat"), ("outcome", "made_room")]),
+        series(a, room, &[("route", "chat"), ("outcome", "made_room")]),
         Some(1.0)
     );
     assert_eq!(
-        series(&a, slept, &[("route", "code"), ("result", "slept")]),
+        series(a, slept, &[("route", "code"), ("result", "slept")]),
         Some(1.0)
     );
     assert_eq!(code.transitions(), (1, 0));
 
-    // Chat serves a request kept in flight: code's wake must not put it
-    // to sleep, so it waits (held) until chat's request is answered.
-    prom_reads(&prom, "code-0", ASLEEP_MIB);
-    prom_reads(&prom, "chat-0", AWAKE_MIB);
+    a_busy_neighbour_is_never_put_to_sleep(&w, &code);
+}
+
+/// Chat serves a request kept in flight: code's wake must not put it to
+/// sleep, so it waits (held) until chat's request is answered.
+fn a_busy_neighbour_is_never_put_to_sleep(w: &World, code: &FakeVllm) {
+    let (chat, prom, a) = (&w.chat, &w.prom, &w.a);
+    let room = "gpuscale_activator_gpu_room_total";
+    let slept = "gpuscale_activator_neighbour_sleeps_total";
+    prom_reads(prom, "code-0", ASLEEP_MIB);
+    prom_reads(prom, "chat-0", AWAKE_MIB);
     chat.hold_answers();
     let busy = std::thread::spawn({
         let port = a.port;
@@ -205,7 +236,7 @@ fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
         move || ask(port, "code")
     });
     eventually("code's wake waiting on chat's request", || {
-        series(&a, room, &[("route", "code"), ("outcome", "in_flight")]).filter(|n| *n >= 1.0)
+        series(a, room, &[("route", "code"), ("outcome", "in_flight")]).filter(|n| *n >= 1.0)
     });
     assert!(
         !chat.is_sleeping(),
@@ -222,12 +253,11 @@ fn waking_a_model_puts_its_idle_neighbour_to_sleep_never_a_busy_one() {
     );
     assert!(chat.is_sleeping() && !code.is_sleeping());
     assert_eq!(
-        series(&a, slept, &[("route", "chat"), ("result", "slept")]),
+        series(a, slept, &[("route", "chat"), ("result", "slept")]),
         Some(1.0)
     );
     assert_eq!(
-        series(&a, room, &[("route", "code"), ("outcome", "made_room")]),
+        series(a, room, &[("route", "code"), ("outcome", "made_room")]),
         Some(1.0)
     );
-    drop(prom);
 }
