@@ -35,11 +35,13 @@ pub struct Queue {
     pub last_day: f64,
 }
 
-/// The workload of a pod-level series, joined on its pod's `gpu_pod_info`.
-fn joined(inner: &str, r: &str) -> String {
+/// The workload of a pod-level series, joined on its pod's `gpu_pod_info`
+/// of the same day (`day`: `[1d]` and its offset): a day of the info
+/// series, not the range's, for each of these queries.
+fn joined(inner: &str, day: &str) -> String {
     format!(
         "sum by ({KEY}) ({inner} * on (cluster, namespace, pod) group_left (workload_kind, workload) \
-         max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info[{r}])))"
+         max by (cluster, namespace, pod, workload_kind, workload) (max_over_time(gpu_pod_info{day})))"
     )
 }
 
@@ -74,13 +76,14 @@ impl History {
 
     /// Mean queue time (or length) of the day ending `back_s` before the end.
     fn day(&mut self, p: &Prometheus, w: &Window, back_s: f64) -> Result<Days, Error> {
-        let (r, st) = (&w.range, &w.step);
+        let st = &w.step;
         let off = if back_s > 0.0 {
             format!(" offset {back_s:.0}s")
         } else {
             String::new()
         };
-        let inc = |suffix: &str| joined(&format!("increase({}[1d]{off})", names(suffix)), r);
+        let day = format!("[1d]{off}");
+        let inc = |suffix: &str| joined(&format!("increase({}{day})", names(suffix)), &day);
         let time = self.per_key(
             p,
             "queue time",
@@ -89,7 +92,7 @@ impl History {
         let waiting = format!(
             "avg_over_time((max by (cluster, namespace, pod) ({{__name__=~\"{WAITING}\"}}))[1d:{st}]{off})"
         );
-        let waiting = self.per_key(p, "requests waiting", &joined(&waiting, r))?;
+        let waiting = self.per_key(p, "requests waiting", &joined(&waiting, &day))?;
         Ok((time, waiting))
     }
 
