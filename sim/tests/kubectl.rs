@@ -632,3 +632,46 @@ regarding: {{apiVersion: gpuscale.dev/v1alpha1, kind: ScaleToZeroPolicy, name: c
         "{described}"
     );
 }
+
+/// The CRD's CEL rules (`x-kubernetes-validations`) are not evaluated:
+/// kubectl says so on every write of a policy, naming each rule, and with
+/// `--validate=warn` it prints the unknown fields the server pruned.
+#[test]
+fn writes_of_a_resource_with_cel_rules_warn_that_they_were_not_evaluated() {
+    let k = with_example();
+    k.ok(&[
+        "apply",
+        "-f",
+        &path("deploy/adapter/scaletozeropolicy-crd.yaml"),
+    ]);
+    for args in [
+        &["apply", "-f", "-"][..],
+        &["apply", "--server-side", "-f", "-"][..],
+    ] {
+        let out = k.run(args, Some(POLICY));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?}: {err}");
+        let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("Warning: ")).collect();
+        for rule in [
+            "spec.activation (x-kubernetes-validations): has(self.metric) != has(self.query)",
+            "spec.idle (x-kubernetes-validations): has(self.metric) != has(self.query)",
+            "spec.target (x-kubernetes-validations): self == oldSelf",
+        ] {
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("did not evaluate the CEL rule of") && w.ends_with(rule)),
+                "kubectl {args:?}: no warning naming {rule}:\n{err}"
+            );
+        }
+    }
+    let misspelt = POLICY
+        .replace("spec:\n", "spec:\n  minUpDuraton: 30m\n")
+        .replace("chat, namespace", "chat2, namespace");
+    let out = k.run(&["create", "--validate=warn", "-f", "-"], Some(&misspelt));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Warning: unknown field \"spec.minUpDuraton\""),
+        "--validate=warn prints the pruned field:\n{err}"
+    );
+}

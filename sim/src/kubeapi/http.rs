@@ -6,7 +6,7 @@ use std::io::{BufRead as _, BufReader, Read, Write};
 use std::sync::Mutex;
 
 use super::request::Request;
-use super::response::respond;
+use super::response::{respond, respond_warned};
 use super::{State, lock, status};
 
 /// Request bodies larger than this are refused (413).
@@ -97,6 +97,7 @@ fn read_request<R: Read>(reader: &mut BufReader<R>) -> Result<Request, ReadError
         body,
         close,
         token,
+        warnings: std::cell::RefCell::default(),
     })
 }
 
@@ -128,7 +129,8 @@ pub(crate) fn serve<S: Read + Write>(conn: S, state: &Mutex<State>, token: Optio
                 super::verbs::answer(&req, &mut st)
             }
         };
-        if respond(reader.get_mut(), code, &body).is_err() || req.close {
+        let warnings = req.warnings.take();
+        if respond_warned(reader.get_mut(), code, &body, &warnings).is_err() || req.close {
             return;
         }
     }

@@ -29,7 +29,8 @@
 //! Custom resources are checked against their CRD's structural schema
 //! (pruning, `fieldValidation=Strict`, types, enums, bounds, required).
 //!
-//! Not done: CRD `x-kubernetes-validations` (CEL); no admission, no
+//! Not done: CRD `x-kubernetes-validations` (CEL: a write is answered with
+//! a `Warning` header naming each rule not evaluated); no admission, no
 //! defaulting beyond metadata; RBAC is not enforced (SubjectAccessReviews
 //! are answered by [`Cluster::sar`], nothing else is authorized); a namespace's deletion
 //! does not delete what is in it. A collection the server does not know is

@@ -1,6 +1,8 @@
 //! A request as read off the wire, and what handlers read from it: the
 //! body (JSON, YAML or protobuf) and the query parameters.
 
+use std::cell::RefCell;
+
 use serde_json::Value;
 
 pub(crate) struct Request {
@@ -12,6 +14,8 @@ pub(crate) struct Request {
     pub(crate) body: Vec<u8>,
     pub(crate) close: bool,
     pub(crate) token: Option<String>,
+    /// What the answer warns of, one `Warning` header each.
+    pub(crate) warnings: RefCell<Vec<String>>,
 }
 
 impl Request {
@@ -39,6 +43,12 @@ impl Request {
     /// A percent-decoded query parameter.
     pub(crate) fn param(&self, name: &str) -> Option<String> {
         param(&self.query, name)
+    }
+
+    /// Adds a `Warning: 299 - "…"` header to the answer (kubectl prints
+    /// `Warning: …`).
+    pub(crate) fn warn(&self, message: String) {
+        self.warnings.borrow_mut().push(message);
     }
 
     pub(crate) fn flag(&self, name: &str) -> bool {

@@ -5,9 +5,12 @@
 //! "spec.idel"`); a value of the wrong type, outside its `enum`, below its
 //! `minimum` or above its `maximum`, or a `required` field missing is `422
 //! Invalid` with one cause per field. `anyOf` branches are checked as value
-//! validations. Not evaluated (a difference from a real server, listed in
-//! docs/architecture.md): `x-kubernetes-validations` (CEL rules), `format`,
-//! `pattern`, lengths and item counts.
+//! validations. With `fieldValidation=Warn` unknown fields are pruned and
+//! each named in a `Warning` header, as a real server does. Not evaluated
+//! (a difference from a real server, listed in docs/architecture.md):
+//! `x-kubernetes-validations` (CEL rules: a write the schema admits is
+//! answered with a `Warning` naming each rule it did not evaluate),
+//! `format`, `pattern`, lengths and item counts.
 
 use serde_json::{Map, Value, json};
 
@@ -93,6 +96,16 @@ pub(crate) fn admit(
         return Err(super::status(400, "BadRequest", &msg));
     }
     if found.invalid.is_empty() {
+        if req.param("fieldValidation").as_deref() == Some("Warn") {
+            for f in &found.unknown {
+                req.warn(format!("unknown field {f:?}"));
+            }
+        }
+        for (path, rule) in cel_rules(&schema, "") {
+            req.warn(format!(
+                "the simulated cluster did not evaluate the CEL rule of {path} (x-kubernetes-validations): {rule}"
+            ));
+        }
         return Ok(());
     }
     let kind = obj["kind"].as_str().unwrap_or(&gvr.2).to_string();
@@ -119,6 +132,35 @@ fn invalid(gvr: &Gvr, kind: &str, name: &str, causes: &[(String, String)]) -> (u
             "message": m, "field": f})).collect::<Vec<_>>(),
     });
     (code, body)
+}
+
+/// Every `x-kubernetes-validations` rule of `schema`, with the path of the
+/// field it is on (`spec.idle`, `spec.targets[*]`; `<root>` for the object).
+fn cel_rules(schema: &Value, path: &str) -> Vec<(String, String)> {
+    let here = if path.is_empty() { "<root>" } else { path };
+    let mut rules: Vec<(String, String)> = schema["x-kubernetes-validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["rule"].as_str())
+        .map(|r| (here.to_owned(), r.to_owned()))
+        .collect();
+    let join = |name: &str| {
+        if path.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    for (name, s) in schema["properties"].as_object().into_iter().flatten() {
+        rules.extend(cel_rules(s, &join(name)));
+    }
+    for key in ["items", "additionalProperties"] {
+        if schema[key].is_object() {
+            rules.extend(cel_rules(&schema[key], &format!("{here}[*]")));
+        }
+    }
+    rules
 }
 
 fn preserves(schema: &Value) -> bool {
