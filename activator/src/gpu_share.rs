@@ -19,6 +19,8 @@ use crate::vram::{Prometheus, Reading};
 
 /// The window of the per-GPU limit.
 const WINDOW: Duration = Duration::from_secs(60);
+/// A neighbour that did not sleep is not asked again for this long.
+const REFUSED_FOR: Duration = Duration::from_secs(300);
 
 /// What a pod was seen holding: the largest reading while awake (its
 /// need), the last while asleep.
@@ -49,6 +51,8 @@ pub struct GpuShare {
     limit: usize,
     seen: Mutex<BTreeMap<(String, String), Seen>>,
     sleeps: Mutex<BTreeMap<String, VecDeque<Instant>>>,
+    /// Neighbours whose sleep failed, and when.
+    refused: Mutex<BTreeMap<SocketAddr, Instant>>,
     /// One room-making at a time, so two wakes do not count the same room.
     busy: tokio::sync::Mutex<()>,
 }
@@ -82,6 +86,7 @@ impl GpuShare {
             limit,
             seen: Mutex::new(BTreeMap::new()),
             sleeps: Mutex::new(BTreeMap::new()),
+            refused: Mutex::new(BTreeMap::new()),
             busy: tokio::sync::Mutex::new(()),
         }
     }
@@ -243,6 +248,9 @@ impl GpuShare {
             let Some(s) = &route.sleeper else { continue };
             let ns = &route.spec.service.namespace;
             for addr in s.awake() {
+                if self.refused_lately(addr) {
+                    continue;
+                }
                 let Some(pod) = s.pod_of(addr) else { continue };
                 let Some(v) = r.single(ns, &pod).filter(|v| v.uuid == uuid) else {
                     continue;
@@ -265,6 +273,12 @@ impl GpuShare {
         }
         out.sort_by_key(|(t, _)| *t);
         out.into_iter().map(|(_, n)| n).collect()
+    }
+
+    fn refused_lately(&self, a: SocketAddr) -> bool {
+        let mut r = lock(&self.refused);
+        r.retain(|_, at| at.elapsed() < REFUSED_FOR);
+        r.contains_key(&a)
     }
 
     /// Neighbour sleeps left on `gpu` in the window.
@@ -302,6 +316,7 @@ impl GpuShare {
                 "slept"
             }
             Err(e) => {
+                lock(&self.refused).insert(n.addr, Instant::now());
                 s.mark(n.addr, false);
                 n.route.set_ready(s.awake());
                 tracing::warn!(route = %name, endpoint = %n.addr, %gpu, "neighbour not put to sleep: {e}");
