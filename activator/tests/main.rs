@@ -6,7 +6,6 @@ mod disconnect;
 mod docs;
 mod h2c;
 mod held;
-mod logs;
 mod peek;
 mod sleep;
 #[allow(clippy::unwrap_used)]

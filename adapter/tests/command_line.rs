@@ -1,7 +1,7 @@
 //! The run modes are subcommands (`serve`, `doctor`, `wake-parked`,
 //! `check-config`, `check-prometheus`); the old mode flags still work for
-//! one release, each with a warning naming the new form. Its log carries
-//! no colour codes in a file, a pipe, or a terminal with `NO_COLOR` set.
+//! one release, each with a warning naming the new form. (Its log's
+//! colours: tests/tests/command_lines.rs, with the other binaries'.)
 
 use std::process::{Command, Output};
 
@@ -136,49 +136,4 @@ fn help_lists_the_subcommands_and_the_environment() {
     ] {
         assert!(!help.contains(hidden), "--help still offers {hidden}");
     }
-}
-
-/// The adapter failing at start (`check-prometheus` on a Prometheus
-/// nobody listens on), its log as written; under `script` (a
-/// pseudo-terminal, util-linux) when `tty`.
-fn failing_log(tty: bool, no_color: bool) -> String {
-    let args = format!("{BIN} check-prometheus {NO_PROMETHEUS}");
-    let mut cmd = if tty {
-        let mut c = Command::new("script");
-        c.args(["-qec", &format!("{args} 2>&1"), "/dev/null"]);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.args(["-c", &args]);
-        c
-    };
-    cmd.env_remove("NO_COLOR").env_remove("RUST_LOG");
-    if no_color {
-        cmd.env("NO_COLOR", "1");
-    }
-    let out = cmd.output().expect("run the adapter (script: util-linux)");
-    assert!(!out.status.success(), "Prometheus answered on port 9");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-#[test]
-fn logs_have_no_colour_codes_off_a_terminal_or_with_no_color() {
-    let piped = failing_log(false, false);
-    assert!(piped.contains("ERROR"), "{piped}");
-    assert!(!piped.contains('\u{1b}'), "ANSI codes in a pipe: {piped:?}");
-    let no_color = failing_log(true, true);
-    assert!(no_color.contains("ERROR"), "{no_color}");
-    assert!(
-        !no_color.contains('\u{1b}'),
-        "ANSI codes with NO_COLOR: {no_color:?}"
-    );
-    let coloured = failing_log(true, false);
-    assert!(
-        coloured.contains('\u{1b}'),
-        "no colour on a terminal: {coloured:?}"
-    );
 }

@@ -26,11 +26,21 @@ pub enum Compat {
     DcgmOnly,
 }
 
+/// The environment variables the exporter reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  GPUSCALE_*          each flag but --node-name (shown with it, e.g. GPUSCALE_COLLECT_INTERVAL)
+  GPUSCALE_LOG_LEVEL  the log filter (--log-level)
+  NODE_NAME           this node's name (--node-name), from the downward API
+  KUBECONFIG          the Kubernetes API without --kubeconfig, outside a cluster
+  NO_COLOR            no colour codes in the log (none either off a terminal)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpuscale-exporter",
     version,
-    about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods"
+    about = "Prometheus exporter for NVIDIA GPUs, joined to Kubernetes pods",
+    after_help = ENVIRONMENT
 )]
 pub struct Cli {
     /// Address to serve /metrics on [default: 0.0.0.0:9400; with
