@@ -4,6 +4,8 @@ answers the allocation-sharing query with N synthetic series (1.5M: a 214 MB
 answer) and every other query with an empty vector. Usage:
   bench/advisor-rss.py PORT N &
   /usr/bin/time -v gpuscale-advisor --prometheus http://127.0.0.1:PORT --end 1000000
+What the advisor keeps of that answer, built alone for comparison:
+  /usr/bin/time -v target/release/examples/kept N
 """
 import sys, http.server, urllib.parse
 N = int(sys.argv[2])

@@ -4,7 +4,7 @@
 //! not seen before in the answer) and handed to the caller, who folds it
 //! into what it keeps: no JSON tree, no text, no vector of every series.
 //! A duplicate is found by a 128-bit keyed hash of the label set (16 bytes
-//! a series; two different sets collide with odds under 10⁻²⁵ at ten
+//! a series; two different sets collide with odds under 10⁻²⁴ at ten
 //! million series, and a collision could only refuse, never admit).
 
 use std::collections::HashSet;
