@@ -11,6 +11,7 @@
 //!     target: {kind: Deployment, name: chat}
 //!     wakeReplicas: 1
 //!     upstreamProtocol: http1     # or h2c (HTTP/2, prior knowledge)
+//!     upstreamTtfbTimeout: 10m    # optional: overrides --upstream-ttfb-timeout
 //!     sleep: {}                   # optional: its pods may sleep (vLLM sleep mode)
 //! ```
 
@@ -28,6 +29,7 @@ pub const ROUTE_KEYS: &[&str] = &[
     "target",
     "wakeReplicas",
     "upstreamProtocol",
+    "upstreamTtfbTimeout",
     "sleep",
 ];
 
@@ -53,6 +55,10 @@ pub struct RouteSpec {
     pub wake_replicas: i32,
     #[serde(default)]
     pub upstream_protocol: Protocol,
+    /// This route's bound on its upstream's response head; default
+    /// `--upstream-ttfb-timeout`.
+    #[serde(default, deserialize_with = "ttfb")]
+    pub upstream_ttfb_timeout: Option<std::time::Duration>,
     /// The pods may sleep: woken with `POST /wake_up` (`crate::sleep`).
     #[serde(default)]
     pub sleep: Option<crate::sleep_spec::SleepSpec>,
@@ -67,6 +73,17 @@ pub enum Protocol {
     Http1,
     /// Cleartext HTTP/2 with prior knowledge (gRPC and h2 model servers).
     H2c,
+}
+
+/// A duration with its unit, above zero, as the flag it overrides.
+fn ttfb<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::time::Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    let bad = |msg: String| serde::de::Error::custom(format!("upstreamTtfbTimeout: {msg}"));
+    match gpuscale_util::duration::parse(&s) {
+        Ok(v) if v.is_zero() => Err(bad(format!("{s:?} must be above zero"))),
+        Ok(v) => Ok(Some(v)),
+        Err(e) => Err(bad(e.to_string())),
+    }
 }
 
 fn root() -> String {
@@ -255,6 +272,10 @@ mod tests {
         assert_eq!(f.routes[0].upstream_protocol, Protocol::Http1);
         let h2 = parse(&format!("{OK}  upstreamProtocol: h2c\n")).unwrap();
         assert_eq!(h2.routes[0].upstream_protocol, Protocol::H2c);
+        assert_eq!(f.routes[0].upstream_ttfb_timeout, None);
+        let long = parse(&format!("{OK}  upstreamTtfbTimeout: 10m\n")).unwrap();
+        let ten_min = std::time::Duration::from_secs(600);
+        assert_eq!(long.routes[0].upstream_ttfb_timeout, Some(ten_min));
     }
 
     #[test]
@@ -273,6 +294,10 @@ mod tests {
         let e = parse(&OK.replace("  service: {namespace: a, name: chat, port: 8000}\n", ""))
             .unwrap_err();
         assert!(e.contains("route \"chat\"") && e.contains("service"), "{e}");
+        for bad in ["600", "0s", "ten minutes"] {
+            let e = parse(&format!("{OK}  upstreamTtfbTimeout: {bad}\n")).unwrap_err();
+            assert!(e.contains("upstreamTtfbTimeout"), "{bad}: {e}");
+        }
         let e = parse(&format!("{OK}  upstreamProtocol: h3\n")).unwrap_err();
         assert!(e.contains("h3") && e.contains("upstreamProtocol"), "{e}");
     }

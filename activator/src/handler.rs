@@ -14,8 +14,8 @@ use hyper::body::Incoming;
 use crate::held_body::{self, Waited};
 use crate::in_flight::Open;
 use crate::metrics::Metrics;
-use crate::proxy::{self, Body, BoxError, Upstream};
-use crate::route::{Admit, Route};
+use crate::proxy::{self, Body, ReqBody, Upstream};
+use crate::route::{Admit, Held, Route};
 use crate::router::{self, Miss, Router};
 
 /// What every request shares.
@@ -39,67 +39,66 @@ pub struct Bounds {
     pub retry_after: u32,
 }
 
-pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+/// Who sent a request: its address, and its connection's socket (watched
+/// while the request is held).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    pub client: held_body::Client,
+}
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: Peer) -> Response<Body> {
     let (route, req) = match select(&app, req).await {
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let open = Open::begin(
-        app.metrics
-            .in_flight
-            .with_label_values(&[&route.spec.service.namespace, &route.spec.name]),
-    );
-    open.until_answered(forward(&app, &route, req, peer).await)
+    let open = Open::begin(route.series.in_flight.clone());
+    match forward(&app, &route, req, peer).await {
+        Ok(resp) => open.until_answered(resp),
+        Err(resp) => open.until_answered(resp),
+    }
 }
 
-/// Admit `req` (forward at once or hold), then forward it.
+/// Admit `req` (forward at once or hold), then forward it: the upstream's
+/// response, or the activator's own answer.
 async fn forward(
     app: &App,
     route: &Arc<Route>,
-    req: Request<Body>,
-    peer: SocketAddr,
-) -> Response<Body> {
-    let name = route.spec.name.clone();
-    let (addr, req, was_held) = match admit(app, route, req).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
+    req: Request<ReqBody>,
+    peer: Peer,
+) -> Result<Response<Incoming>, Response<Body>> {
+    let (addr, req, was_held) = admit(app, route, req, peer.client).await?;
+    let name = &route.spec.name;
     let proto = route.spec.upstream_protocol;
-    let ttfb = app.bounds.upstream_ttfb_timeout;
+    let ttfb = route
+        .spec
+        .upstream_ttfb_timeout
+        .unwrap_or(app.bounds.upstream_ttfb_timeout);
     let Ok(answered) =
-        tokio::time::timeout(ttfb, app.upstream.forward(addr, proto, req, peer)).await
+        tokio::time::timeout(ttfb, app.upstream.forward(addr, proto, req, peer.addr)).await
     else {
-        app.metrics
-            .upstream_timeouts
-            .with_label_values(&[&route.spec.service.namespace, &name])
-            .inc();
+        route.series.upstream_timeouts.inc();
         tracing::warn!(route = %name, %addr, ?ttfb, "no response head in time");
-        return proxy::text(
+        return Err(proxy::text(
             StatusCode::GATEWAY_TIMEOUT,
             &format!("route {name}: the model at {addr} sent no response within {ttfb:?}"),
-        );
+        ));
     };
     match answered {
         Ok(resp) => {
-            app.metrics
-                .forwarded
-                .with_label_values(&[&route.spec.service.namespace, &name])
-                .inc();
+            route.series.forwarded.inc();
             if was_held {
                 route.first_response();
             }
-            resp
+            Ok(resp)
         }
         Err(e) => {
-            app.metrics
-                .upstream_errors
-                .with_label_values(&[&route.spec.service.namespace, &name])
-                .inc();
+            route.series.upstream_errors.inc();
             tracing::warn!(route = %name, %addr, error = %e, "forwarding failed");
-            proxy::text(
+            Err(proxy::text(
                 StatusCode::BAD_GATEWAY,
                 &format!("route {name}: the model at {addr} did not answer: {e}"),
-            )
+            ))
         }
     }
 }
@@ -109,8 +108,9 @@ async fn forward(
 async fn admit(
     app: &App,
     route: &Arc<Route>,
-    req: Request<Body>,
-) -> Result<(SocketAddr, Request<Body>, bool), Response<Body>> {
+    req: Request<ReqBody>,
+    client: held_body::Client,
+) -> Result<(SocketAddr, Request<ReqBody>, bool), Response<Body>> {
     let name = &route.spec.name;
     let refused = |reason: &str| {
         app.metrics
@@ -123,7 +123,7 @@ async fn admit(
         .size_hint()
         .exact()
         .is_none_or(|n| n <= app.bounds.max_held_body as u64);
-    let mut held = match route.admit(app.bounds.queue_length, holdable) {
+    let held = match route.admit(app.bounds.queue_length, holdable) {
         Admit::Ready(addr) => return Ok((addr, req, false)),
         Admit::QueueFull => {
             refused("queue_full");
@@ -141,16 +141,28 @@ async fn admit(
         }
         Admit::Held(held) => held,
     };
-    let client = req.extensions().get::<held_body::Client>().copied();
+    // Boxed: the warm path's future stays small (it is moved per request).
+    Box::pin(hold(app, name, held, req, client)).await
+}
+
+/// Holds `req` until its release (then where to send it), or the refusal.
+async fn hold(
+    app: &App,
+    name: &str,
+    mut held: Held,
+    req: Request<ReqBody>,
+    client: held_body::Client,
+) -> Result<(SocketAddr, Request<ReqBody>, bool), Response<Body>> {
     let (parts, body) = req.into_parts();
     let budget = held_body::Budget {
         limit: app.bounds.max_held_bytes,
         gauge: app.metrics.held_body_bytes.clone(),
     };
-    let waited = held_body::wait(&mut held, body, app.bounds.max_held_body, &budget, client);
+    let cap = app.bounds.max_held_body;
+    let waited = held_body::wait(&mut held, body.boxed(), cap, &budget, Some(client));
     match tokio::time::timeout(app.bounds.max_wait, waited).await {
         Ok(Waited::Released(release, body)) => {
-            let body = proxy::on_first_poll(body, release.sent);
+            let body = ReqBody::Boxed(proxy::on_first_poll(body, release.sent));
             Ok((release.addr, Request::from_parts(parts, body), true))
         }
         Ok(Waited::Dropped) => Err(proxy::unavailable(
@@ -231,7 +243,7 @@ fn conflicting_host<B>(req: &Request<B>) -> bool {
 async fn select(
     app: &App,
     req: Request<Incoming>,
-) -> Result<(Arc<Route>, Request<Body>), Response<Body>> {
+) -> Result<(Arc<Route>, Request<ReqBody>), Response<Body>> {
     let miss = |reason: &str, code: StatusCode, msg: String| {
         app.metrics.unrouted.with_label_values(&[reason]).inc();
         proxy::text(code, &msg)
@@ -241,7 +253,7 @@ async fn select(
         return Err(miss("bad_host", StatusCode::BAD_REQUEST, msg));
     }
     let candidates = app.router.candidates(host_of(&req), req.uri().path());
-    let Some(first) = candidates.first().cloned() else {
+    let Some(first) = candidates.first() else {
         let msg = format!(
             "no route for host {:?} and path {:?}",
             host_of(&req).unwrap_or(""),
@@ -249,9 +261,24 @@ async fn select(
         );
         return Err(miss("no_route", StatusCode::NOT_FOUND, msg));
     };
-    if !Router::needs_model(&candidates) {
-        return Ok((first, req.map(|b| b.map_err(BoxError::from).boxed())));
+    if !Router::needs_model(candidates) {
+        return Ok((first.clone(), req.map(ReqBody::Streamed)));
     }
+    // Boxed: the future of a request that needs no peek stays small.
+    Box::pin(by_model(app, candidates, req)).await
+}
+
+/// The route among `candidates` for the `model` of `req`'s body (read
+/// within the peek's bounds), with the body as read.
+async fn by_model(
+    app: &App,
+    candidates: &[Arc<Route>],
+    req: Request<Incoming>,
+) -> Result<(Arc<Route>, Request<ReqBody>), Response<Body>> {
+    let miss = |reason: &str, code: StatusCode, msg: String| {
+        app.metrics.unrouted.with_label_values(&[reason]).inc();
+        proxy::text(code, &msg)
+    };
     let limit = app.bounds.model_peek_limit;
     let (parts, body) = req.into_parts();
     let peeking = Open::begin(app.metrics.peeks.clone());
@@ -291,7 +318,7 @@ async fn select(
         }
         Err(e) => return Err(miss("bad_body", StatusCode::BAD_REQUEST, e)),
     };
-    let route = match Router::by_model(&candidates, model.as_deref()) {
+    let route = match Router::by_model(candidates, model.as_deref()) {
         Ok(r) => r,
         Err(Miss::NoModelRoute(m)) => {
             return Err(miss(
@@ -309,7 +336,7 @@ async fn select(
         }
     };
     let body = Full::new(bytes).map_err(|never| match never {}).boxed();
-    Ok((route, Request::from_parts(parts, body)))
+    Ok((route, Request::from_parts(parts, ReqBody::Boxed(body))))
 }
 
 #[cfg(test)]

@@ -99,7 +99,7 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "gpuscale_activator_upstream_timeouts_total",
         "counter",
         "namespace, route",
-        "Forwarded requests with no response head within --upstream-ttfb-timeout (answered 504).",
+        "Forwarded requests with no response head within --upstream-ttfb-timeout or the route's upstreamTtfbTimeout (answered 504).",
     ),
     (
         "gpuscale_activator_sleep_wake_seconds",
@@ -138,6 +138,15 @@ pub const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "Endpoints of a sleep route asleep now: they hold host RAM, not their VRAM, which neighbours on the GPU may use.",
     ),
 ];
+
+/// One route's series that every forwarded request touches.
+#[derive(Clone)]
+pub struct RouteSeries {
+    pub in_flight: prometheus::IntGauge,
+    pub forwarded: prometheus::IntCounter,
+    pub upstream_errors: prometheus::IntCounter,
+    pub upstream_timeouts: prometheus::IntCounter,
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -251,6 +260,17 @@ impl Metrics {
         }
         for result in ["patched", "already_up", "error"] {
             self.wakes.with_label_values(&[ns, route, result]);
+        }
+    }
+
+    /// `route`'s series of the warm path, looked up once: a request then
+    /// counts with an atomic add, not a label hash and a lock.
+    pub fn route_series(&self, ns: &str, route: &str) -> RouteSeries {
+        RouteSeries {
+            in_flight: self.in_flight.with_label_values(&[ns, route]),
+            forwarded: self.forwarded.with_label_values(&[ns, route]),
+            upstream_errors: self.upstream_errors.with_label_values(&[ns, route]),
+            upstream_timeouts: self.upstream_timeouts.with_label_values(&[ns, route]),
         }
     }
 

@@ -4,6 +4,8 @@
 //! route speaks HTTP/1.1 or cleartext HTTP/2 (prior knowledge) upstream.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,6 +13,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -20,12 +23,60 @@ use crate::config::Protocol;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BoxError>;
 
+/// A forwarded request's body: the client's, streamed as it is (the warm
+/// path: no box), or one the activator read first (peeked, held).
+pub enum ReqBody {
+    Streamed(Incoming),
+    Boxed(Body),
+}
+
+impl hyper::body::Body for ReqBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Self::Streamed(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(BoxError::from))),
+            Self::Boxed(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Streamed(b) => b.is_end_stream(),
+            Self::Boxed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Streamed(b) => b.size_hint(),
+            Self::Boxed(b) => b.size_hint(),
+        }
+    }
+}
+
+impl ReqBody {
+    /// The body as one boxed type (to be read while held).
+    pub fn boxed(self) -> Body {
+        match self {
+            Self::Streamed(b) => b.map_err(BoxError::from).boxed(),
+            Self::Boxed(b) => b,
+        }
+    }
+}
+
 /// Clients to the endpoints, connections pooled per endpoint: HTTP/1.1
 /// keep-alive, and HTTP/2 (one multiplexed connection per endpoint).
 #[derive(Clone)]
 pub struct Upstream {
-    http1: Client<HttpConnector, Body>,
-    h2c: Client<HttpConnector, Body>,
+    http1: Client<HttpConnector, ReqBody>,
+    h2c: Client<HttpConnector, ReqBody>,
 }
 
 impl Upstream {
@@ -46,9 +97,9 @@ impl Upstream {
         &self,
         addr: SocketAddr,
         proto: Protocol,
-        mut req: Request<Body>,
+        mut req: Request<ReqBody>,
         peer: SocketAddr,
-    ) -> Result<Response<Body>, String> {
+    ) -> Result<Response<Incoming>, String> {
         prepare(&mut req, addr, proto, peer)?;
         let client = match proto {
             Protocol::Http1 => &self.http1,
@@ -64,13 +115,32 @@ impl Upstream {
             msg
         })?;
         strip_hop_by_hop(resp.headers_mut());
-        Ok(resp.map(|b| b.map_err(BoxError::from).boxed()))
+        Ok(resp)
     }
 }
 
 /// Headers that belong to one connection, not to the message (RFC 9110
-/// 7.6.1), and those the `Connection` header names.
+/// 7.6.1).
+const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// Removes the hop-by-hop headers and those the `Connection` header names.
+/// One pass over the (few) headers finds whether there is any: most
+/// messages have none, and a lookup per name costs more than the pass.
 fn strip_hop_by_hop(h: &mut HeaderMap) {
+    if !h.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        return;
+    }
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -81,21 +151,13 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     for n in named {
         h.remove(n);
     }
-    for n in [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ] {
+    for n in &HOP_BY_HOP {
         h.remove(n);
     }
 }
 
-fn prepare(
-    req: &mut Request<Body>,
+fn prepare<B>(
+    req: &mut Request<B>,
     addr: SocketAddr,
     proto: Protocol,
     peer: SocketAddr,
@@ -106,17 +168,21 @@ fn prepare(
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
     });
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    *req.uri_mut() = Uri::builder()
-        .scheme("http")
-        .authority(addr.to_string())
-        .path_and_query(path)
-        .build()
-        .map_err(|e| format!("cannot build the upstream URI: {e}"))?;
+    // The path is shared, not copied and parsed again.
+    let mut uri = http::uri::Parts::default();
+    uri.scheme = Some(http::uri::Scheme::HTTP);
+    uri.authority = Some(
+        http::uri::Authority::try_from(addr.to_string())
+            .map_err(|e| format!("cannot build the upstream URI: {e}"))?,
+    );
+    uri.path_and_query = Some(
+        req.uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+    );
+    *req.uri_mut() =
+        Uri::from_parts(uri).map_err(|e| format!("cannot build the upstream URI: {e}"))?;
     let h = req.headers_mut();
     // gRPC needs `te: trailers`, the one TE an HTTP/2 request may carry.
     let trailers = h
@@ -127,9 +193,9 @@ fn prepare(
         .any(|t| t.trim().eq_ignore_ascii_case("trailers"));
     strip_hop_by_hop(h);
     if let Some(host) = &host
-        && !h.contains_key("x-forwarded-host")
+        && !h.contains_key(X_FORWARDED_HOST)
     {
-        h.insert("x-forwarded-host", host.clone());
+        h.insert(X_FORWARDED_HOST, host.clone());
     }
     match proto {
         Protocol::Http1 => {
@@ -151,16 +217,15 @@ fn prepare(
         }
     }
     let h = req.headers_mut();
-    let ip = peer.ip().to_string();
-    let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prior) => format!("{prior}, {ip}"),
-        None => ip,
+    let xff = match h.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior}, {}", peer.ip()),
+        None => peer.ip().to_string(),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        h.insert("x-forwarded-for", v);
+    if let Ok(v) = HeaderValue::try_from(xff) {
+        h.insert(X_FORWARDED_FOR, v);
     }
-    if !h.contains_key("x-forwarded-proto") {
-        h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    if !h.contains_key(X_FORWARDED_PROTO) {
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
     Ok(())
 }
@@ -186,20 +251,20 @@ impl hyper::body::Body for Signalled {
     type Error = BoxError;
 
     fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if let Some(s) = self.signal.take() {
             let _ = s.send(());
         }
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
     }
 
-    fn size_hint(&self) -> hyper::body::SizeHint {
+    fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
 }

@@ -25,6 +25,8 @@ pub struct Route {
     /// With `sleep:`, which endpoints sleep (`crate::sleep`).
     pub sleeper: Option<Arc<crate::sleepers::Sleeper>>,
     metrics: Arc<Metrics>,
+    /// This route's series on the warm path, resolved once.
+    pub series: crate::metrics::RouteSeries,
 }
 
 #[derive(Default)]
@@ -74,7 +76,9 @@ pub struct Held {
 impl Route {
     pub fn new(spec: RouteSpec, metrics: Arc<Metrics>) -> Arc<Self> {
         metrics.init_route(&spec.service.namespace, &spec.name);
+        let series = metrics.route_series(&spec.service.namespace, &spec.name);
         Arc::new(Self {
+            series,
             state: Mutex::new(State::default()),
             next: AtomicUsize::new(0),
             wake: Notify::new(),

@@ -10,6 +10,9 @@ pub struct Router {
     /// Most specific first: a route with a host before one without, then
     /// the longer path prefix.
     routes: Vec<Arc<Route>>,
+    /// The routes grouped by (host, path prefix), in the same order: a
+    /// request's candidates are one group, found without allocating.
+    groups: Vec<Vec<Arc<Route>>>,
 }
 
 /// Why no route was found.
@@ -27,7 +30,17 @@ impl Router {
                 std::cmp::Reverse(r.spec.path_prefix.len()),
             )
         });
-        Self { routes }
+        let mut groups: Vec<Vec<Arc<Route>>> = Vec::new();
+        for r in &routes {
+            let same = |g: &Vec<Arc<Route>>| {
+                g[0].spec.host == r.spec.host && g[0].spec.path_prefix == r.spec.path_prefix
+            };
+            match groups.iter_mut().find(|g| same(g)) {
+                Some(g) => g.push(r.clone()),
+                None => groups.push(vec![r.clone()]),
+            }
+        }
+        Self { routes, groups }
     }
 
     pub fn all(&self) -> &[Arc<Route>] {
@@ -35,21 +48,12 @@ impl Router {
     }
 
     /// Routes for this host and path, most specific first.
-    pub fn candidates(&self, host: Option<&str>, path: &str) -> Vec<Arc<Route>> {
+    pub fn candidates(&self, host: Option<&str>, path: &str) -> &[Arc<Route>] {
         let host = host.map(strip_port);
-        let Some(best) = self
-            .routes
+        self.groups
             .iter()
-            .find(|r| host_matches(r, host) && prefix_matches(&r.spec.path_prefix, path))
-        else {
-            return Vec::new();
-        };
-        let (h, p) = (&best.spec.host, &best.spec.path_prefix);
-        self.routes
-            .iter()
-            .filter(|r| &r.spec.host == h && &r.spec.path_prefix == p)
-            .cloned()
-            .collect()
+            .find(|g| host_matches(&g[0], host) && prefix_matches(&g[0].spec.path_prefix, path))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Whether choosing among `candidates` needs the body's `model`.
@@ -138,6 +142,7 @@ mod tests {
             },
             wake_replicas: 1,
             upstream_protocol: Default::default(),
+            upstream_ttfb_timeout: None,
             sleep: None,
         };
         Route::new(spec, Arc::new(Metrics::new().unwrap()))
@@ -155,14 +160,14 @@ mod tests {
             route("chat", Some("chat.example"), "/", Some("m1")),
             route("chat2", Some("chat.example"), "/", Some("m2")),
         ]);
-        assert_eq!(names(&r.candidates(Some("x:80"), "/v1/chat")), ["v1"]);
-        assert_eq!(names(&r.candidates(Some("x"), "/v10")), ["any"]);
+        assert_eq!(names(r.candidates(Some("x:80"), "/v1/chat")), ["v1"]);
+        assert_eq!(names(r.candidates(Some("x"), "/v10")), ["any"]);
         let c = r.candidates(Some("CHAT.example:8080"), "/v1/x");
-        assert_eq!(names(&c), ["chat", "chat2"]);
-        assert!(Router::needs_model(&c));
-        assert_eq!(Router::by_model(&c, Some("m2")).unwrap().spec.name, "chat2");
+        assert_eq!(names(c), ["chat", "chat2"]);
+        assert!(Router::needs_model(c));
+        assert_eq!(Router::by_model(c, Some("m2")).unwrap().spec.name, "chat2");
         assert_eq!(
-            Router::by_model(&c, Some("m3")).err(),
+            Router::by_model(c, Some("m3")).err(),
             Some(Miss::NoModelRoute("m3".into()))
         );
     }

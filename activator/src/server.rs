@@ -19,20 +19,23 @@ use crate::proxy;
 
 /// Serves the proxy until the task is dropped.
 pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
+    let _beat = Heartbeat::start();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let builder = Arc::new(proxy_builder());
     while let Some((tcp, peer, slot)) = conn::accept(&listener, &slots).await {
         let _ = tcp.set_nodelay(true);
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+        let peer = handler::Peer {
+            addr: peer,
+            client: crate::held_body::Client(std::os::fd::AsRawFd::as_raw_fd(&tcp)),
+        };
         let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
             let activity = Activity::new();
             let busy = activity.clone();
-            let svc = service_fn(move |mut req: Request<Incoming>| {
+            let svc = service_fn(move |req: Request<Incoming>| {
                 let app = app.clone();
                 let in_flight = busy.begin();
-                req.extensions_mut().insert(crate::held_body::Client(fd));
                 async move {
                     let resp = handler::handle(app, req, peer).await;
                     drop(in_flight);
@@ -42,6 +45,31 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
             conn::serve(&builder, tcp, svc, activity, limits.idle_timeout).await;
             drop(slot);
         });
+    }
+}
+
+/// A timer that is always due within 10 s. Each HTTP/1 request arms a
+/// fresh 30 s header-read timer (hyper's, the slowloris bound) once its
+/// response is written; the runtime's time driver is woken (an eventfd
+/// write and one more `epoll_wait` per request) when a new timer is due
+/// before every timer it knew of when it parked, as that one is between
+/// requests unless a nearer timer exists.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    fn start() -> Self {
+        Self(tokio::spawn(async {
+            let mut beat = tokio::time::interval(std::time::Duration::from_secs(10));
+            loop {
+                beat.tick().await;
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

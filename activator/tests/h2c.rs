@@ -87,6 +87,7 @@ fn spec() -> RouteSpec {
         },
         wake_replicas: 1,
         upstream_protocol: Protocol::H2c,
+        upstream_ttfb_timeout: None,
         sleep: None,
     }
 }

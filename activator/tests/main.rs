@@ -10,3 +10,4 @@ mod peek;
 mod sleep;
 #[allow(clippy::unwrap_used)]
 mod support;
+mod ttfb;

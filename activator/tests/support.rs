@@ -34,6 +34,7 @@ pub fn spec(model: Option<&str>) -> RouteSpec {
         },
         wake_replicas: 1,
         upstream_protocol: Protocol::Http1,
+        upstream_ttfb_timeout: None,
         sleep: None,
     }
 }
