@@ -129,6 +129,7 @@ fn scaling_a_deployment_runs_pods_on_the_node_s_gpus() {
                 .is_some_and(|n| n.starts_with("llm-"))
         );
     }
+    their_replicaset_owns(&node, &pods[0]);
     // Not Ready until the cold start has passed, the GPUs held already.
     assert!(pods.iter().all(|p| !ready(p)), "{pods:?}");
     let held = listed(&rt, node.socket());
@@ -176,6 +177,21 @@ fn scaling_a_deployment_runs_pods_on_the_node_s_gpus() {
     assert_eq!(d.map(|d| d["status"]["replicas"].clone()), Some(json!(0)));
 
     statefulset_pods_are_named_by_ordinal(&node);
+}
+
+/// A Deployment's pod is owned by its ReplicaSet, by name and uid, and the
+/// ReplicaSet by the Deployment.
+fn their_replicaset_owns(node: &SimNode, pod: &Value) {
+    let owner = &pod["metadata"]["ownerReferences"][0];
+    let rs = until("the ReplicaSet", || {
+        node.api()
+            .list(&apps("replicasets"), "default")
+            .into_iter()
+            .find(|r| r["metadata"]["name"] == owner["name"])
+    });
+    assert_eq!(rs["metadata"]["uid"], owner["uid"]);
+    assert_eq!(rs["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+    assert_eq!(rs["spec"]["replicas"], 2);
 }
 
 /// A StatefulSet's pods are named by ordinal and owned by it.

@@ -12,6 +12,7 @@ pub mod economics;
 pub mod kubelet;
 pub mod objects;
 pub mod procfs;
+pub mod replicasets;
 pub mod serving;
 pub mod vllm;
 pub mod workloads;

@@ -23,7 +23,7 @@ use tokio::runtime::Handle;
 
 use super::objects::{template_hash, uid_of};
 use super::vllm::FakeVllm;
-use super::{SimNode, serving};
+use super::{SimNode, replicasets, serving};
 use crate::kubeapi::{Gvr, core};
 
 /// How often the loop looks at the API.
@@ -161,6 +161,9 @@ impl Controller {
                         Ok(spec) => {
                             self.reconcile(node, &key, &spec, now);
                             write_status(node, plural, &key, &w, self.counts(&key));
+                            if kind == "Deployment" {
+                                replicasets::keep(node, &w, self.counts(&key));
+                            }
                         }
                         Err(e) => self.log(&key, format!("not run: {e}")),
                     }
