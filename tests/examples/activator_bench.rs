@@ -97,26 +97,55 @@ fn wrk(url: &str, secs: u64, threads: u32, conns: u32) -> (f64, f64) {
     (rps, p99)
 }
 
-/// wrk at `conns` connections against each target, alternated three
+/// CPU time of process `pid` so far (all its threads), in ms.
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 14th and 15th of the line, in clock ticks (100 a second).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let ticks: f64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum();
+    ticks * 10.0
+}
+
+/// A target of the warm comparison: its URL, and the process whose CPU
+/// time per request is shown (the proxy; the backend when direct).
+struct Target {
+    name: &'static str,
+    url: String,
+    pid: u32,
+}
+
+/// wrk at `conns` connections against each target, alternated `rounds`
 /// times; medians, and the activator's ratios to the others.
-fn compare(targets: &[(&str, String)], secs: u64, threads: u32, conns: u32) {
-    let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(vec![], vec![]); targets.len()];
-    for _ in 0..3 {
-        for ((_, url), (rps, p99)) in targets.iter().zip(runs.iter_mut()) {
-            let (r, p) = wrk(url, secs, threads, conns);
+fn compare(targets: &[Target], secs: u64, rounds: usize, threads: u32, conns: u32) {
+    let mut runs: Vec<[Vec<f64>; 3]> = vec![[vec![], vec![], vec![]]; targets.len()];
+    for _ in 0..rounds {
+        for (t, [rps, p99, cpu]) in targets.iter().zip(runs.iter_mut()) {
+            let before = cpu_ms(t.pid);
+            let (r, p) = wrk(&t.url, secs, threads, conns);
             rps.push(r);
             p99.push(p);
+            cpu.push((cpu_ms(t.pid) - before) * 1000.0 / (r * secs as f64));
         }
     }
-    println!("warm, wrk -t{threads} -c{conns}, median of 3 runs of {secs} s each, alternated:");
-    let medians: Vec<(f64, f64)> = runs
+    println!(
+        "warm, wrk -t{threads} -c{conns}, median of {rounds} runs of {secs} s each, alternated \
+         (CPU: the proxy's, the backend's when direct, per request):"
+    );
+    let medians: Vec<[f64; 3]> = runs
         .iter_mut()
-        .map(|(r, p)| (median(r), median(p)))
+        .map(|[r, p, c]| [median(r), median(p), median(c)])
         .collect();
-    let (ar, ap) = medians[medians.len() - 1];
-    for ((name, _), (r, p)) in targets.iter().zip(&medians) {
+    let [ar, ap, _] = medians[medians.len() - 1];
+    for (t, [r, p, c]) in targets.iter().zip(&medians) {
         println!(
-            "  {name:<18} {r:>8.0} req/s, p99 {p:.3} ms  (activator: throughput x{:.2}, p99 x{:.2}, {:+.3} ms)",
+            "  {:<18} {r:>8.0} req/s, p99 {p:.3} ms, CPU {c:.1} us  (activator: throughput x{:.2}, p99 x{:.2}, {:+.3} ms)",
+            t.name,
             ar / r,
             ap / p,
             ap - p
@@ -162,6 +191,7 @@ fn main() {
     let wakes = env("WAKES", 20);
     let held = env("HELD", 9_000);
     let secs = env("WRK_SECONDS", 10) as u64;
+    let rounds = env("ROUNDS", 3);
     let bin = std::env::var("ACTIVATOR_BIN").expect("ACTIVATOR_BIN: the activator binary");
     let dir = tempfile::tempdir().unwrap();
     let fake = KubeFake::start(Cluster {
@@ -191,17 +221,16 @@ fn main() {
     let routes = "routes:\n- name: chat\n  service: {namespace: inference, name: chat, port: http}\n  target: {kind: Deployment, name: chat}\n";
     let config = gpuscale_e2e::write_file(dir.path(), "routes.yaml", routes);
     let kubeconfig = gpuscale_e2e::write_file(dir.path(), "kubeconfig", &fake.kubeconfig());
-    let (port, mport) = (gpuscale_e2e::free_port(), gpuscale_e2e::free_port());
-    let mut cmd = Command::new(&bin);
-    cmd.arg(format!("--listen=127.0.0.1:{port}"))
-        .arg(format!("--metrics-listen=127.0.0.1:{mport}"))
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--queue-length={}", held + 10))
-        .env("RUST_LOG", "warn");
-    let proc = Proc::spawn("activator", cmd, &dir.path().join("activator.log"));
-    let pending = "gpuscale_activator_pending_requests{namespace=\"inference\",route=\"chat\"}";
-    wait("the activator", 20, || scrape(mport, pending).is_some());
+    let flags = [
+        format!("--config={}", config.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--queue-length={}", held + 10),
+    ];
+    let (proc, port, mport) = activator(&bin, "activator", dir.path(), &flags);
+    // An earlier build, to compare a change in the same run.
+    let base = std::env::var("ACTIVATOR_BASE_BIN")
+        .ok()
+        .map(|b| activator(&b, "activator-base", dir.path(), &flags));
     let pid = proc.child.id();
     let idle = rss_mib(pid);
 
@@ -216,16 +245,56 @@ fn main() {
         ) == Some(1.0)
     });
     let baselines = baselines(dir.path(), backend, with_nginx);
-    let mut targets = vec![("direct", format!("http://127.0.0.1:{backend}/"))];
-    targets.extend(baselines.iter().map(|(n, u, _)| (*n, u.clone())));
-    targets.push(("activator", format!("http://127.0.0.1:{port}/")));
+    let backend_pid = match (&_tests_backend, &_nginx_backend) {
+        (_, Some(n)) => n.child.id(),
+        _ => std::process::id(),
+    };
+    let url = |port: u16| format!("http://127.0.0.1:{port}/");
+    let mut targets = vec![Target {
+        name: "direct",
+        url: url(backend),
+        pid: backend_pid,
+    }];
+    targets.extend(baselines.iter().map(|(name, u, p)| Target {
+        name,
+        url: u.clone(),
+        pid: p.child.id(),
+    }));
+    if let Some((p, bport, _)) = &base {
+        targets.push(Target {
+            name: "activator (base)",
+            url: url(*bport),
+            pid: p.child.id(),
+        });
+    }
+    targets.push(Target {
+        name: "activator",
+        url: url(port),
+        pid: proc.child.id(),
+    });
     for (threads, conns) in [(1, 32), (1, 1)] {
-        compare(&targets, secs, threads, conns);
+        compare(&targets, secs, rounds, threads, conns);
     }
     drop(baselines);
+    drop(base);
 
     held_rss(&fake, port, mport, backend, held, pid, idle);
     drop(proc);
+}
+
+/// The activator `bin` on its own ports with `flags`, serving once its
+/// route's series show: (process, proxy port, metrics port).
+fn activator(bin: &str, name: &str, dir: &std::path::Path, flags: &[String]) -> (Proc, u16, u16) {
+    let (port, mport) = (gpuscale_e2e::free_port(), gpuscale_e2e::free_port());
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--metrics-listen=127.0.0.1:{mport}"))
+        .args(flags)
+        .env("RUST_LOG", "warn");
+    let proc = Proc::spawn(name, cmd, &dir.join(format!("{name}.log")));
+    let pending = "gpuscale_activator_pending_requests{namespace=\"inference\",route=\"chat\"}";
+    wait(name, 20, || scrape(mport, pending).is_some());
+    (proc, port, mport)
 }
 
 /// The bare hyper proxy (`$BARE_PROXY_BIN`) and, when installed, nginx as a
