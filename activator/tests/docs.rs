@@ -88,7 +88,9 @@ fn metric_families_match_the_registry() {
     m.unrouted.with_label_values(&["no_route"]).inc();
     // Sleep routes' and the shared-GPU families, served once they apply.
     m.gpu_room.with_label_values(&["ns", "r", "fits"]).inc();
-    m.neighbour_sleeps.with_label_values(&["ns", "r", "slept"]).inc();
+    m.neighbour_sleeps
+        .with_label_values(&["ns", "r", "slept"])
+        .inc();
     m.vram_need.with_label_values(&["ns", "r"]).set(1);
     m.sleeping_endpoints.with_label_values(&["ns", "r"]).set(0);
     let text = String::from_utf8(m.render()).unwrap();

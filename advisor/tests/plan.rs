@@ -10,8 +10,8 @@ use gpuscale_advisor::Report;
 use gpuscale_advisor::colocate::Group;
 use gpuscale_advisor::policy::Policy;
 
-use crate::synth::{A100, H100, Workload, workload};
 use crate::fleet::spare;
+use crate::synth::{A100, H100, Workload, workload};
 use crate::week::{find, kinds};
 
 const H: f64 = 730.0;
@@ -70,7 +70,6 @@ fn fleet() -> Vec<Workload> {
         at(etl("etl-2"), "east", "h100", None),
     ]
 }
-
 
 fn group_of<'a>(r: &'a Report, name: &str) -> Option<&'a Group> {
     r.colocation

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gpuscale_advisor::Report;
 use gpuscale_advisor::assess::Assessment;
 use gpuscale_advisor::bottleneck::Bottleneck;
 use gpuscale_advisor::tables::Tables;
-use gpuscale_advisor::Report;
 
 pub(crate) const RANGE_S: i64 = 7 * 86_400;
 pub(crate) const STEP_S: i64 = 300;

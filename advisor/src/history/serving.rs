@@ -79,9 +79,7 @@ impl History {
             "vllm:num_preemptions_total",
             Bound::NonNegative,
             &to_workload(
-                &format!(
-                    "sum by (cluster, namespace, pod) (increase({PREEMPTED}[{r}]))"
-                ),
+                &format!("sum by (cluster, namespace, pod) (increase({PREEMPTED}[{r}]))"),
                 "",
                 r,
             ),
