@@ -6,8 +6,10 @@
 # one worker, when nginx is installed) directly, through a bare hyper
 # reverse proxy (activator/examples/bare_proxy.rs), through nginx as a
 # reverse proxy (one worker, upstream keep-alive) and through the
-# activator, alternated, median of 3, with the activator's ratios to each;
-# RSS idle and with HELD requests held.
+# activator, alternated, median of ROUNDS (3), with the activator's ratios
+# to each and each proxy's CPU time per request; RSS idle and with HELD
+# requests held. ACTIVATOR_BASE_BIN: an earlier activator build, run as
+# one more target (a change compared in the same run).
 # Needs: wrk; nginx (Debian nginx-light) for the nginx rows.
 # The driver runs in the debug profile (it is not measured).
 #
