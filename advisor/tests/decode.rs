@@ -31,11 +31,7 @@ fn a_decode_bound_service_is_ranked_by_cost_per_token_two_smaller_gpus_allowed()
         "{}",
         a.bottleneck_reason
     );
-    let t = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "gpu_type")
-        .expect("a type");
+    let t = crate::fleet::rec(a, "gpu_type");
     assert!(
         t.action
             .starts_with("2 x A100-80GB instead of 1 x H100-80GB"),

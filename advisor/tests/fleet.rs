@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use gpuscale_advisor::assess::{Assessment, Recommendation};
 use gpuscale_advisor::policy::Policy;
 use gpuscale_advisor::tables::Tables;
 use gpuscale_advisor::{Options, Report, run};
@@ -156,4 +157,16 @@ fn valid_layout(tables: &Tables, g: &gpuscale_advisor::colocate::Group) {
         compute += p.compute_slices;
     }
     assert!(compute <= 7, "{g:?}");
+}
+
+/// The recommendation of `kind` in `a`; the story fails naming the kinds
+/// there were instead.
+pub(crate) fn rec<'a>(a: &'a Assessment, kind: &str) -> &'a Recommendation {
+    a.recommendations
+        .iter()
+        .find(|x| x.kind == kind)
+        .unwrap_or_else(|| {
+            let kinds: Vec<_> = a.recommendations.iter().map(|x| x.kind).collect();
+            panic!("{:?}: no {kind} recommendation, only {kinds:?}", a.workload)
+        })
 }

@@ -278,11 +278,7 @@ fn a_duplicated_series_is_an_error_naming_it() {
 #[test]
 fn without_sm_data_the_text_says_utilization() {
     let r = advise(with("gpu_sm_active_ratio", vector(&[], &[]))).expect("no sm");
-    let mig = r.workloads[0]
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "mig")
-        .expect("a MIG slice");
+    let mig = crate::fleet::rec(&r.workloads[0], "mig");
     assert!(
         !mig.why.contains("SM p95") && !mig.why.contains("SM active p95"),
         "{}",

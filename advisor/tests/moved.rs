@@ -41,11 +41,7 @@ fn a_moved_workload_is_judged_on_its_latest_placement() {
     );
     // Its advice is the A100's: utilization 20 % x 7 / 2 = 70 %: 2g.20gb,
     // 5 of 7 slices of a $2.50 GPU saved.
-    let mig = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "mig")
-        .expect("MIG");
+    let mig = crate::fleet::rec(a, "mig");
     assert!(mig.action.contains("2g.20gb"), "{}", mig.action);
     assert!((mig.saving_usd_per_month - 2.5 * 5.0 / 7.0 * 730.0).abs() < 0.01);
     assert!(!kinds(a).contains(&"too_small"));

@@ -162,11 +162,7 @@ fn notebooks_share_one_t4(r: &Report) {
     // Members keep their own advice, and the group's saving is not theirs.
     let own = find(r, "nb-1");
     assert!(kinds(own).contains(&"gpu_type") && kinds(own).contains(&"colocate"));
-    let member = own
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "colocate")
-        .expect("member");
+    let member = crate::fleet::rec(own, "colocate");
     assert_eq!(member.saving_usd_per_month, 0.0);
 }
 

@@ -37,11 +37,7 @@ fn a_prefill_bound_service_is_ranked_by_cost_per_token_from_tensor_tflops() {
     let r = w.advise();
     let a = find(&r, "reranker");
     assert_eq!(a.bottleneck, Bottleneck::Compute, "{}", a.bottleneck_reason);
-    let t = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "gpu_type")
-        .expect("a type");
+    let t = crate::fleet::rec(a, "gpu_type");
     assert!(
         t.action.starts_with("2 x L40S instead of 1 x H100-80GB"),
         "{}",

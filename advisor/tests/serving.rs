@@ -152,11 +152,7 @@ fn a_queue_at_the_ceiling_is_too_small(r: &Report, end: i64) {
         "{:?} {:?}",
         a.requests_waiting_p95, a.utilization_p95
     );
-    let t = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "too_small")
-        .expect("too small");
+    let t = crate::fleet::rec(a, "too_small");
     // By hand: the mean queue time a request of its first and last day
     // (the day's queue time over its requests).
     let (first, last) = queue_days(&busy_8b(), end);
@@ -210,11 +206,7 @@ fn nvml_only_a100s_get_proxy_classes(r: &Report) {
     // Duty cycle 10 % x 2039 GB/s bounds its traffic: an L40S carries it
     // (utilization 30 % x 2039 / 864 = 71 %); a T4, L4 or A10G would be
     // over 80 % busy.
-    let t = l
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "gpu_type")
-        .expect("a type");
+    let t = crate::fleet::rec(l, "gpu_type");
     assert!(t.action.starts_with("L40S "), "{}", t.action);
     near(
         t.saving_usd_per_month,
@@ -241,18 +233,10 @@ fn a_7b_model_at_0_9_gets_an_l40s_or_a_3g_slice(r: &Report) {
     near(v.weights_gib, w, "weights");
     near(a.memory_need_gib.expect("need"), need, "need");
     assert!((v.kv_usage_p99 - 0.06).abs() < 1e-9);
-    let mig = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "mig")
-        .expect("a MIG slice");
+    let mig = crate::fleet::rec(a, "mig");
     assert!(mig.action.contains("3g.40gb"), "{}", mig.action);
     near(mig.saving_usd_per_month, 4.0 * 4.0 / 7.0 * H, "3g.40gb");
-    let ty = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "gpu_type")
-        .expect("a type");
+    let ty = crate::fleet::rec(a, "gpu_type");
     assert!(ty.action.starts_with("L40S "), "{}", ty.action);
     near(ty.saving_usd_per_month, (4.0 - 1.861) * H, "L40S");
     // How to run it on the L40S: the same fraction, and a --max-model-len
@@ -278,11 +262,7 @@ fn an_l4_at_97_percent_kv_is_too_small(r: &Report) {
         k.contains(&"too_small") && !k.contains(&"mig") && !k.contains(&"gpu_type"),
         "{k:?}"
     );
-    let t = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "too_small")
-        .expect("too small");
+    let t = crate::fleet::rec(a, "too_small");
     // 1.2 x 22.4 GiB = 26.9 GiB: a second L4 ($0.805) beats an L40S ($1.861).
     assert!(t.action.contains("2 x L4"), "{}", t.action);
     near(
@@ -301,11 +281,7 @@ fn a_70b_model_without_headroom_is_too_small(r: &Report) {
     let a = find(r, "llama-70b-tp");
     assert_eq!(a.devices_now, 2);
     assert!(a.too_small);
-    let t = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "too_small")
-        .expect("too small");
+    let t = crate::fleet::rec(a, "too_small");
     // 2 x 75 GiB x 1.2 = 180 GiB: two H200s (262.6 GiB, $7.91 each) beat
     // four H100s ($4.00 each).
     assert!(t.action.contains("2 x H200"), "{}", t.action);

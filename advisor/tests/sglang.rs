@@ -73,20 +73,12 @@ fn sglang_gets_an_l40s_with_its_flags(r: &Report) {
     near(v.gpu_memory_utilization, 70.5 / 79.6, "fraction");
     // need x 1.2 = 19.8 GiB: over 1g.20gb's 18.63, so 3g.40gb (SM 20 % x
     // 7 / 3 = 47 %); 4 of 7 slices saved.
-    let mig = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "mig")
-        .expect("MIG");
+    let mig = crate::fleet::rec(a, "mig");
     assert!(mig.action.contains("3g.40gb"), "{}", mig.action);
     near(mig.saving_usd_per_month, 4.0 * 4.0 / 7.0 * H, "3g.40gb");
     // An L40S (44.7 GiB): DRAM 15 % x 3350 = 502 GB/s <= 80 % of 864; an
     // A10G or L4 would carry under 480 GB/s.
-    let ty = a
-        .recommendations
-        .iter()
-        .find(|x| x.kind == "gpu_type")
-        .expect("a type");
+    let ty = crate::fleet::rec(a, "gpu_type");
     assert!(ty.action.starts_with("L40S "), "{}", ty.action);
     near(ty.saving_usd_per_month, (4.0 - 1.861) * H, "L40S");
     let f = (70.5_f64 / 79.6 * 100.0).floor() / 100.0;
