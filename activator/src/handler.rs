@@ -90,6 +90,11 @@ async fn forward(
             if was_held {
                 route.first_response();
             }
+            if resp.status() == StatusCode::SERVICE_UNAVAILABLE && route.sleeper.is_some() {
+                // A server that rejects while asleep: leave it out now, so
+                // the next request is held and wakes it (this one is answered).
+                crate::sleep::answered_asleep(route, addr, &app.metrics).await;
+            }
             Ok(resp)
         }
         Err(e) => {

@@ -51,10 +51,14 @@ fn addr(v: &FakeVllm) -> SocketAddr {
 }
 
 fn route_with_sleep(metrics: &Arc<Metrics>) -> Arc<Route> {
+    route_probing_every(metrics, Duration::from_millis(100))
+}
+
+fn route_probing_every(metrics: &Arc<Metrics>, probe_interval: Duration) -> Arc<Route> {
     let mut spec = support::spec(None);
     spec.sleep = Some(SleepSpec {
         port: None,
-        probe_interval: Duration::from_millis(100),
+        probe_interval,
         wake_timeout: Duration::from_secs(5),
         level: 1,
         vram: None,
@@ -174,4 +178,40 @@ async fn a_503_from_a_server_asleep_leaves_it_out_at_once_and_another_503_does_n
     assert!(status.contains(" 503"), "{status}");
     assert!(sleep::answered_asleep(&route, addr(&vllm), &metrics).await);
     assert_eq!(ready.get(), 0, "left out before any probe");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_rejects_while_asleep_is_woken_by_the_next_request_not_the_next_probe() {
+    let wake = Duration::from_millis(200);
+    let mut cfg = Config::new("m", wake);
+    cfg.asleep = Asleep::Reject;
+    let vllm = FakeVllm::start(cfg, &tokio::runtime::Handle::current()).unwrap();
+    let metrics = Arc::new(Metrics::new().unwrap());
+    // Probes far apart: only the 503 itself can tell the activator.
+    let route = route_probing_every(&metrics, Duration::from_secs(600));
+    route.set_endpoints(vec![addr(&vllm)]);
+    tokio::spawn(sleep::run(route.clone(), metrics.clone(), None));
+    let proxy = support::proxy(route.clone(), metrics.clone(), support::bounds()).await;
+    let (status, _) = send(proxy, "POST", "/v1/completions").await;
+    assert!(status.contains(" 200"), "awake: {status}");
+
+    let (status, _) = send(addr(&vllm), "POST", "/sleep?level=1").await;
+    assert!(status.contains(" 200"), "{status}");
+    let (status, _) = send(proxy, "POST", "/v1/completions").await;
+    assert!(
+        status.contains(" 503"),
+        "the server's own answer, passed on: {status}"
+    );
+    let ready = metrics
+        .ready_endpoints
+        .with_label_values(&["inference", "chat"]);
+    assert_eq!(ready.get(), 0, "left out on that 503, before any probe");
+
+    let (status, took) = send(proxy, "POST", "/v1/completions").await;
+    assert!(
+        status.contains(" 200"),
+        "held, woken and answered: {status}"
+    );
+    assert!(took >= wake, "{took:?}");
+    assert_eq!(vllm.transitions(), (1, 1));
 }
