@@ -86,30 +86,37 @@ pub async fn call(
     path: &str,
     limit: Duration,
 ) -> Result<(StatusCode, Bytes), String> {
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect(at)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, at.to_string())
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok((status, body.to_bytes()))
-    };
-    tokio::time::timeout(limit, exchange)
+    tokio::time::timeout(limit, exchange(at, method, path))
         .await
         .map_err(|_| format!("no answer within {limit:?}"))?
+}
+
+/// One HTTP/1.1 request with an empty body on a connection of its own
+/// (the caller bounds it in time): the status and the whole body.
+pub async fn exchange<A>(at: A, method: Method, path: &str) -> Result<(StatusCode, Bytes), String>
+where
+    A: tokio::net::ToSocketAddrs + std::fmt::Display,
+{
+    let host = at.to_string();
+    let stream = tokio::net::TcpStream::connect(at)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, host)
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((status, body.to_bytes()))
 }

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
-use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, StatusCode};
+
+use crate::sleep_calls::exchange;
 
 /// One series of an answer: its labels and value.
 type Sample = (BTreeMap<String, String>, f64);
@@ -132,25 +132,9 @@ impl Prometheus {
 }
 
 async fn get(authority: &str, path: &str) -> Result<(StatusCode, Bytes), String> {
-    let stream = tokio::net::TcpStream::connect(authority)
+    exchange(authority, Method::GET, path)
         .await
-        .map_err(|e| format!("Prometheus at {authority}: {e}"))?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let req = Request::get(path)
-        .header(hyper::header::HOST, authority)
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((status, body.to_bytes()))
+        .map_err(|e| format!("Prometheus at {authority}: {e}"))
 }
 
 /// The vector of an instant query's JSON answer; a value that does not
