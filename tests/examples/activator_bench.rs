@@ -200,22 +200,7 @@ fn main() {
         sar: Arc::new(|_: &Value| (true, String::new())),
     });
     let with_nginx = has("nginx");
-    let (_tests_backend, _nginx_backend, backend) = if with_nginx {
-        let port = gpuscale_e2e::free_port();
-        let server =
-            format!("server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} }}");
-        let n = nginx(dir.path(), "nginx-backend", &server);
-        wait("the nginx backend", 10, || {
-            answers(&format!("http://127.0.0.1:{port}/"))
-        });
-        println!("backend: nginx return 200, one worker");
-        (None, Some(n), port)
-    } else {
-        let b = Backend::start("chat");
-        let port = b.port;
-        println!("backend: the tests' backend (nginx not installed)");
-        (Some(b), None, port)
-    };
+    let (_tests_backend, _nginx_backend, backend) = start_backend(dir.path(), with_nginx);
     fake.put(&deployments(), deployment("inference", "chat", 0));
     fake.put(&slices(), slice("inference", "chat", backend, false));
     let routes = "routes:\n- name: chat\n  service: {namespace: inference, name: chat, port: http}\n  target: {kind: Deployment, name: chat}\n";
@@ -397,4 +382,25 @@ fn held_rss(
         (full - idle) * 1024.0 / held as f64
     );
     drop(conns);
+}
+
+/// The backend every target reaches: nginx's own `return 200` (one
+/// worker) when nginx is installed, else the tests' backend; its port.
+fn start_backend(dir: &std::path::Path, with_nginx: bool) -> (Option<Backend>, Option<Proc>, u16) {
+    if with_nginx {
+        let port = gpuscale_e2e::free_port();
+        let server =
+            format!("server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"ok\\n\"; }} }}");
+        let n = nginx(dir, "nginx-backend", &server);
+        wait("the nginx backend", 10, || {
+            answers(&format!("http://127.0.0.1:{port}/"))
+        });
+        println!("backend: nginx return 200, one worker");
+        (None, Some(n), port)
+    } else {
+        let b = Backend::start("chat");
+        let port = b.port;
+        println!("backend: the tests' backend (nginx not installed)");
+        (Some(b), None, port)
+    }
 }

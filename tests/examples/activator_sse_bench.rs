@@ -104,35 +104,8 @@ fn run(dir: &std::path::Path, backend: u16, streams: usize, client: &str, upstre
     } else {
         streams
     };
-    let fake = KubeFake::start(Cluster {
-        auth_configmap: Default::default(),
-        tokens: Default::default(),
-        sar: Arc::new(|_: &Value| (true, String::new())),
-    });
-    fake.put(&deployments(), deployment("inference", "chat", 1));
-    fake.put(&slices(), slice("inference", "chat", backend, true));
-    let routes = format!(
-        "routes:\n- name: chat\n  model: chat\n  service: {{namespace: inference, name: chat, port: http}}\n  \
-         target: {{kind: Deployment, name: chat}}\n  upstreamProtocol: {upstream}\n"
-    );
     let name = format!("activator-{client}-{upstream}");
-    let config = gpuscale_e2e::write_file(dir, &format!("{name}.yaml"), &routes);
-    let kubeconfig =
-        gpuscale_e2e::write_file(dir, &format!("{name}.kubeconfig"), &fake.kubeconfig());
-    let (port, mport) = (gpuscale_e2e::free_port(), gpuscale_e2e::free_port());
-    let mut cmd = Command::new(bin("ACTIVATOR_BIN"));
-    cmd.arg(format!("--listen=127.0.0.1:{port}"))
-        .arg(format!("--metrics-listen=127.0.0.1:{mport}"))
-        .arg(format!("--config={}", config.display()))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--max-connections={}", streams + 100))
-        .env("RUST_LOG", "warn");
-    let log = dir.join(format!("{name}.log"));
-    let activator = Proc::spawn(&name, cmd, &log);
-    let ready = "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}";
-    wait("the activator's endpoint", 30, || {
-        scrape(mport, ready) == Some(1.0)
-    });
+    let (_fake, activator, port, mport) = start(dir, &name, backend, streams, upstream);
     let pid = activator.child.id();
     let idle = rss_kib(pid);
 
@@ -179,4 +152,45 @@ fn run(dir: &std::path::Path, backend: u16, streams: usize, client: &str, upstre
         },
         last.unwrap_or_default()
     );
+}
+
+/// A fresh activator with one model route to `backend`, room for
+/// `streams` connections, serving once its endpoint is ready: the fake API
+/// it reads (kept alive by the caller), the process and its two ports.
+fn start(
+    dir: &std::path::Path,
+    name: &str,
+    backend: u16,
+    streams: usize,
+    upstream: &str,
+) -> (KubeFake, Proc, u16, u16) {
+    let fake = KubeFake::start(Cluster {
+        auth_configmap: Default::default(),
+        tokens: Default::default(),
+        sar: Arc::new(|_: &Value| (true, String::new())),
+    });
+    fake.put(&deployments(), deployment("inference", "chat", 1));
+    fake.put(&slices(), slice("inference", "chat", backend, true));
+    let routes = format!(
+        "routes:\n- name: chat\n  model: chat\n  service: {{namespace: inference, name: chat, port: http}}\n  \
+         target: {{kind: Deployment, name: chat}}\n  upstreamProtocol: {upstream}\n"
+    );
+    let config = gpuscale_e2e::write_file(dir, &format!("{name}.yaml"), &routes);
+    let kubeconfig =
+        gpuscale_e2e::write_file(dir, &format!("{name}.kubeconfig"), &fake.kubeconfig());
+    let (port, mport) = (gpuscale_e2e::free_port(), gpuscale_e2e::free_port());
+    let mut cmd = Command::new(bin("ACTIVATOR_BIN"));
+    cmd.arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--metrics-listen=127.0.0.1:{mport}"))
+        .arg(format!("--config={}", config.display()))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--max-connections={}", streams + 100))
+        .env("RUST_LOG", "warn");
+    let log = dir.join(format!("{name}.log"));
+    let activator = Proc::spawn(name, cmd, &log);
+    let ready = "gpuscale_activator_ready_endpoints{namespace=\"inference\",route=\"chat\"}";
+    wait("the activator's endpoint", 30, || {
+        scrape(mport, ready) == Some(1.0)
+    });
+    (fake, activator, port, mport)
 }

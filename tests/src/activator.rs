@@ -221,6 +221,28 @@ impl Activator {
     pub fn start(dir: &Path, name: &str, fake: &KubeFake, routes: &str, flags: &[&str]) -> Self {
         let kubeconfig = crate::write_file(dir, &format!("{name}.kubeconfig"), &fake.kubeconfig());
         let config = crate::write_file(dir, &format!("{name}.routes.yaml"), routes);
+        let mut attempt = 1;
+        loop {
+            let mut a = Self::spawn(dir, name, &kubeconfig, &config, flags);
+            let end = Instant::now() + Duration::from_secs(20);
+            while a.scrape().is_none() && a.proc.running() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if a.scrape().is_some() {
+                return a;
+            }
+            let log = a.proc.log_tail(30);
+            // A port read back free can be taken by another story's socket
+            // before the binary binds it: start again on new ports.
+            if attempt < 3 && log.contains("Address already in use") {
+                attempt += 1;
+                continue;
+            }
+            panic!("gave up waiting for the activator to serve; log:\n{log}");
+        }
+    }
+
+    fn spawn(dir: &Path, name: &str, kubeconfig: &Path, config: &Path, flags: &[&str]) -> Self {
         let (port, metrics_port) = (crate::free_port(), crate::free_port());
         let mut cmd = std::process::Command::new(crate::bins::activator());
         cmd.arg(format!("--listen=127.0.0.1:{port}"))
@@ -230,13 +252,11 @@ impl Activator {
             .args(flags)
             .env("RUST_LOG", "info,gpuscale_activator=debug");
         let proc = Proc::spawn(name, cmd, &dir.join(format!("{name}.log")));
-        let a = Self {
+        Self {
             port,
             metrics_port,
             proc,
-        };
-        a.wait_for("the activator to serve", || a.scrape().map(|_| ()));
-        a
+        }
     }
 
     pub fn scrape(&self) -> Option<String> {
