@@ -34,15 +34,6 @@ pub fn bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("invalid size {s:?} (bytes, or with Ki, Mi)"))
 }
 
-/// A log filter `tracing_subscriber::EnvFilter` accepts (`info`,
-/// `gpuscale_activator=debug,kube=info`), refused here rather than
-/// replaced by the default.
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
-
 /// The environment variables the activator reads, for `--help`.
 const ENVIRONMENT: &str = "\
 Environment:
@@ -166,7 +157,7 @@ pub struct Args {
     )]
     pub log_format: LogFormat,
     /// Log filter, e.g. info, debug, gpuscale_activator=debug,kube=info.
-    #[arg(long, global = true, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "info", value_parser = gpuscale_util::log::filter)]
     pub log_level: String,
 }
 

@@ -4,15 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
-/// `gpuscale_advisor=debug`), refused here rather than replaced by the
-/// default.
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
-
 /// The environment variables the advisor reads, for `--help`.
 const ENVIRONMENT: &str = "\
 Environment:
@@ -71,6 +62,6 @@ pub struct Cli {
     #[arg(long)]
     pub time_slice_production: bool,
     /// Log filter, e.g. warn, info, gpuscale_advisor=debug.
-    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = gpuscale_util::log::filter)]
     pub log_level: String,
 }

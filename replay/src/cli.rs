@@ -23,22 +23,13 @@ Environment:
   RUST_LOG  the log filter (--log-level)
   NO_COLOR  no colour codes in the log (none either off a terminal)";
 
-/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
-/// `gpuscale_replay=debug`), refused here rather than replaced by the
-/// default.
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
-
 #[derive(Parser)]
 #[command(version, about, after_help = ENVIRONMENT)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
     /// Log filter, e.g. warn, info, gpuscale_replay=debug.
-    #[arg(long, global = true, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "warn", value_parser = gpuscale_util::log::filter)]
     log_level: String,
 }
 

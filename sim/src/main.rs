@@ -23,14 +23,6 @@ Environment:
   NO_COLOR  no colour codes in the log (none either off a terminal)
   TMPDIR    where the temporary --dir is made";
 
-/// A log filter `tracing_subscriber::EnvFilter` accepts (`info`,
-/// `gpuscale_sim=debug`), refused here rather than replaced by the default.
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
-
 #[derive(Debug, Parser)]
 #[command(
     name = "gpuscale-sim",
@@ -58,7 +50,7 @@ struct Cli {
     #[arg(long)]
     node_economics: bool,
     /// Log filter, e.g. info, debug, gpuscale_sim=debug.
-    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = gpuscale_util::log::filter)]
     log_level: String,
 }
 

@@ -77,7 +77,7 @@ pub struct Cli {
     pub output: Output,
 
     /// Log filter, e.g. warn, info, gpuscale_top=debug.
-    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = log_filter)]
+    #[arg(long, env = "RUST_LOG", default_value = "warn", value_parser = gpuscale_util::log::filter)]
     pub log_level: String,
 }
 
@@ -86,14 +86,6 @@ const ENVIRONMENT: &str = "\
 Environment:
   RUST_LOG  the log filter (--log-level)
   NO_COLOR  no colours in the view";
-
-/// A log filter `tracing_subscriber::EnvFilter` accepts (`warn`,
-/// `gpuscale_top=debug`), refused here rather than replaced by the default.
-fn log_filter(s: &str) -> Result<String, String> {
-    tracing_subscriber::EnvFilter::try_new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, ValueEnum)]
 pub enum Output {

@@ -6,6 +6,8 @@
 
 pub mod backoff;
 pub mod duration;
+#[cfg(feature = "log")]
+pub mod log;
 pub mod memory;
 pub mod percent;
 pub mod rfc3339;
