@@ -39,12 +39,13 @@ pub struct Bounds {
     pub retry_after: u32,
 }
 
-/// Who sent a request: its address, and its connection's socket (watched
-/// while the request is held).
-#[derive(Debug, Clone, Copy)]
+/// Who sent a request: its address, its connection's socket (watched
+/// while the request is held) and its connection's upstream connection.
+#[derive(Clone)]
 pub struct Peer {
     pub addr: SocketAddr,
     pub client: held_body::Client,
+    pub pinned: Arc<crate::pinned::Pinned>,
 }
 
 pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: Peer) -> Response<Body> {
@@ -53,7 +54,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>, peer: Peer) -> Respon
         Err(resp) => return resp,
     };
     let open = Open::begin(route.series.in_flight.clone());
-    match forward(&app, &route, req, peer).await {
+    match forward(&app, &route, req, &peer).await {
         Ok(resp) => open.until_answered(resp),
         Err(resp) => open.until_answered(resp),
     }
@@ -65,7 +66,7 @@ async fn forward(
     app: &App,
     route: &Arc<Route>,
     req: Request<ReqBody>,
-    peer: Peer,
+    peer: &Peer,
 ) -> Result<Response<Incoming>, Response<Body>> {
     let (addr, req, was_held) = admit(app, route, req, peer.client).await?;
     let name = &route.spec.name;
@@ -74,8 +75,12 @@ async fn forward(
         .spec
         .upstream_ttfb_timeout
         .unwrap_or(app.bounds.upstream_ttfb_timeout);
-    let Ok(answered) =
-        tokio::time::timeout(ttfb, app.upstream.forward(addr, proto, req, peer.addr)).await
+    let Ok(answered) = tokio::time::timeout(
+        ttfb,
+        app.upstream
+            .forward(addr, proto, req, (peer.addr, &peer.pinned)),
+    )
+    .await
     else {
         route.series.upstream_timeouts.inc();
         tracing::warn!(route = %name, %addr, ?ttfb, "no response head in time");

@@ -13,6 +13,7 @@ pub mod handler;
 pub mod held_body;
 pub mod in_flight;
 pub mod metrics;
+pub mod pinned;
 pub mod proxy;
 pub mod route;
 pub mod router;

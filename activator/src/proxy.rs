@@ -19,6 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::config::Protocol;
+use crate::pinned::{Pinned, Sent, chain};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BoxError>;
@@ -77,6 +78,7 @@ impl ReqBody {
 pub struct Upstream {
     http1: Client<HttpConnector, ReqBody>,
     h2c: Client<HttpConnector, ReqBody>,
+    connect_timeout: Duration,
 }
 
 impl Upstream {
@@ -88,35 +90,43 @@ impl Upstream {
         builder.pool_idle_timeout(Duration::from_secs(60));
         let http1 = builder.build(http.clone());
         let h2c = builder.http2_only(true).build(http);
-        Self { http1, h2c }
+        Self {
+            http1,
+            h2c,
+            connect_timeout,
+        }
     }
 
-    /// Sends `req` to `addr` over `proto`; the response body streams as it
-    /// arrives.
+    /// Sends `req` to `addr` over `proto` (HTTP/1.1 on the client
+    /// connection's own upstream connection where it can); the response
+    /// body streams as it arrives.
     pub async fn forward(
         &self,
         addr: SocketAddr,
         proto: Protocol,
         mut req: Request<ReqBody>,
-        peer: SocketAddr,
+        from: (SocketAddr, &Pinned),
     ) -> Result<Response<Incoming>, String> {
+        let (peer, pinned) = from;
         prepare(&mut req, addr, proto, peer)?;
         let client = match proto {
-            Protocol::Http1 => &self.http1,
+            Protocol::Http1 => match pinned.send(addr, req, self.connect_timeout).await {
+                Sent::Done(resp) => return resp.map(strip_response),
+                Sent::Declined(r) => {
+                    req = r;
+                    &self.http1
+                }
+            },
             Protocol::H2c => &self.h2c,
         };
-        let mut resp = client.request(req).await.map_err(|e| {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg = format!("{msg}: {s}");
-                src = s.source();
-            }
-            msg
-        })?;
-        strip_hop_by_hop(resp.headers_mut());
-        Ok(resp)
+        let resp = client.request(req).await.map_err(|e| chain(&e))?;
+        Ok(strip_response(resp))
     }
+}
+
+fn strip_response(mut resp: Response<Incoming>) -> Response<Incoming> {
+    strip_hop_by_hop(resp.headers_mut());
+    resp
 }
 
 /// Headers that belong to one connection, not to the message (RFC 9110

@@ -27,6 +27,7 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
         let peer = handler::Peer {
             addr: peer,
             client: crate::held_body::Client(std::os::fd::AsRawFd::as_raw_fd(&tcp)),
+            pinned: Arc::default(),
         };
         let app = app.clone();
         let builder = builder.clone();
@@ -36,6 +37,7 @@ pub async fn serve_proxy(listener: TcpListener, app: Arc<App>, limits: Limits) {
             let svc = service_fn(move |req: Request<Incoming>| {
                 let app = app.clone();
                 let in_flight = busy.begin();
+                let peer = peer.clone();
                 async move {
                     let resp = handler::handle(app, req, peer).await;
                     drop(in_flight);
