@@ -3,6 +3,7 @@
 //! the first held request, and forwards the held requests in arrival order
 //! once an endpoint is Ready (docs/activator.md).
 
+pub mod body;
 pub mod cli;
 pub mod config;
 pub mod conn;

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 
-use crate::proxy::ReqBody;
+use crate::body::ReqBody;
 
 /// What became of a request offered to the pinned connection.
 pub enum Sent {

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::Client;
@@ -21,56 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use crate::config::Protocol;
 use crate::pinned::{Pinned, Sent, chain};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub type Body = BoxBody<Bytes, BoxError>;
-
-/// A forwarded request's body: the client's, streamed as it is (the warm
-/// path: no box), or one the activator read first (peeked, held).
-pub enum ReqBody {
-    Streamed(Incoming),
-    Boxed(Body),
-}
-
-impl hyper::body::Body for ReqBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            Self::Streamed(b) => Pin::new(b)
-                .poll_frame(cx)
-                .map(|f| f.map(|r| r.map_err(BoxError::from))),
-            Self::Boxed(b) => Pin::new(b).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            Self::Streamed(b) => b.is_end_stream(),
-            Self::Boxed(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            Self::Streamed(b) => b.size_hint(),
-            Self::Boxed(b) => b.size_hint(),
-        }
-    }
-}
-
-impl ReqBody {
-    /// The body as one boxed type (to be read while held).
-    pub fn boxed(self) -> Body {
-        match self {
-            Self::Streamed(b) => b.map_err(BoxError::from).boxed(),
-            Self::Boxed(b) => b,
-        }
-    }
-}
+pub use crate::body::{Body, BoxError, ReqBody};
 
 /// Clients to the endpoints, connections pooled per endpoint: HTTP/1.1
 /// keep-alive, and HTTP/2 (one multiplexed connection per endpoint).
