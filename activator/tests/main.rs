@@ -7,6 +7,7 @@ mod docs;
 mod h2c;
 mod held;
 mod peek;
+mod pinned;
 mod sleep;
 #[allow(clippy::unwrap_used)]
 mod support;
