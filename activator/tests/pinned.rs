@@ -78,22 +78,26 @@ async fn gets(proxy: SocketAddr, n: usize) -> Vec<String> {
     out
 }
 
-async fn proxy_to(upstream: SocketAddr) -> SocketAddr {
+/// A proxy to a model server closing after `close_after` answers, and
+/// five GETs through it on one client connection, all answered 200: the
+/// proxy, and how many connections the server accepted.
+async fn five_gets(close_after: Option<usize>) -> (SocketAddr, Arc<AtomicUsize>) {
+    let (up, accepted) = upstream(close_after).await;
     let metrics = Arc::new(Metrics::new().unwrap());
     let route = gpuscale_activator::route::Route::new(support::spec(None), metrics.clone());
-    route.set_ready(vec![upstream]);
-    support::proxy(route, metrics, support::bounds()).await
-}
-
-#[tokio::test]
-async fn a_client_connection_keeps_one_upstream_connection() {
-    let (up, accepted) = upstream(None).await;
-    let proxy = proxy_to(up).await;
+    route.set_ready(vec![up]);
+    let proxy = support::proxy(route, metrics, support::bounds()).await;
     let answers = gets(proxy, 5).await;
     assert!(
         answers.iter().all(|l| l == "HTTP/1.1 200 OK"),
         "{answers:?}"
     );
+    (proxy, accepted)
+}
+
+#[tokio::test]
+async fn a_client_connection_keeps_one_upstream_connection() {
+    let (proxy, accepted) = five_gets(None).await;
     assert_eq!(
         accepted.load(Ordering::SeqCst),
         1,
@@ -109,13 +113,7 @@ async fn a_client_connection_keeps_one_upstream_connection() {
 
 #[tokio::test]
 async fn a_pinned_connection_the_server_closed_is_replaced() {
-    let (up, accepted) = upstream(Some(2)).await;
-    let proxy = proxy_to(up).await;
-    let answers = gets(proxy, 5).await;
-    assert!(
-        answers.iter().all(|l| l == "HTTP/1.1 200 OK"),
-        "{answers:?}"
-    );
+    let (_, accepted) = five_gets(Some(2)).await;
     assert_eq!(
         accepted.load(Ordering::SeqCst),
         3,
