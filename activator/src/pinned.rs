@@ -31,7 +31,7 @@ pub enum Sent {
 pub struct Pinned(Mutex<Option<(SocketAddr, SendRequest<ReqBody>)>>);
 
 impl Pinned {
-    /// Sends `req` (prepared for HTTP/1.1 to `addr`) on this client
+    /// Sends `req` (its headers prepared for HTTP/1.1) on this client
     /// connection's upstream connection to `addr`, opened now if it has
     /// none to `addr`.
     pub async fn send(
@@ -40,7 +40,7 @@ impl Pinned {
         mut req: Request<ReqBody>,
         connect: Duration,
     ) -> Sent {
-        let sender = match self.take(addr) {
+        let mut sender = match self.take(addr) {
             Take::Ready(s) => s,
             Take::Busy => return Sent::Declined(req),
             Take::None => match open(addr, connect).await {
@@ -49,13 +49,12 @@ impl Pinned {
             },
         };
         origin_form(&mut req, addr);
-        let mut sender = sender;
         let answer = sender.try_send_request(req);
         self.put(addr, sender);
         match answer.await {
             Ok(resp) => Sent::Done(Ok(resp)),
             Err(mut e) => match e.take_message() {
-                Some(req) => Sent::Declined(absolute_form(req, addr)),
+                Some(req) => Sent::Declined(req),
                 None => Sent::Done(Err(chain(e.error()))),
             },
         }
@@ -127,15 +126,6 @@ fn origin_form(req: &mut Request<ReqBody>, addr: SocketAddr) {
     {
         req.headers_mut().insert(header::HOST, v);
     }
-}
-
-/// Back to the absolute form the pool routes by.
-fn absolute_form(mut req: Request<ReqBody>, addr: SocketAddr) -> Request<ReqBody> {
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    if let Ok(uri) = format!("http://{addr}{path}").parse::<Uri>() {
-        *req.uri_mut() = uri;
-    }
-    req
 }
 
 /// An error with its sources, as the pool's errors are reported.

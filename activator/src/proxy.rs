@@ -58,15 +58,16 @@ impl Upstream {
         from: (SocketAddr, &Pinned),
     ) -> Result<Response<Incoming>, String> {
         let (peer, pinned) = from;
-        prepare(&mut req, addr, proto, peer)?;
-        let client = match proto {
-            Protocol::Http1 => match pinned.send(addr, req, self.connect_timeout).await {
+        prepare(&mut req, proto, peer);
+        if proto == Protocol::Http1 {
+            match pinned.send(addr, req, self.connect_timeout).await {
                 Sent::Done(resp) => return resp.map(strip_response),
-                Sent::Declined(r) => {
-                    req = r;
-                    &self.http1
-                }
-            },
+                Sent::Declined(r) => req = r,
+            }
+        }
+        upstream_uri(&mut req, addr)?;
+        let client = match proto {
+            Protocol::Http1 => &self.http1,
             Protocol::H2c => &self.h2c,
         };
         let resp = client.request(req).await.map_err(|e| chain(&e))?;
@@ -116,19 +117,9 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
-fn prepare<B>(
-    req: &mut Request<B>,
-    addr: SocketAddr,
-    proto: Protocol,
-    peer: SocketAddr,
-) -> Result<(), String> {
-    // HTTP/2 carries the host in the URI (`:authority`), HTTP/1 in `Host`.
-    let host = req.headers().get(header::HOST).cloned().or_else(|| {
-        req.uri()
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-    });
-    // The path is shared, not copied and parsed again.
+/// The absolute URI the pool routes by: the endpoint's address and the
+/// request's path (shared, not copied and parsed again).
+fn upstream_uri<B>(req: &mut Request<B>, addr: SocketAddr) -> Result<(), String> {
     let mut uri = http::uri::Parts::default();
     uri.scheme = Some(http::uri::Scheme::HTTP);
     uri.authority = Some(
@@ -143,6 +134,18 @@ fn prepare<B>(
     );
     *req.uri_mut() =
         Uri::from_parts(uri).map_err(|e| format!("cannot build the upstream URI: {e}"))?;
+    Ok(())
+}
+
+/// The headers and version of `req` as the endpoint gets them over
+/// `proto`, from `peer`; its URI is left as the client sent it.
+fn prepare<B>(req: &mut Request<B>, proto: Protocol, peer: SocketAddr) {
+    // HTTP/2 carries the host in the URI (`:authority`), HTTP/1 in `Host`.
+    let host = req.headers().get(header::HOST).cloned().or_else(|| {
+        req.uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
     let h = req.headers_mut();
     // gRPC needs `te: trailers`, the one TE an HTTP/2 request may carry.
     let trailers = h
@@ -187,7 +190,6 @@ fn prepare<B>(
     if !h.contains_key(X_FORWARDED_PROTO) {
         h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
-    Ok(())
 }
 
 /// `body`, which says so on `signal` when the upstream connection first
@@ -272,7 +274,8 @@ mod tests {
         }
         let mut req = req.body(text(StatusCode::OK, "").into_body()).unwrap();
         let peer: SocketAddr = "192.0.2.7:5000".parse().unwrap();
-        prepare(&mut req, addr.parse().unwrap(), proto, peer).unwrap();
+        prepare(&mut req, proto, peer);
+        upstream_uri(&mut req, addr.parse().unwrap()).unwrap();
         req
     }
 
