@@ -16,6 +16,8 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 
+use gpuscale_util::error::chain;
+
 use crate::body::ReqBody;
 
 /// What became of a request offered to the pinned connection.
@@ -126,15 +128,4 @@ fn origin_form(req: &mut Request<ReqBody>, addr: SocketAddr) {
     {
         req.headers_mut().insert(header::HOST, v);
     }
-}
-
-/// An error with its sources, as the pool's errors are reported.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        msg = format!("{msg}: {s}");
-        src = s.source();
-    }
-    msg
 }

@@ -18,7 +18,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::config::Protocol;
-use crate::pinned::{Pinned, Sent, chain};
+use gpuscale_util::error::chain;
+
+use crate::pinned::{Pinned, Sent};
 
 pub use crate::body::{Body, BoxError, ReqBody};
 

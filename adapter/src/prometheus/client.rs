@@ -210,7 +210,7 @@ impl PromClient {
             .http
             .request(req)
             .await
-            .map_err(|e| QueryError::Transport(error_chain(&e)))?;
+            .map_err(|e| QueryError::Transport(gpuscale_util::error::chain(&e)))?;
         let status = resp.status();
         let body = Limited::new(resp.into_body(), 16 << 20)
             .collect()
@@ -226,17 +226,6 @@ impl PromClient {
         }
         decode_answer(&body)
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 #[derive(Deserialize)]
